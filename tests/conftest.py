@@ -1,0 +1,46 @@
+"""Shared fixtures: the ../shared corpus pack and tiny model, skipped cleanly when absent."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """../shared (corpora + tiny-en-llama); tests that need it skip when it is missing."""
+    if not (SHARED / "corpora").is_dir():
+        pytest.skip(f"../shared/corpora not found at {SHARED} (CI provides it beside the clone)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def tiny_en_llama(shared_dir: Path) -> Path:
+    """The 8.6M-parameter English Llama in ../shared/models/tiny-en-llama."""
+    path = shared_dir / "models" / "tiny-en-llama"
+    if not (path / "config.json").is_file():
+        pytest.skip(f"tiny-en-llama not found at {path}")
+    return path
+
+
+def read_shared_texts(shared_dir: Path, name: str, limit: int | None = None) -> list[str]:
+    """Texts of one corpus file, e.g. read_shared_texts(shared_dir, "nb.debian-handbook.valid")."""
+    texts = []
+    with gzip.open(shared_dir / "corpora" / f"{name}.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            texts.append(json.loads(line)["text"])
+            if limit is not None and len(texts) >= limit:
+                break
+    return texts
+
+
+@pytest.fixture(scope="session")
+def shared_texts(shared_dir: Path):
+    """Callable: shared_texts("nb.debian-handbook.valid", limit=None) -> list[str]."""
+    return lambda name, limit=None: read_shared_texts(shared_dir, name, limit)
