@@ -1,0 +1,167 @@
+"""The `langadapt` command: thin argument parsing over pipeline, plan, eval, export and launch.
+
+New knobs belong in the recipe (and `--set key.path=value`), not here. User errors are printed as
+one line and exit with status 2; `--debug` shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from langadapt.errors import LangadaptError
+
+EXIT_USER_ERROR = 2
+
+
+def _recipe_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", help="recipe YAML file")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override a recipe value (repeatable), e.g. --set stage2.steps=100")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="langadapt", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the pipeline of a recipe")
+    _recipe_args(run)
+    run.add_argument("--from", dest="start", metavar="STAGE", help="re-run this stage and the ones after it")
+    run.add_argument("--only", metavar="STAGE", help="re-run only this stage (earlier ones must be complete)")
+    run.add_argument("--until", metavar="STAGE", help="stop after this stage")
+    run.add_argument("--force", action="store_true", help="re-run stages even when complete")
+    run.add_argument("--dry-run", action="store_true", help="validate the recipe and print the stage plan")
+    run.add_argument("--explain", action="store_true", help="print the resolved recipe with every field's meaning")
+
+    plan = commands.add_parser("plan", help="tokens, epochs, FLOPs, GPU-hours, memory and energy of a recipe")
+    _recipe_args(plan)
+    plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plan.add_argument("--hardware", default="h100", help="h100, a100, mi250x-gcd, or custom:<peak TFLOP/s>")
+    plan.add_argument("--gpus", type=int, default=None, help="number of GPUs (default: from the recipe or 64)")
+    plan.add_argument("--mfu", type=float, default=0.40, help="assumed model FLOPs utilisation")
+
+    ev = commands.add_parser("eval", help="evaluate a run directory or a Hugging Face model folder")
+    ev.add_argument("model", help="run directory (runs/<name>) or HF model folder")
+    ev.add_argument("--suite", action="append", default=None, help="suite YAML (repeatable)")
+    ev.add_argument("--out", default=None, help="output folder (default: <model>/eval)")
+    ev.add_argument("--compare", action="append", default=[], help="another run dir or HF folder to compare")
+
+    export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
+    _recipe_args(export)
+    export.add_argument("--push-to-hub", metavar="REPO_ID", help="push the exported folder to this Hub repo")
+
+    launch = commands.add_parser("launch", help="write an sbatch script for a multi-node run")
+    _recipe_args(launch)
+    launch.add_argument("--slurm", action="store_true", required=True, help="write a Slurm batch script")
+    launch.add_argument("--nodes", type=int, default=1)
+    launch.add_argument("--preset", default="nvidia-4", help="lumi-g, nvidia-4 or nvidia-8")
+    launch.add_argument("--time", default="48:00:00", help="Slurm time limit")
+    launch.add_argument("--account", default=None)
+    launch.add_argument("--partition", default=None)
+    launch.add_argument("--out", default=None, help="script path (default: <run_dir>/launch.sbatch)")
+
+    commands.add_parser("reference", help="print the recipe reference (Markdown) generated from the schema")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from langadapt.pipeline import run_pipeline
+    from langadapt.recipe import Recipe, load_recipe
+    from langadapt.recipe_docs import explain
+
+    loaded = load_recipe(args.recipe, args.overrides)
+    if args.explain:
+        print(explain(Recipe, loaded.recipe.model_dump(mode="json")))
+        return 0
+    actions = run_pipeline(loaded, only=args.only, start=args.start, until=args.until,
+                           force=args.force, dry_run=args.dry_run)
+    if args.dry_run:
+        print(f"recipe {args.recipe}: valid; run directory {loaded.recipe.run_dir}")
+        for name, action in actions:
+            print(f"  {name:<11} {action}")
+    else:
+        print(f"run complete: {loaded.recipe.run_dir}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from langadapt.planning.recipe_plan import plan_recipe
+    from langadapt.planning.plan import render_plan
+    from langadapt.recipe import load_recipe
+
+    loaded = load_recipe(args.recipe, args.overrides)
+    plan = plan_recipe(loaded.recipe, hardware=args.hardware, num_gpus=args.gpus, mfu=args.mfu)
+    print(json.dumps(plan, indent=2) if args.json else render_plan(plan))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from langadapt.evaluation import evaluate_cli
+
+    suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
+    out = Path(args.out) if args.out else Path(args.model) / "eval"
+    evaluate_cli(args.model, suites, out, args.compare)
+    print(f"evaluation written to {out}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from langadapt.pipeline import run_pipeline
+    from langadapt.recipe import load_recipe
+
+    overrides = list(args.overrides)
+    if args.push_to_hub:
+        overrides += ["export.push_to_hub=true", f"export.repo_id={args.push_to_hub}"]
+    loaded = load_recipe(args.recipe, overrides)
+    run_pipeline(loaded, only="export")
+    print(f"exported to {loaded.recipe.run_dir / 'export' / 'model'}")
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from langadapt.recipe import load_recipe
+    from langadapt.train.launch import write_sbatch
+
+    loaded = load_recipe(args.recipe, args.overrides)
+    out = Path(args.out) if args.out else loaded.recipe.run_dir / "launch.sbatch"
+    path = write_sbatch(args.recipe, preset=args.preset, nodes=args.nodes, time=args.time,
+                        account=args.account, partition=args.partition, out_path=out)
+    print(f"wrote {path}; submit with: sbatch {path}")
+    return 0
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    from langadapt.recipe import Recipe
+    from langadapt.recipe_docs import markdown_reference
+
+    print(markdown_reference(Recipe))
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "plan": cmd_plan, "eval": cmd_eval, "export": cmd_export,
+            "launch": cmd_launch, "reference": cmd_reference}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from langadapt.logs import setup_logging
+
+    setup_logging(debug=args.debug)
+    try:
+        return COMMANDS[args.command](args)
+    except LangadaptError as exc:
+        if args.debug:
+            raise
+        print(f"langadapt: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("langadapt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Turn pydantic validation errors and YAML problems into one-line, located messages.
+
+pydantic reports `loc=('stage2', 'lr_sheduler')`; users need
+`recipes/x.yaml:14: stage2.lr_sheduler: unknown key; did you mean schedule?`. The YAML line comes
+from the composed node tree (PyYAML keeps marks on nodes, not on loaded dicts), the suggestion
+from the model class found by walking the schema along the same path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+
+def dotted(loc: tuple[Any, ...]) -> str:
+    """('data', 'sources', 0, 'path') -> 'data.sources[0].path'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def yaml_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest YAML node that exists along `loc`."""
+    node, line = root, None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == part), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that owns the last key of `loc` (for "did you mean")."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(part)
+        if field is None:
+            return None
+        current = _unwrap(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Find the BaseModel inside Optional[...] / list[...] / dict[str, ...] annotations."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _unwrap(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def suggest(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """'; did you mean X?' for an unknown key, or '' when nothing is close."""
+    owner = _model_at(model, loc)
+    if owner is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    close = difflib.get_close_matches(loc[-1], list(owner.model_fields), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def format_validation_error(
+    error: ValidationError, model: type[BaseModel], source: Path | str, root: yaml.Node | None
+) -> str:
+    """One line for the first error (plus a count of the others)."""
+    errors = error.errors()
+    first = errors[0]
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    line = yaml_line(root, loc)
+    where = f"{source}:{line}" if line else str(source)
+    if first["type"] == "extra_forbidden":
+        what = "unknown key" + suggest(model, loc)
+    elif first["type"] == "missing":
+        what = "required key is missing"
+    else:
+        what = first["msg"]
+        if "input" in first and not isinstance(first["input"], (dict, list)):
+            what += f" (got {first['input']!r})"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    return f"{where}: {dotted(loc) or '<recipe>'}: {what}{more}"

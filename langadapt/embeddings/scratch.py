@@ -1,0 +1,48 @@
+"""`init: scratch`: a randomly initialised model sized for the new tokenizer (the cold baseline).
+
+This is what every warm run is compared with, and how the toolkit makes its own tiny English
+source model for the demo. It stands in the embeddings stage's place so that stage 2 finds its
+starting model in the same folder either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from langadapt.context import StageContext
+from langadapt.errors import LangadaptError
+
+
+def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int) -> torch.nn.Module:
+    """A transformers model from config fields, with vocab and special ids taken from the tokenizer."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = dict(architecture)
+    model_type = fields.pop("model_type", None)
+    if not model_type:
+        raise LangadaptError("base_model.architecture.model_type: required for init: scratch (e.g. llama)")
+    try:
+        config = AutoConfig.for_model(model_type, **fields)
+    except ValueError as exc:
+        raise LangadaptError(f"base_model.architecture.model_type {model_type!r}: {exc}") from None
+    config.vocab_size = len(tokenizer)
+    for role in ("bos", "eos", "pad"):
+        setattr(config, f"{role}_token_id", getattr(tokenizer, f"{role}_token_id"))
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def run_scratch(architecture: dict[str, Any] | None, ctx: StageContext) -> dict[str, Any]:
+    from transformers import AutoConfig, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(ctx.stage_dir("tokenizer") / "tokenizer")
+    if architecture is None:  # scratch with the architecture of a given base model
+        architecture = AutoConfig.from_pretrained(ctx.base_model).to_dict()
+    model = build_scratch_model(architecture, tokenizer, ctx.seed)
+    model.save_pretrained(ctx.out / "model", safe_serialization=True)
+    tokenizer.save_pretrained(ctx.out / "model")
+    params = sum(p.numel() for p in model.parameters())
+    ctx.log.info("embeddings: scratch %s with %.2fM parameters", model.config.model_type, params / 1e6)
+    return {"method": "scratch", "parameters": params, "vocab_size": len(tokenizer)}

@@ -1,0 +1,28 @@
+"""Console logging: rich when attached to a terminal, plain lines otherwise (Slurm logs)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+
+def setup_logging(debug: bool = False) -> None:
+    level = logging.DEBUG if debug else logging.INFO
+    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+    if sys.stderr.isatty():
+        from rich.logging import RichHandler
+
+        handler: logging.Handler = RichHandler(show_path=False, rich_tracebacks=debug)
+        fmt = "%(message)s"
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        fmt = f"%(asctime)s [rank {rank}] %(message)s"
+    handler.setFormatter(logging.Formatter(fmt, datefmt="%H:%M:%S"))
+    root = logging.getLogger("langadapt")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+    # transformers/deepspeed are chatty at INFO; their warnings still show.
+    for noisy in ("transformers", "DeepSpeed", "deepspeed", "datasets"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

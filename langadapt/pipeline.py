@@ -1,0 +1,266 @@
+"""Runs the stages of a recipe in order inside its run directory, skipping finished ones.
+
+The stage table below is the only place that knows which recipe sections a stage receives;
+each stage's entry point gets its own slice and a `StageContext`, and nothing else couples them
+(they communicate through the run directory, see `rundir`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langadapt import rundir
+from langadapt.context import StageContext
+from langadapt.errors import LangadaptError
+from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+
+log = logging.getLogger("langadapt")
+
+STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
+TRAINING_STAGES = ("stage1", "stage2")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline step: a name, the recipe sections it depends on, and its entry point."""
+
+    name: str
+    sections: tuple[str, ...]
+    run: Callable[[StageContext], dict[str, Any]]
+    skip_reason: str | None = None
+
+
+def stage_table(recipe: Recipe) -> list[Stage]:
+    """Each stage with its slice of the recipe (imports are lazy: `plan` needs no torch)."""
+
+    def data(ctx: StageContext) -> dict[str, Any]:
+        from langadapt.data.stage import run
+
+        return run(recipe.data, ctx)
+
+    def tokenizer(ctx: StageContext) -> dict[str, Any]:
+        from langadapt.tokenizer.stage import run
+
+        return run(recipe.tokenizer, ctx)
+
+    def embeddings(ctx: StageContext) -> dict[str, Any]:
+        if recipe.init == "scratch":
+            from langadapt.embeddings.scratch import run_scratch
+
+            return run_scratch(recipe.base_model.architecture, ctx)
+        from langadapt.embeddings.stage import run
+
+        return run(recipe.embeddings, ctx)
+
+    def training(name: str) -> Callable[[StageContext], dict[str, Any]]:
+        def run_training(ctx: StageContext) -> dict[str, Any]:
+            from langadapt.train.stage import run
+
+            return run(name, getattr(recipe, name), recipe.engine, ctx, source_mixture(recipe))
+
+        return run_training
+
+    def evaluate(ctx: StageContext) -> dict[str, Any]:
+        from langadapt.evaluation.stage import run
+
+        return run(recipe.evaluation, ctx)
+
+    def export(ctx: StageContext) -> dict[str, Any]:
+        from langadapt.export.stage import run
+
+        return run(recipe.export, ctx, target_languages(recipe))
+
+    stage1_skip = (
+        "init: scratch has no embedding stage" if recipe.init == "scratch"
+        else None if recipe.stage1.enabled else "stage1.enabled is false"
+    )
+    return [
+        Stage("data", ("data",), data),
+        Stage("tokenizer", ("tokenizer", "base_model"), tokenizer),
+        Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
+        Stage("stage1", ("stage1", "engine"), training("stage1"), stage1_skip),
+        Stage("stage2", ("stage2", "engine"), training("stage2"),
+              None if recipe.stage2.enabled else "stage2.enabled is false"),
+        Stage("evaluate", ("evaluation",), evaluate),
+        Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
+    ]
+
+
+def source_mixture(recipe: Recipe) -> dict[str, dict[str, float]]:
+    """Per-source weight/epochs as declared in the data section (training stages may override)."""
+    mixture = {}
+    for source in recipe.data.sources:
+        entry = {k: getattr(source, k) for k in ("weight", "epochs", "max_epochs") if getattr(source, k) is not None}
+        mixture[source.name] = entry
+    return mixture
+
+
+def target_languages(recipe: Recipe) -> list[str]:
+    return sorted({s.lang for s in recipe.data.sources if s.role == "target"})
+
+
+def select_stages(names: list[str], only: str | None, start: str | None, until: str | None) -> list[str]:
+    """Which stage names --only / --from / --until ask for."""
+    for flag, value in (("--only", only), ("--from", start), ("--until", until)):
+        if value is not None and value not in names:
+            raise LangadaptError(f"{flag} {value}: unknown stage; stages are {', '.join(names)}")
+    if only:
+        return [only]
+    first = names.index(start) if start else 0
+    last = names.index(until) if until else len(names) - 1
+    return names[first : last + 1]
+
+
+def resolve_base_model(recipe: Recipe) -> str | None:
+    """A local folder for the base model: as given, built by its recipe, or fetched from the Hub."""
+    spec = recipe.base_model
+    if spec.path is None:
+        return None
+    if Path(spec.path).is_dir():
+        return spec.path
+    if spec.build_recipe:
+        log.info("base model %s is missing: building it with %s", spec.path, spec.build_recipe)
+        run_pipeline(load_recipe(spec.build_recipe))
+        if not Path(spec.path).is_dir():
+            raise LangadaptError(f"base_model.build_recipe {spec.build_recipe} did not produce {spec.path}")
+        return spec.path
+    if spec.path.count("/") == 1 and not spec.path.startswith((".", "/")):
+        from huggingface_hub import snapshot_download
+
+        try:
+            return snapshot_download(spec.path, revision=spec.revision)
+        except Exception as exc:  # network, auth, missing repo: all user-fixable
+            raise LangadaptError(f"base_model.path {spec.path}: not a local folder and the Hub download failed ({type(exc).__name__})") from None
+    raise LangadaptError(f"base_model.path {spec.path}: folder not found")
+
+
+def fingerprints(loaded: LoadedRecipe, stages: list[Stage]) -> dict[str, str]:
+    """Chain each stage's sections, seed and input files onto the previous stage's fingerprint."""
+    recipe, previous, prints = loaded.recipe, "", {}
+    for stage in stages:
+        inputs: dict[str, Any] = {}
+        if stage.name == "data":
+            inputs = rundir.file_fingerprints([Path(p) for s in recipe.data.sources for p in _paths(s.path)])
+        elif stage.name == "tokenizer" and recipe.base_model.path and Path(recipe.base_model.path).is_dir():
+            inputs = rundir.file_fingerprints([Path(recipe.base_model.path)])
+        key = {"sections": loaded.section_hash(*stage.sections), "seed": recipe.seed,
+               "inputs": inputs, "previous": previous}
+        prints[stage.name] = previous = rundir.hash_json(key)
+    return prints
+
+
+def _paths(path: str | list[str]) -> list[str]:
+    import glob
+
+    patterns = [path] if isinstance(path, str) else path
+    return [match for pattern in patterns for match in sorted(glob.glob(pattern))]
+
+
+def _world() -> tuple[int, int]:
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
+    return rank, world
+
+
+def plan_actions(loaded: LoadedRecipe, selected: list[str], force: bool) -> list[tuple[Stage, str]]:
+    """What each stage would do now: run, resume, skip (complete / disabled / not selected)."""
+    stages = stage_table(loaded.recipe)
+    prints = fingerprints(loaded, stages)
+    actions = []
+    for stage in stages:
+        stage_dir = loaded.recipe.run_dir / stage.name
+        if stage.skip_reason:
+            actions.append((stage, f"skip ({stage.skip_reason})"))
+        elif stage.name not in selected:
+            done = rundir.is_complete(stage_dir, prints[stage.name])
+            actions.append((stage, "complete" if done else "not selected"))
+        elif not force and rundir.is_complete(stage_dir, prints[stage.name]):
+            actions.append((stage, "skip (complete, inputs unchanged)"))
+        else:
+            partial = (stage_dir / rundir.FINGERPRINT).is_file() and \
+                (stage_dir / rundir.FINGERPRINT).read_text().strip() == prints[stage.name]
+            actions.append((stage, "resume" if partial and stage.name in TRAINING_STAGES else "run"))
+    return actions
+
+
+def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | None = None,
+                 until: str | None = None, force: bool = False, dry_run: bool = False) -> list[tuple[str, str]]:
+    """Run (or with dry_run, only plan) the selected stages; returns (stage, action) pairs."""
+    recipe = loaded.recipe
+    selected = select_stages(list(STAGES), only, start, until)
+    force = force or bool(only) or bool(start)
+    actions = plan_actions(loaded, selected, force)
+    if dry_run:
+        return [(stage.name, action) for stage, action in actions]
+    rank, world = _world()
+    if world > 1:
+        _check_multirank(actions, selected)
+    run_dir = recipe.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if rank == 0:
+        (run_dir / "recipe.resolved.yaml").write_text(loaded.resolved_yaml(), encoding="utf-8")
+    base_model = None
+    prints = fingerprints(loaded, [s for s, _ in actions])
+    for stage, action in actions:
+        if action not in ("run", "resume"):
+            log.info("%-10s %s", stage.name, action)
+            _require_upstream(stage, action, selected)
+            continue
+        if world > 1 and stage.name not in TRAINING_STAGES and rank != 0:
+            continue
+        if base_model is None and recipe.base_model.path:
+            base_model = resolve_base_model(recipe)
+        ctx = StageContext(run_dir=run_dir, stage=stage.name, seed=recipe.seed, base_model=base_model, log=log)
+        _run_stage(stage, ctx, prints[stage.name], loaded, action)
+    return [(stage.name, action) for stage, action in actions]
+
+
+def _require_upstream(stage: Stage, action: str, selected: list[str]) -> None:
+    if action == "not selected" and selected and STAGES.index(stage.name) < STAGES.index(selected[0]):
+        raise LangadaptError(f"stage {stage.name} is not complete (or its inputs changed): "
+                             f"run it first, e.g. langadapt run RECIPE --until {stage.name}")
+
+
+def _check_multirank(actions: list[tuple[Stage, str]], selected: list[str]) -> None:
+    """Under torchrun/srun only training is multi-rank; data preparation must already be done."""
+    for stage, action in actions:
+        if stage.name in TRAINING_STAGES:
+            return
+        if action in ("run", "resume", "not selected"):
+            raise LangadaptError(
+                f"stage {stage.name} must be complete before a multi-rank launch: "
+                "run `langadapt run RECIPE --until embeddings` in one process first")
+
+
+def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: LoadedRecipe, action: str) -> None:
+    if _world()[0] == 0:
+        resumed = rundir.prepare_stage_dir(ctx.out, fingerprint)
+    else:  # other ranks must not race rank 0's clean-up of the folder
+        resumed = rundir.wait_for_fingerprint(ctx.out, fingerprint)
+    log.info("%-10s %s%s", stage.name, action, " (keeping partial work)" if resumed else "")
+    if stage.name == "stage2":
+        inh = loaded.inheritance
+        log.info("stage2 inherits from stage1: %s; overrides: %s",
+                 ", ".join(inh["inherited"]) or "nothing", ", ".join(inh["overridden"]) or "nothing")
+    started = time.time()
+    summary = stage.run(ctx)
+    if _world()[0] != 0:
+        return
+    rundir.write_manifest(ctx.out, {
+        "stage": stage.name,
+        "fingerprint": fingerprint,
+        "config_hash": loaded.section_hash(*stage.sections),
+        "recipe": str(loaded.path),
+        "base_model": ctx.base_model,
+        "versions": rundir.library_versions(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "wall_seconds": round(time.time() - started, 3),
+        "summary": summary,
+    })
+    log.info("%-10s done in %.1f s", stage.name, time.time() - started)

@@ -1,0 +1,186 @@
+"""The recipe: one validated schema for every knob of a run (LitGPT / OLMo-core style).
+
+A recipe is a YAML file. Each top-level section is the config of one component, owned by that
+component's package, and each component only ever receives its own section. Loading is strict:
+unknown keys fail with "did you mean", errors name the file, line and dotted key, and
+`--set a.b.c=value` overrides are applied before validation so they are checked the same way.
+
+Stage 2 inherits every key that stage 1 sets explicitly (batch, sequence length, optimizer, ...)
+except the ones that define a stage (steps, trainable, schedule, mixture, enabled); what was
+inherited and what was overridden is recorded and logged when stage 2 starts (nanochat style).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ValidationError, model_validator
+
+from langadapt.config_base import Config
+from langadapt.config_errors import format_validation_error
+from langadapt.data.config import DataConfig
+from langadapt.embeddings.config import EmbeddingConfig
+from langadapt.errors import LangadaptError
+from langadapt.evaluation.config import EvaluationConfig
+from langadapt.export.config import ExportConfig
+from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.train.config import EngineConfig, TrainStageConfig
+
+STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "schedule", "mixture"}
+"""Stage-2 keys never inherited from stage 1: they are what makes stage 2 a different stage."""
+
+
+class BaseModelConfig(Config):
+    """The pretrained (source) model to adapt, or the architecture of a scratch model."""
+
+    path: str | None = None
+    """Local Hugging Face model folder, or a Hub id (downloaded with huggingface_hub)."""
+    build_recipe: str | None = None
+    """Recipe that produces the base model when `path` does not exist yet (the demo's tiny model)."""
+    revision: str | None = None
+    """Hub revision (branch, tag or commit) when `path` is a Hub id."""
+    architecture: dict[str, Any] | None = None
+    """Hugging Face config fields (model_type, hidden_size, ...) for `init: scratch` models."""
+
+
+class Recipe(Config):
+    """A complete langadapt run: data -> tokenizer -> embeddings -> stage1 -> stage2 -> evaluate -> export."""
+
+    name: str
+    """Run name; outputs go to <run_root>/<name>/."""
+    run_root: str = "runs"
+    """Folder that holds run directories (relative paths resolve against the working directory)."""
+    seed: int = 1234
+    """Global seed; every component derives its own seed from it."""
+    init: Literal["warm", "scratch"] = "warm"
+    """warm: transfer the base model to a new tokenizer; scratch: random init, no stage 1 (the cold baseline)."""
+    base_model: BaseModelConfig = BaseModelConfig()
+    """The model to adapt (warm) or the architecture to build (scratch)."""
+    data: DataConfig
+    """Corpora: sources, cleaning, held-out split."""
+    tokenizer: TokenizerConfig
+    """The new tokenizer for the target language."""
+    embeddings: EmbeddingConfig = EmbeddingConfig()
+    """How the new vocabulary's input and output embeddings are initialised."""
+    engine: EngineConfig = EngineConfig()
+    """Training engine shared by both stages (torch or DeepSpeed, precision, ZeRO)."""
+    stage1: TrainStageConfig
+    """Stage 1: train embeddings and LM head with the body frozen."""
+    stage2: TrainStageConfig
+    """Stage 2: continue pretraining with everything trainable."""
+    evaluation: EvaluationConfig = EvaluationConfig()
+    """Evaluation suites run on the base and adapted models."""
+    export: ExportConfig = ExportConfig()
+    """The exported Hugging Face folder, model card and optional Hub push."""
+
+    @model_validator(mode="after")
+    def _check_init(self) -> "Recipe":
+        if self.init == "warm" and not self.base_model.path:
+            raise ValueError("init: warm needs base_model.path (the model to adapt)")
+        if self.init == "scratch" and not (self.base_model.architecture or self.base_model.path):
+            raise ValueError("init: scratch needs base_model.architecture (or a base_model.path config)")
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run_root) / self.name
+
+
+def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
+    keys = dotted_key.split(".")
+    node = tree
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise LangadaptError(f"--set {dotted_key}: '{key}' is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def apply_overrides(tree: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `key.path=value` overrides; values are parsed as YAML (numbers, lists, bools)."""
+    tree = copy.deepcopy(tree)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise LangadaptError(f"--set {item!r}: expected key.path=value")
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            value = raw
+        _set_dotted(tree, key.strip(), value)
+    return tree
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def inherit_stage2(tree: dict[str, Any]) -> dict[str, list[str]]:
+    """Fill stage2 from stage1 in place; returns {"inherited": [...], "overridden": [...]}."""
+    stage1, stage2 = tree.get("stage1") or {}, tree.get("stage2") or {}
+    if not isinstance(stage1, dict) or not isinstance(stage2, dict):
+        return {"inherited": [], "overridden": []}
+    shared = {k: v for k, v in stage1.items() if k not in STAGE2_OWN_KEYS}
+    tree["stage2"] = _deep_merge(shared, stage2)
+    return {
+        "inherited": sorted(k for k in shared if k not in stage2),
+        "overridden": sorted(k for k in shared if k in stage2),
+    }
+
+
+def _read_yaml(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
+    if not path.is_file():
+        raise LangadaptError(f"{path}: recipe file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        root, tree = yaml.compose(text), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise LangadaptError(f"{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(tree, dict):
+        raise LangadaptError(f"{path}: a recipe must be a YAML mapping of sections")
+    return tree, root
+
+
+class LoadedRecipe:
+    """A validated recipe plus where it came from and what stage 2 inherited."""
+
+    def __init__(self, recipe: Recipe, path: Path, tree: dict[str, Any], inheritance: dict[str, list[str]]):
+        self.recipe, self.path, self.tree, self.inheritance = recipe, path, tree, inheritance
+
+    def resolved_yaml(self) -> str:
+        """The fully resolved recipe (defaults included), as written into the run directory."""
+        data = self.recipe.model_dump(mode="json")
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+    def section_hash(self, *sections: str) -> str:
+        """Stable hash of some sections of the resolved recipe (stage fingerprints)."""
+        data = self.recipe.model_dump(mode="json")
+        blob = json.dumps({s: data[s] for s in sections}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedRecipe:
+    """Load, override, inherit and validate a recipe; every problem is one LangadaptError line."""
+    path = Path(path)
+    tree, root = _read_yaml(path)
+    tree = apply_overrides(tree, overrides or [])
+    inheritance = inherit_stage2(tree)
+    try:
+        recipe = Recipe.model_validate(tree)
+    except ValidationError as exc:
+        raise LangadaptError(format_validation_error(exc, Recipe, path, root)) from None
+    return LoadedRecipe(recipe, path, tree, inheritance)

@@ -1,0 +1,73 @@
+"""The recipe explained by its own schema: every field's type, default and docstring.
+
+`langadapt run RECIPE --explain` prints a resolved recipe annotated this way, and
+`langadapt reference` prints the Markdown reference that the README includes, so the
+documentation cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    return text or str(annotation).replace("typing.", "").replace("NoneType", "None")
+
+
+def reference_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(dotted key, type, default, description) for every field, nested sections expanded."""
+    rows = []
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        nested = _nested_model(field.annotation)
+        default = "required" if field.default is PydanticUndefined and field.default_factory is None else (
+            "" if nested else repr(field.default if field.default_factory is None else field.default_factory()))
+        rows.append((key, _type_name(field.annotation), default, field.description or ""))
+        if nested is not None:
+            sub = f"{key}[]." if typing.get_origin(field.annotation) is list or "list[" in str(field.annotation) else f"{key}."
+            rows.extend(reference_rows(nested, sub))
+    return rows
+
+
+def markdown_reference(model: type[BaseModel]) -> str:
+    lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for key, kind, default, doc in reference_rows(model):
+        kind = kind.replace("|", "\\|")
+        default = default.replace("|", "\\|")
+        lines.append(f"| `{key}` | `{kind}` | {f'`{default}`' if default else ''} | {doc} |")
+    return "\n".join(lines)
+
+
+def explain(model: type[BaseModel], values: dict[str, Any]) -> str:
+    """The resolved values with each field's docstring as a comment."""
+    docs = {key: doc for key, _, _, doc in reference_rows(model)}
+    lines: list[str] = []
+
+    def walk(node: Any, prefix: str, indent: int) -> None:
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            doc = docs.get(dotted, "")
+            pad = "  " * indent
+            if isinstance(value, dict) and value and dotted in docs:
+                lines.append(f"{pad}{key}:{'  # ' + doc if doc else ''}")
+                walk(value, dotted + ".", indent + 1)
+            else:
+                lines.append(f"{pad}{key}: {value!r}{'  # ' + doc if doc else ''}")
+
+    walk(values, "", 0)
+    return "\n".join(lines)
