@@ -1,0 +1,157 @@
+"""The data stage's slice of the recipe: where the text comes from and how it is cleaned.
+
+Each source says what language it is in, what role it plays in the mixture (target language,
+replay of the base model's language, code) and how much of the token budget it gets: either a
+`weight` (a share of whatever budget is left) or a number of `epochs` (passes over its unique
+tokens). The repetition scheduler (`langadapt.data.schedule`) turns these into tokens per source.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from langadapt.config_base import Config
+
+MAX_SAFE_EPOCHS = 16.0
+"""Above this many passes repeated data is worth less than a third of fresh data (Muennighoff)."""
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+class FetchConfig(Config):
+    """How to create a source's file when it is missing: extract a Debian documentation package."""
+
+    debian_package: str
+    """Debian package whose HTML documentation is extracted, e.g. `debian-handbook`."""
+    locale: str
+    """Language folder to keep inside the package, e.g. `nb-NO`."""
+
+
+class SourceConfig(Config):
+    """One corpus: files (or a `datasets` dataset) in one language with one role in the mix."""
+
+    name: str
+    """Unique name; becomes the file name of its shards (letters, digits, `_`, `.`, `-`)."""
+    path: str | list[str]
+    """File(s) or glob(s): .txt/.jsonl/.json/.parquet, optionally .gz/.zst; or a dataset path / hub id."""
+    format: Literal["auto", "txt", "jsonl", "parquet", "hf_disk", "hf_hub"] = "auto"
+    """File format; `auto` guesses from the extension. `hf_disk` = load_from_disk, `hf_hub` = streaming hub id."""
+    text_field: str = "text"
+    """Field holding the document text (jsonl, json, parquet, datasets)."""
+    txt_unit: Literal["file", "paragraph", "line"] = "paragraph"
+    """What one document is in a .txt file: the whole file, a blank-line separated block, or a line."""
+    lang: str
+    """Language code of the text (ISO 639, e.g. `nb`, `nn`, `en`); `code` sources may use `code`."""
+    role: Literal["target", "replay", "code"] = "target"
+    """Part in the mixture: the language being learned, replay of the base model's language, or code."""
+    weight: float | None = Field(default=None, ge=0)
+    """Share of the token budget left after `epochs` sources; if neither weight nor epochs is set, 1."""
+    epochs: float | None = Field(default=None, gt=0)
+    """Fixed number of passes over this source's unique tokens (instead of a weight)."""
+    max_epochs: float | None = Field(default=None, gt=0)
+    """Cap on passes for a weighted source; the excess goes to the other weighted sources."""
+    unique_tokens: float | None = Field(default=None, gt=0)
+    """Declared size in tokens, used by `langadapt plan` when the data is not available locally."""
+    max_docs: int | None = Field(default=None, gt=0)
+    """Read at most this many documents (before cleaning); handy for smoke tests."""
+    valid_path: str | list[str] | None = None
+    """Explicit held-out file(s) for this source; otherwise documents are held out by hash."""
+    fetch: FetchConfig | None = None
+    """Create `path` from a Debian documentation package when it matches no file."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if not _NAME.match(name) or name == "valid":
+            raise ValueError(
+                f"source name {name!r} must be letters, digits, '_', '.', '-' (and not 'valid')"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _weight_or_epochs(self) -> SourceConfig:
+        if self.weight is not None and self.epochs is not None:
+            raise ValueError(f"source {self.name}: set either weight or epochs, not both")
+        return self
+
+    @property
+    def effective_weight(self) -> float | None:
+        """The weight used for budget splitting (1 when neither weight nor epochs is set)."""
+        if self.epochs is not None:
+            return None
+        return 1.0 if self.weight is None else self.weight
+
+
+class CleaningConfig(Config):
+    """Document filters, applied in this order; each drop is counted by reason in the manifest."""
+
+    normalize_nfc: bool = True
+    """Unicode NFC normalisation, so that `å` has one encoding whatever the source used."""
+    strip: bool = True
+    """Strip leading/trailing whitespace from each document."""
+    min_chars: int = Field(default=1, ge=0)
+    """Drop documents shorter than this (characters, after normalisation)."""
+    max_chars: int | None = Field(default=None, gt=0)
+    """Drop documents longer than this; None keeps all."""
+    exact_dedup: bool = True
+    """Drop documents whose text is identical to an earlier one (across all sources)."""
+    near_dedup: bool = False
+    """Drop near-duplicates by MinHash LSH on word 5-grams (needs `datasketch`)."""
+    near_dedup_threshold: float = Field(default=0.85, gt=0, lt=1)
+    """Estimated Jaccard similarity above which a document counts as a near-duplicate."""
+    near_dedup_num_perm: int = Field(default=128, ge=16)
+    """MinHash permutations: more is more exact and slower."""
+    lang_filter: bool = False
+    """Keep only documents whose detected language is the source's `lang` (needs `py3langid`)."""
+    lang_filter_min_chars: int = Field(default=200, ge=0)
+    """Documents shorter than this skip the language check (too little text to decide)."""
+    lang_aliases: dict[str, list[str]] = Field(default_factory=dict)
+    """Extra labels accepted per language, e.g. {se: [fi]}; nb/nn/no already accept each other."""
+
+
+class DataConfig(Config):
+    """Sources, cleaning and the held-out split of the data stage."""
+
+    sources: list[SourceConfig] = Field(min_length=1)
+    """The corpora; their weights/epochs define the training mixture."""
+    cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
+    """Normalisation, length filters, deduplication and language filter."""
+    valid_fraction: float = Field(default=0.05, ge=0, lt=1)
+    """Share of each source held out by document hash (sources with `valid_path` use that instead)."""
+    max_valid_docs: int | None = Field(default=None, gt=0)
+    """Cap on held-out documents per source (the lowest hashes are kept; the rest train)."""
+    on_decode_error: Literal["error", "replace", "skip"] = "error"
+    """Invalid UTF-8: stop with file and byte offset, replace bad bytes with U+FFFD, or skip the document."""
+    num_workers: int | None = Field(default=None, ge=1)
+    """Processes for pre-tokenising shards (`encode_corpus`); None uses all cores."""
+    force_epochs: bool = False
+    """Allow more than 16 epochs of a source (repeated data is then worth < 1/3 of fresh data)."""
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, sources: list[SourceConfig]) -> list[SourceConfig]:
+        seen: set[str] = set()
+        for source in sources:
+            if source.name in seen:
+                raise ValueError(f"source name {source.name!r} is used twice")
+            seen.add(source.name)
+        return sources
+
+    @model_validator(mode="after")
+    def _budget_is_sane(self) -> DataConfig:
+        weighted = [s for s in self.sources if s.epochs is None]
+        if weighted and all(s.effective_weight == 0 for s in weighted):
+            names = ", ".join(s.name for s in weighted)
+            raise ValueError(f"weights of sources {names} sum to zero: give at least one a weight > 0")
+        if not self.force_epochs:
+            for s in self.sources:
+                for value in (s.epochs, s.max_epochs):
+                    if value is not None and value > MAX_SAFE_EPOCHS:
+                        raise ValueError(
+                            f"source {s.name}: {value:g} epochs is above {MAX_SAFE_EPOCHS:g} "
+                            "(repeated data is then worth < 1/3 of fresh data); set force_epochs: true"
+                        )
+        return self

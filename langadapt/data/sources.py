@@ -1,0 +1,252 @@
+"""Reading one source's documents: local files (compressed or not) and Hugging Face datasets.
+
+Files are read as bytes and decoded line by line, so that invalid UTF-8 can be reported with the
+file and byte offset (of the decompressed stream) and handled as the recipe says: stop, replace
+the bad bytes with U+FFFD, or skip the document. Everything is streamed: a source's size never
+has to fit in memory (except a .json file holding one big array, which `json` must load whole).
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Literal
+
+from langadapt.data.config import SourceConfig
+from langadapt.errors import LangadaptError
+
+DecodePolicy = Literal["error", "replace", "skip"]
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_SNIFF_BYTES = 8192
+_EXTENSIONS = {
+    ".txt": "txt", ".text": "txt", ".md": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".json": "json", ".parquet": "parquet",
+}
+
+
+def resolve_paths(source: SourceConfig, paths: str | list[str], what: str = "path") -> list[Path]:
+    """Expand globs (relative to the working directory); error when nothing matches."""
+    patterns = [paths] if isinstance(paths, str) else list(paths)
+    if source.format == "hf_hub":
+        return [Path(p) for p in patterns]  # hub ids, resolved by `datasets`
+    found: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else (
+            [pattern] if Path(pattern).exists() else []
+        )
+        if not matches and what == "path" and source.fetch is not None and not glob.has_magic(pattern):
+            matches = [str(_fetch(source, Path(pattern)))]
+        if not matches:
+            raise LangadaptError(f"source {source.name}: {what} {pattern!r} matches nothing (cwd {Path.cwd()})")
+        found.extend(Path(m) for m in matches)
+    return found
+
+
+def _fetch(source: SourceConfig, out_path: Path) -> Path:
+    """Build the missing file from a Debian documentation package (imported lazily: needs apt)."""
+    from langadapt.data.debian_docs import build_debian_corpus
+
+    assert source.fetch is not None
+    return build_debian_corpus(source.fetch.debian_package, source.fetch.locale, out_path)
+
+
+def iter_texts(
+    source: SourceConfig, paths: list[Path], on_decode_error: DecodePolicy, counts: Counter
+) -> Iterator[str]:
+    """Yield the raw texts of a source, at most `source.max_docs`; counts decode problems."""
+    produced = 0
+    for path in paths:
+        for text in _iter_path(source, path, on_decode_error, counts):
+            yield text
+            produced += 1
+            if source.max_docs is not None and produced >= source.max_docs:
+                return
+
+
+def _iter_path(source: SourceConfig, path: Path, policy: DecodePolicy, counts: Counter) -> Iterator[str]:
+    fmt = _format_of(source, path)
+    if fmt == "hf_disk":
+        yield from _iter_hf(source, path, disk=True)
+    elif fmt == "hf_hub":
+        yield from _iter_hf(source, path, disk=False)
+    elif fmt == "parquet":
+        yield from _iter_parquet(source, path)
+    else:
+        with _open_checked(source, path) as stream:
+            lines = _decoded_lines(source, path, stream, policy, counts)
+            if fmt == "txt":
+                yield from _txt_documents(lines, source.txt_unit)
+            else:
+                yield from _json_documents(source, path, lines)
+
+
+def _format_of(source: SourceConfig, path: Path) -> str:
+    if source.format != "auto":
+        return source.format
+    if path.is_dir():
+        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
+            return "hf_disk"
+        raise LangadaptError(f"source {source.name}: {path} is a folder, not a saved dataset: use a glob")
+    suffixes = [s.lower() for s in path.suffixes if s.lower() not in (".gz", ".zst", ".zstd")]
+    fmt = _EXTENSIONS.get(suffixes[-1] if suffixes else "")
+    if fmt is None:
+        raise LangadaptError(f"source {source.name}: cannot tell the format of {path}: set its format")
+    return fmt
+
+
+def _open_checked(source: SourceConfig, path: Path) -> IO[bytes]:
+    """Open (decompressing by magic bytes) and refuse binary or unreadable files up front."""
+    try:
+        raw = open(path, "rb")
+        magic = raw.read(4)
+        raw.seek(0)
+        if magic.startswith(_GZIP_MAGIC):
+            stream: IO[bytes] = gzip.GzipFile(fileobj=raw)
+        elif magic == _ZSTD_MAGIC:
+            import zstandard
+
+            stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
+        else:
+            stream = raw
+        head = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""
+    except (OSError, EOFError, ValueError) as err:
+        raise LangadaptError(f"source {source.name}: cannot read {path}: {err}") from None
+    if b"\x00" in head:
+        stream.close()
+        raise LangadaptError(
+            f"source {source.name}: {path} looks binary (NUL byte at offset {head.index(0)}), not text"
+        )
+    return stream
+
+
+def _decoded_lines(
+    source: SourceConfig, path: Path, stream: IO[bytes], policy: DecodePolicy, counts: Counter
+) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) per line; text is None for a line skipped for bad UTF-8."""
+    offset = 0
+    try:
+        for number, raw in enumerate(stream, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                where = f"byte {offset + err.start} (line {number}) of {path}"
+                if policy == "error":
+                    raise LangadaptError(
+                        f"source {source.name}: invalid UTF-8 at {where}: "
+                        "set data.on_decode_error to replace or skip"
+                    ) from None
+                counts[f"decode_error_{'replaced' if policy == 'replace' else 'skipped'}"] += 1
+                yield number, raw.decode("utf-8", errors="replace") if policy == "replace" else None
+            offset += len(raw)
+    except (OSError, EOFError) as err:
+        raise LangadaptError(f"source {source.name}: cannot read {path} at byte {offset}: {err}") from None
+
+
+def _txt_documents(lines: Iterable[tuple[int, str | None]], unit: str) -> Iterator[str]:
+    """Group lines into documents; a document with a skipped (undecodable) line is dropped."""
+    block: list[str] = []
+    bad = False
+    for _, line in lines:
+        if line is None:
+            bad = True
+            continue
+        if unit == "line":
+            if not bad and line.strip():
+                yield line.rstrip("\r\n")
+            bad = False
+        elif unit == "paragraph" and not line.strip():
+            if block and not bad:
+                yield "".join(block)
+            block, bad = [], False
+        else:
+            block.append(line)
+    if block and not bad:
+        yield "".join(block)
+
+
+def _json_documents(source: SourceConfig, path: Path, lines: Iterator[tuple[int, str | None]]) -> Iterator[str]:
+    """JSON Lines, or a .json file holding one array of objects."""
+    for number, line in lines:
+        if line is None or not line.strip():
+            continue
+        if number == 1 and line.lstrip().startswith("["):
+            rest = line + "".join(text or "" for _, text in lines)
+            records = _parse(source, path, rest, "the array")
+            for i, record in enumerate(records):
+                yield _field(source, path, record, f"item {i}")
+            return
+        yield _field(source, path, _parse(source, path, line, f"line {number}"), f"line {number}")
+
+
+def _parse(source: SourceConfig, path: Path, text: str, where: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise LangadaptError(f"source {source.name}: invalid JSON at {where} of {path}: {err.msg}") from None
+
+
+def _field(source: SourceConfig, path: Path | str, record: object, where: str) -> str:
+    if not isinstance(record, dict):
+        raise LangadaptError(f"source {source.name}: {where} of {path} is not a JSON object")
+    if source.text_field not in record:
+        keys = ", ".join(sorted(record)) or "none"
+        raise LangadaptError(
+            f"source {source.name}: field {source.text_field!r} not found at {where} of {path} "
+            f"(keys: {keys}); set text_field"
+        )
+    value = record[source.text_field]
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise LangadaptError(
+            f"source {source.name}: field {source.text_field!r} at {where} of {path} is "
+            f"{type(value).__name__}, not text"
+        )
+    return value
+
+
+def _iter_parquet(source: SourceConfig, path: Path) -> Iterator[str]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as err:  # pyarrow raises several unrelated types for a bad file
+        raise LangadaptError(f"source {source.name}: cannot read {path} as parquet: {err}") from None
+    names = parquet.schema_arrow.names
+    if source.text_field not in names:
+        raise LangadaptError(
+            f"source {source.name}: field {source.text_field!r} not found in {path} "
+            f"(columns: {', '.join(names)}); set text_field"
+        )
+    for batch in parquet.iter_batches(columns=[source.text_field], batch_size=1024):
+        for value in batch.column(0).to_pylist():
+            yield "" if value is None else str(value)
+
+
+def _iter_hf(source: SourceConfig, path: Path | str, disk: bool) -> Iterator[str]:
+    """A `datasets` dataset saved with save_to_disk, or a hub id streamed (never fully downloaded)."""
+    import datasets
+
+    try:
+        if disk:
+            dataset = datasets.load_from_disk(str(path))
+            if isinstance(dataset, datasets.DatasetDict):
+                if "train" not in dataset:
+                    raise LangadaptError(
+                        f"source {source.name}: {path} has splits {', '.join(dataset)}, no 'train'"
+                    )
+                dataset = dataset["train"]
+        else:
+            dataset = datasets.load_dataset(str(path), split="train", streaming=True)
+    except LangadaptError:
+        raise
+    except Exception as err:  # datasets raises many types (FileNotFoundError, hub errors, ...)
+        raise LangadaptError(f"source {source.name}: cannot load dataset {path}: {err}") from None
+    for i, record in enumerate(dataset):
+        yield _field(source, path, record, f"row {i}")

@@ -1,0 +1,172 @@
+"""The data stage: sources in, cleaned train/held-out documents out.
+
+`run(config, ctx)` reads every source, cleans it (`cleaning.Cleaner`), splits off held-out
+documents by a hash of their normalised text, and writes `ctx.out/{train,valid}/<source>.jsonl.gz`
+(format: `langadapt.data.documents`) plus `ctx.out/stats.json`. The split depends only on a
+document's text, so it is the same across runs and whatever order the files are read in, and
+exact duplicates always land on the same side. Everything is streamed: train and held-out files
+are written at the same time, each by `write_documents` fed through a bounded queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import queue
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langadapt.context import StageContext
+from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
+from langadapt.data.config import DataConfig, SourceConfig
+from langadapt.data.documents import write_documents
+from langadapt.data.sources import iter_texts, resolve_paths
+from langadapt.errors import LangadaptError
+
+_DONE = object()
+
+
+class _DocumentWriter:
+    """Feeds `write_documents` from another thread so two split files can be written in one pass."""
+
+    def __init__(self, path: Path) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1024)
+        self._error: BaseException | None = None
+        self.count = 0
+        self.chars = 0
+        self._thread = threading.Thread(target=self._write, args=(path,), daemon=True)
+        self._thread.start()
+
+    def _write(self, path: Path) -> None:
+        try:
+            write_documents(path, iter(self._queue.get, _DONE))
+        except BaseException as err:  # re-raised in the stage's thread by close()
+            self._error = err
+            while self._queue.get() is not _DONE:  # drain so put() never blocks forever
+                pass
+
+    def put(self, doc: dict) -> None:
+        self._queue.put(doc)
+        self.count += 1
+        self.chars += len(doc["text"])
+
+    def close(self) -> None:
+        self._queue.put(_DONE)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def run(config: DataConfig, ctx: StageContext) -> dict:
+    """Clean and split every source; returns the per-source summary for the manifest."""
+    # Resolve every source first, so that a typo in the last path fails before any long work.
+    resolved = {s.name: resolve_paths(s, s.path) for s in config.sources}
+    held_out = {s.name: resolve_paths(s, s.valid_path, "valid_path") for s in config.sources if s.valid_path}
+    cleaner = Cleaner(config.cleaning)
+    summary: dict[str, Any] = {"valid_fraction": config.valid_fraction, "sources": {}}
+    for source in config.sources:
+        ctx.log.info("data: reading source %s (%d file(s))", source.name, len(resolved[source.name]))
+        stats = _process_source(source, config, cleaner, resolved[source.name], held_out.get(source.name), ctx.out)
+        summary["sources"][source.name] = stats
+        ctx.log.info(
+            "data: %s kept %d train / %d held-out documents, dropped %s",
+            source.name, stats["train_docs"], stats["valid_docs"], stats["dropped"] or "none",
+        )
+    (ctx.out / "stats.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    return summary
+
+
+def _process_source(
+    source: SourceConfig,
+    config: DataConfig,
+    cleaner: Cleaner,
+    paths: list[Path],
+    valid_paths: list[Path] | None,
+    out: Path,
+) -> dict[str, Any]:
+    counts: Counter = Counter()
+    train = _DocumentWriter(out / "train" / f"{source.name}.jsonl.gz")
+    valid = _DocumentWriter(out / "valid" / f"{source.name}.jsonl.gz")
+    try:
+        if valid_paths is not None:
+            # Held-out file first: its texts enter the dedup memory, so copies in train are dropped.
+            for _, doc in _clean(source, config, cleaner, valid_paths, counts):
+                valid.put(doc)
+            for _, doc in _clean(source, config, cleaner, paths, counts):
+                train.put(doc)
+        else:
+            _split_by_hash(source, config, cleaner, paths, counts, train, valid)
+    finally:
+        train.close()
+        valid.close()
+    if train.count == 0:
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "read") or "nothing"
+        raise LangadaptError(
+            f"source {source.name}: no training documents left after cleaning "
+            f"(read {counts['read']}, dropped: {dropped})"
+        )
+    return {
+        "lang": source.lang,
+        "role": source.role,
+        "docs_read": counts.pop("read", 0),
+        "decode_errors_replaced": counts.pop("decode_error_replaced", 0),
+        "train_docs": train.count,
+        "train_chars": train.chars,
+        "valid_docs": valid.count,
+        "valid_chars": valid.chars,
+        "dropped": dict(sorted(counts.items())),
+    }
+
+
+def _split_by_hash(
+    source: SourceConfig,
+    config: DataConfig,
+    cleaner: Cleaner,
+    paths: list[Path],
+    counts: Counter,
+    train: _DocumentWriter,
+    valid: _DocumentWriter,
+) -> None:
+    """Held out = hash fraction below valid_fraction; with max_valid_docs the lowest hashes win.
+
+    The cap keeps a heap of the held-out candidates with the lowest hashes (bounded by the cap);
+    a candidate pushed out goes to train. The result depends only on the set of texts.
+    """
+    capped: list[tuple[float, bytes, dict]] = []  # max-heap via negated fraction
+    for digest, doc in _clean(source, config, cleaner, paths, counts):
+        fraction = hash_fraction(digest)
+        if fraction >= config.valid_fraction:
+            train.put(doc)
+        elif config.max_valid_docs is None:
+            valid.put(doc)
+        else:
+            heapq.heappush(capped, (-fraction, digest, doc))
+            if len(capped) > config.max_valid_docs:
+                train.put(heapq.heappop(capped)[2])
+    for _, _, doc in sorted(capped, key=lambda item: -item[0]):
+        valid.put(doc)
+
+
+def _clean(
+    source: SourceConfig, config: DataConfig, cleaner: Cleaner, paths: list[Path], counts: Counter
+) -> Iterator[tuple[bytes, dict]]:
+    """(digest, output record) for each document that survives cleaning; counts the rest."""
+    check_lang = source.role != "code" and source.lang != "code"
+    for raw in iter_texts(source, paths, config.on_decode_error, counts):
+        counts["read"] += 1
+        text = cleaner.normalize(raw)
+        digest = text_hash(text)
+        reason = cleaner.reject(text, digest, source.lang, check_lang)
+        if reason is not None:
+            counts[reason] += 1
+            continue
+        yield digest, {
+            "id": f"{source.name}-{digest.hex()[:16]}",
+            "text": text,
+            "lang": source.lang,
+            "source": source.name,
+            "role": source.role,
+        }
