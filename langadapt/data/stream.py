@@ -1,0 +1,204 @@
+"""A deterministic, exactly resumable stream of packed training sequences over the token shards.
+
+Sample j of the run is a window of seq_len + 1 tokens (inputs and shifted labels) cut from one
+source's tokens.bin at a chunk boundary: chunk i = tokens[i*L : i*L + L + 1]. Which source and
+which chunk are pure functions of a few integers:
+
+- sources are interleaved "largest deficit first" (as Megatron's blended datasets): sample t goes
+  to the source whose count lags its ideal share (t+1) * n_s / N the most (exact integer maths,
+  ties to the first source by name), so at every prefix every source is within one sample of its
+  ideal share and repeats are spread over the whole run, never burst;
+- a source's k-th sample is chunk perm_e[k mod C] of epoch e = k // C, where perm_e is a fresh
+  permutation of its C chunks seeded by (seed, source, e).
+
+So the position is (samples consumed, per-source counts): `load_state_dict` restores it in O(1)
+without reading data, and the global sample order does not depend on the number of ranks.
+
+`mixture` None means natural proportions: every source weighted by its own token count, so every
+source is repeated equally often. Sources in `tokens_dir` but not in `mixture` are not used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from langadapt.data.schedule import MixPlan, plan_mixture
+from langadapt.errors import LangadaptError
+
+
+@dataclass
+class _Source:
+    name: str
+    tokens: np.ndarray
+    num_chunks: int
+    key: int
+    perm_epoch: int = -1
+    perm: np.ndarray | None = None
+
+
+def _source_key(name: str) -> int:
+    """A stable integer for seeding (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def _apportion(tokens: list[float], seq_len: int, total_samples: int) -> list[int]:
+    """Integer samples per source summing exactly to total_samples (largest remainder)."""
+    total = sum(tokens)
+    quotas = [t / total * total_samples if total else 0.0 for t in tokens]
+    counts = [int(q) for q in quotas]
+    order = sorted(range(len(quotas)), key=lambda i: (-(quotas[i] - counts[i]), i))
+    for i in order[: total_samples - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+class PackedStream:
+    """Packed [seq_len + 1] samples from several sources, in a fixed and resumable order."""
+
+    def __init__(self, sources: list[_Source], targets: list[int], seq_len: int, seed: int, plan: MixPlan):
+        self._sources = sources
+        self._targets = targets
+        self._total = sum(targets)
+        self.seq_len = seq_len
+        self.seed = seed
+        self.plan = plan
+        self.samples = 0
+        self.counts = [0] * len(sources)
+
+    @property
+    def source_names(self) -> list[str]:
+        return [s.name for s in self._sources]
+
+    @property
+    def total_samples(self) -> int:
+        return self._total
+
+    def next_source(self) -> int:
+        """Index of the source of the next sample (largest deficit first; advances the state)."""
+        t1 = self.samples + 1
+        best, best_deficit = 0, None
+        for i, (target, count) in enumerate(zip(self._targets, self.counts)):
+            deficit = t1 * target - count * self._total  # ideal - actual, scaled by N: exact
+            if best_deficit is None or deficit > best_deficit:
+                best, best_deficit = i, deficit
+        self.samples += 1
+        self.counts[best] += 1
+        return best
+
+    def chunk_of(self, source_index: int, k: int) -> int:
+        """The chunk that is a source's k-th sample: epoch k // C, fresh permutation per epoch."""
+        source = self._sources[source_index]
+        epoch, position = divmod(k, source.num_chunks)
+        if source.perm_epoch != epoch:
+            rng = np.random.default_rng([self.seed, source.key, epoch])
+            source.perm = rng.permutation(source.num_chunks).astype(np.int64)
+            source.perm_epoch = epoch
+        assert source.perm is not None
+        return int(source.perm[position])
+
+    def next_samples(self, count: int) -> list[tuple[int, int]]:
+        """(source index, chunk) for the next `count` samples; advances the state."""
+        picks = []
+        for _ in range(count):
+            s = self.next_source()
+            picks.append((s, self.chunk_of(s, self.counts[s] - 1)))
+        return picks
+
+    def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray:
+        """This rank's rows of the next global batch: int64 [global_batch_size // world_size, L + 1].
+
+        Every rank advances by the whole global batch (so all ranks keep the same state) but reads
+        only its own rows.
+        """
+        if global_batch_size % world_size:
+            raise LangadaptError(
+                f"global batch size {global_batch_size} is not divisible by world size {world_size}"
+            )
+        per_rank = global_batch_size // world_size
+        picks = self.next_samples(global_batch_size)[rank * per_rank : (rank + 1) * per_rank]
+        batch = np.empty((per_rank, self.seq_len + 1), dtype=np.int64)
+        for row, (s, chunk) in enumerate(picks):
+            start = chunk * self.seq_len
+            batch[row] = self._sources[s].tokens[start : start + self.seq_len + 1]
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole position: a few integers (plus what to check on restore)."""
+        return {
+            "samples": self.samples,
+            "counts": dict(zip(self.source_names, self.counts)),
+            "seed": self.seed,
+            "seq_len": self.seq_len,
+            "targets": dict(zip(self.source_names, self._targets)),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Jump to a saved position in O(1): no data is read, no sample is replayed."""
+        expected = {"seed": self.seed, "seq_len": self.seq_len, "targets": dict(zip(self.source_names, self._targets))}
+        for key, value in expected.items():
+            if state.get(key) != value:
+                raise LangadaptError(
+                    f"stream state does not match this stream: {key} is {state.get(key)!r}, expected {value!r}"
+                )
+        counts = state["counts"]
+        if sum(counts.values()) != state["samples"]:
+            raise LangadaptError("stream state is inconsistent: per-source counts do not add up to samples")
+        self.samples = int(state["samples"])
+        self.counts = [int(counts[name]) for name in self.source_names]
+
+
+def build_stream(
+    tokens_dir: Path,
+    mixture: dict[str, dict] | None,
+    seq_len: int,
+    total_samples: int,
+    seed: int,
+    force: bool = False,
+) -> PackedStream:
+    """Open the shards of `encode_corpus` and plan `total_samples` samples of `seq_len` tokens.
+
+    `mixture` maps source -> {"weight": w} or {"epochs": e} (optionally "max_epochs"); raises
+    LangadaptError above 16 epochs unless `force`.
+    """
+    if seq_len < 1 or total_samples < 1:
+        raise LangadaptError(f"stream: seq_len ({seq_len}) and total_samples ({total_samples}) must be >= 1")
+    tokens_dir = Path(tokens_dir)
+    available = {p.parent.name: p for p in sorted(tokens_dir.glob("*/meta.json")) if p.parent.name != "valid"}
+    if mixture is None:
+        mixture = {name: {} for name in available}
+    if not mixture:
+        raise LangadaptError(f"stream: no token shards (*/meta.json) under {tokens_dir}")
+    sources, budgets = [], []
+    for name in sorted(mixture):
+        if name not in available:
+            raise LangadaptError(
+                f"stream: source {name} has no shards in {tokens_dir} (found: {', '.join(available) or 'none'})"
+            )
+        source = _open_source(name, available[name], seq_len)
+        spec = mixture[name]
+        weight = spec.get("weight")
+        if weight is None and spec.get("epochs") is None:
+            weight = float(source.tokens.size)  # natural proportions
+        budgets.append({"name": name, "unique_tokens": float(source.tokens.size), "weight": weight,
+                        "epochs": spec.get("epochs"), "max_epochs": spec.get("max_epochs")})
+        sources.append(source)
+    plan = plan_mixture(budgets, float(total_samples) * seq_len, force=force)
+    targets = _apportion([plan.source(s.name).tokens for s in sources], seq_len, total_samples)
+    return PackedStream(sources, targets, seq_len, seed, plan)
+
+
+def _open_source(name: str, meta_path: Path, seq_len: int) -> _Source:
+    meta = json.loads(meta_path.read_text())
+    num_tokens = int(meta["num_tokens"])
+    if num_tokens < seq_len + 1:
+        raise LangadaptError(
+            f"stream: source {name} has {num_tokens} tokens, fewer than one sample of {seq_len + 1}"
+        )
+    tokens = np.memmap(meta_path.parent / "tokens.bin", dtype=np.dtype(meta["dtype"]), mode="r", shape=(num_tokens,))
+    return _Source(name=name, tokens=tokens, num_chunks=(num_tokens - 1) // seq_len, key=_source_key(name))
