@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from langadapt.config_base import Config
 from langadapt.config_errors import format_validation_error
@@ -48,6 +48,23 @@ class BaseModelConfig(Config):
     """Hugging Face config fields (model_type, hidden_size, ...) for `init: scratch` models."""
 
 
+class ClusterConfig(Config):
+    """Where stage 2 runs: used by `langadapt plan` (world size, hardware) and `langadapt launch`."""
+
+    nodes: int = Field(1, ge=1)
+    """Number of nodes."""
+    gpus_per_node: int = Field(1, ge=1)
+    """Devices per node (LUMI-G: 8 GCDs; Snellius H100 nodes: 4)."""
+    hardware: str = "h100"
+    """Device preset for planning: h100, a100, mi250x-gcd, or custom:<peak TFLOP/s>."""
+    mfu: float = Field(0.40, gt=0, le=1)
+    """Model FLOPs utilisation assumed by `langadapt plan`."""
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
 class Recipe(Config):
     """A complete langadapt run: data -> tokenizer -> embeddings -> stage1 -> stage2 -> evaluate -> export."""
 
@@ -69,10 +86,12 @@ class Recipe(Config):
     """How the new vocabulary's input and output embeddings are initialised."""
     engine: EngineConfig = EngineConfig()
     """Training engine shared by both stages (torch or DeepSpeed, precision, ZeRO)."""
-    stage1: TrainStageConfig
+    stage1: TrainStageConfig = TrainStageConfig()
     """Stage 1: train embeddings and LM head with the body frozen."""
-    stage2: TrainStageConfig
+    stage2: TrainStageConfig = TrainStageConfig()
     """Stage 2: continue pretraining with everything trainable."""
+    cluster: ClusterConfig = ClusterConfig()
+    """The machines stage 2 is planned and launched for."""
     evaluation: EvaluationConfig = EvaluationConfig()
     """Evaluation suites run on the base and adapted models."""
     export: ExportConfig = ExportConfig()
