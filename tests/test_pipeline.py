@@ -1,0 +1,141 @@
+"""The run directory contract with stub stages: order, markers, manifests, skip/resume/force."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from langadapt import pipeline, rundir
+from langadapt.errors import LangadaptError
+from langadapt.pipeline import STAGES, Stage, run_pipeline
+from langadapt.recipe import load_recipe
+
+RECIPE = """\
+name: stub
+run_root: {root}
+init: scratch
+base_model:
+  architecture: {{model_type: llama}}
+data:
+  sources:
+    - {{name: nb, path: {root}/nb.txt, lang: nb}}
+tokenizer:
+  vocab_size: 300
+"""
+
+
+@pytest.fixture()
+def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A recipe whose stages only record that they ran (and fail on demand)."""
+    (tmp_path / "nb.txt").write_text("hei")
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.format(root=tmp_path))
+    calls: list[str] = []
+    failing: set[str] = set()
+
+    def fake_table(recipe):
+        def make(name):
+            def run(ctx):
+                if name in failing:
+                    raise LangadaptError(f"{name} failed")
+                (ctx.out / "artifact.txt").write_text(name)
+                calls.append(name)
+                return {"ran": name}
+            return run
+        return [Stage(name, (), make(name), "init: scratch has no embedding stage" if name == "stage1" else None)
+                for name in STAGES]
+
+    monkeypatch.setattr(pipeline, "stage_table", fake_table)
+    monkeypatch.setattr(pipeline, "fingerprints", lambda loaded, stages: {
+        s.name: rundir.hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
+    return path, calls, failing
+
+
+def test_runs_in_order_with_manifest_and_marker(stub) -> None:
+    path, calls, _ = stub
+    run_pipeline(load_recipe(path))
+    assert calls == ["data", "tokenizer", "embeddings", "stage2", "evaluate", "export"]
+    run_dir = load_recipe(path).recipe.run_dir
+    manifest = json.loads((run_dir / "data" / "manifest.json").read_text())
+    assert manifest["summary"] == {"ran": "data"} and "torch" in manifest["versions"]
+    assert (run_dir / "export" / rundir.MARKER).is_file()
+    assert not (run_dir / "stage1").exists()
+    assert (run_dir / "recipe.resolved.yaml").read_text().startswith("name: stub")
+
+
+def test_second_run_does_nothing(stub) -> None:
+    path, calls, _ = stub
+    run_pipeline(load_recipe(path))
+    calls.clear()
+    actions = dict(run_pipeline(load_recipe(path)))
+    assert calls == []
+    assert actions["data"].startswith("skip (complete")
+
+
+def test_changed_config_reruns_that_stage_and_downstream(stub, monkeypatch) -> None:
+    path, calls, _ = stub
+    run_pipeline(load_recipe(path))
+    calls.clear()
+    # the real fingerprints chain stages; emulate "tokenizer changed" by changing its print
+    original = pipeline.fingerprints
+    def changed(loaded, stages):
+        prints = original(loaded, stages)
+        for name in STAGES[STAGES.index("tokenizer"):]:
+            prints[name] += "-changed"
+        return prints
+    monkeypatch.setattr(pipeline, "fingerprints", changed)
+    run_pipeline(load_recipe(path))
+    assert calls == ["tokenizer", "embeddings", "stage2", "evaluate", "export"]
+
+
+def test_only_from_until_force(stub) -> None:
+    path, calls, _ = stub
+    run_pipeline(load_recipe(path), until="tokenizer")
+    assert calls == ["data", "tokenizer"]
+    calls.clear()
+    run_pipeline(load_recipe(path), only="tokenizer")
+    assert calls == ["tokenizer"]
+    calls.clear()
+    run_pipeline(load_recipe(path))
+    assert calls == ["embeddings", "stage2", "evaluate", "export"]
+    calls.clear()
+    run_pipeline(load_recipe(path), start="evaluate")
+    assert calls == ["evaluate", "export"]
+    calls.clear()
+    run_pipeline(load_recipe(path), force=True)
+    assert calls == ["data", "tokenizer", "embeddings", "stage2", "evaluate", "export"]
+
+
+def test_only_needs_upstream_complete(stub) -> None:
+    path, _, _ = stub
+    with pytest.raises(LangadaptError, match="stage data is not complete"):
+        run_pipeline(load_recipe(path), only="embeddings")
+
+
+def test_failed_stage_is_never_marked_complete(stub) -> None:
+    path, calls, failing = stub
+    failing.add("embeddings")
+    with pytest.raises(LangadaptError):
+        run_pipeline(load_recipe(path))
+    run_dir = load_recipe(path).recipe.run_dir
+    assert not rundir.is_complete(run_dir / "embeddings")
+    assert rundir.is_complete(run_dir / "tokenizer")
+    failing.clear()
+    calls.clear()
+    run_pipeline(load_recipe(path))
+    assert calls == ["embeddings", "stage2", "evaluate", "export"]
+
+
+def test_dry_run_touches_nothing(stub) -> None:
+    path, calls, _ = stub
+    actions = dict(run_pipeline(load_recipe(path), dry_run=True))
+    assert calls == [] and actions["data"] == "run" and actions["stage1"].startswith("skip (init: scratch")
+    assert not load_recipe(path).recipe.run_dir.exists()
+
+
+def test_unknown_stage_name(stub) -> None:
+    path, _, _ = stub
+    with pytest.raises(LangadaptError, match="--only stage3: unknown stage; stages are data, tokenizer"):
+        run_pipeline(load_recipe(path), only="stage3")
