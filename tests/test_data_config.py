@@ -1,0 +1,50 @@
+"""Validation of the data stage's config: messages name the source and the fix."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from langadapt.data.config import DataConfig, SourceConfig
+
+
+def _data(*sources: dict, **extra: object) -> DataConfig:
+    return DataConfig.model_validate({"sources": list(sources), **extra})
+
+
+def test_defaults_and_effective_weight() -> None:
+    config = _data({"name": "nb", "path": "x.jsonl", "lang": "nb"}, {"name": "c", "path": "y", "lang": "code", "epochs": 2})
+    assert config.sources[0].effective_weight == 1.0
+    assert config.sources[1].effective_weight is None
+    assert config.valid_fraction == 0.05 and config.on_decode_error == "error"
+    assert config.cleaning.exact_dedup and config.cleaning.normalize_nfc
+
+
+def test_every_field_is_documented() -> None:
+    from langadapt.data.config import CleaningConfig, FetchConfig
+
+    for model in (SourceConfig, CleaningConfig, DataConfig, FetchConfig):
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no docstring"
+
+
+@pytest.mark.parametrize(
+    "sources, extra, message",
+    [
+        ([{"name": "nb", "path": "a", "lang": "nb"}] * 2, {}, "source name 'nb' is used twice"),
+        ([{"name": "a", "path": "a", "lang": "nb", "weight": 0}, {"name": "b", "path": "b", "lang": "nb", "weight": 0}],
+         {}, "weights of sources a, b sum to zero"),
+        ([{"name": "nb", "path": "a", "lang": "nb", "epochs": 20}], {}, "source nb: 20 epochs is above 16"),
+        ([{"name": "nb", "path": "a", "lang": "nb", "epochs": 2, "weight": 1}], {}, "either weight or epochs"),
+        ([{"name": "valid", "path": "a", "lang": "nb"}], {}, "not 'valid'"),
+        ([{"name": "nb", "path": "a", "lang": "nb", "txt_unt": "line"}], {}, "txt_unt"),
+    ],
+)
+def test_bad_configs_are_refused(sources: list, extra: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _data(*sources, **extra)
+
+
+def test_force_epochs_allows_more_than_16() -> None:
+    config = _data({"name": "nb", "path": "a", "lang": "nb", "epochs": 20}, force_epochs=True)
+    assert config.sources[0].epochs == 20
