@@ -70,6 +70,8 @@ def test_bad_budgets_name_the_sources() -> None:
         plan_mixture([{"name": "a", "unique_tokens": 5, "weight": 0}, {"name": "b", "unique_tokens": 5, "weight": 0}], 8)
     with pytest.raises(LangadaptError, match="fixed epochs need"):
         plan_mixture([{"name": "a", "unique_tokens": 100, "epochs": 3}], 200)
+    with pytest.raises(LangadaptError, match="fill only 200 of 300 tokens and no source has a weight"):
+        plan_mixture([{"name": "a", "unique_tokens": 100, "epochs": 2}], 300)
     with pytest.raises(LangadaptError, match="source a: unknown or zero size"):
         plan_mixture([{"name": "a", "unique_tokens": None, "weight": 1}], 200)
     with pytest.raises(LangadaptError, match="max_epochs of every weighted source"):

@@ -174,6 +174,11 @@ def plan_mixture(
             f"sources with fixed epochs need {sum(fixed.values()):.4g} tokens, "
             f"more than the budget of {total_tokens:.4g}: lower their epochs or raise the budget"
         )
+    if not weighted and rest > 1e-9 * total_tokens:
+        raise LangadaptError(
+            f"sources with fixed epochs fill only {sum(fixed.values()):.4g} of {total_tokens:.4g} tokens "
+            "and no source has a weight: give one a weight to take the rest, or raise its epochs"
+        )
     if weighted and rest > 0 and all(_weight(b) == 0 for b in weighted):
         names = ", ".join(b.name for b in weighted)
         raise LangadaptError(f"weights of sources {names} sum to zero: give at least one a weight > 0")

@@ -184,8 +184,10 @@ def build_stream(
         spec = mixture[name]
         weight = spec.get("weight")
         if weight is None and spec.get("epochs") is None:
-            weight = float(source.tokens.size)  # natural proportions
-        budgets.append({"name": name, "unique_tokens": float(source.tokens.size), "weight": weight,
+            weight = float(source.num_chunks)  # natural proportions
+        # Unique tokens = what the chunks cover, so `epochs: e` is exactly e passes over the chunks.
+        unique = float(source.num_chunks * seq_len)
+        budgets.append({"name": name, "unique_tokens": unique, "weight": weight,
                         "epochs": spec.get("epochs"), "max_epochs": spec.get("max_epochs")})
         sources.append(source)
     plan = plan_mixture(budgets, float(total_samples) * seq_len, force=force)
