@@ -55,7 +55,7 @@ def test_unknown_key_names_file_line_key_and_suggestion(tmp_path: Path) -> None:
 
 def test_wrong_type_is_located(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL.replace("vocab_size: 300", "vocab_size: lots"))
-    with pytest.raises(LangadaptError, match=r"r.yaml:10: tokenizer.vocab_size: .*integer.*'lots'"):
+    with pytest.raises(LangadaptError, match=r"r.yaml:9: tokenizer.vocab_size: .*integer.*'lots'"):
         load_recipe(path)
 
 
