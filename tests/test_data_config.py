@@ -48,3 +48,17 @@ def test_bad_configs_are_refused(sources: list, extra: dict, message: str) -> No
 def test_force_epochs_allows_more_than_16() -> None:
     config = _data({"name": "nb", "path": "a", "lang": "nb", "epochs": 20}, force_epochs=True)
     assert config.sources[0].epochs == 20
+
+
+def test_stream_mixture_and_plan_budgets_follow_the_config() -> None:
+    from langadapt.data.config import stream_mixture
+    from langadapt.data.schedule import budgets_from_sources, plan_mixture
+
+    config = _data(
+        {"name": "nb", "path": "a", "lang": "nb", "epochs": 6, "unique_tokens": 34e9},
+        {"name": "code", "path": "b", "lang": "code", "role": "code", "max_epochs": 1, "unique_tokens": 1e12},
+    )
+    assert stream_mixture(config) == {"nb": {"epochs": 6}, "code": {"weight": 1.0, "max_epochs": 1}}
+    assert stream_mixture(config, roles={"target"}) == {"nb": {"epochs": 6}}
+    plan = plan_mixture(budgets_from_sources(config.sources, measured={"nb": 30e9}), 240e9)
+    assert plan.source("nb").tokens == 180e9 and plan.source("code").tokens == 60e9

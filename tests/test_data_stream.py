@@ -143,3 +143,9 @@ def test_bad_mixtures_and_states(tmp_path: Path) -> None:
         stream.next_batch(8, rank=0, world_size=3)
     with pytest.raises(LangadaptError, match="stream state does not match this stream: seed is 5"):
         stream.load_state_dict({**stream.state_dict(), "seed": 5})
+
+
+def test_position_ids_restart_after_each_document(tmp_path: Path) -> None:
+    stream = build_stream(make_shards(tmp_path, {"a": 101}), None, 6, 10, 0)
+    batch = np.array([[5, 6, 0, 7, 8, 0, 9], [0, 1, 2, 3, 4, 5, 6]])  # EOS id is 0 in make_shards
+    assert stream.position_ids(batch).tolist() == [[0, 1, 2, 0, 1, 2, 0], [0, 0, 1, 2, 3, 4, 5]]

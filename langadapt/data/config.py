@@ -155,3 +155,22 @@ class DataConfig(Config):
                             "(repeated data is then worth < 1/3 of fresh data); set force_epochs: true"
                         )
         return self
+
+
+def stream_mixture(config: DataConfig, roles: set[str] | None = None) -> dict[str, dict]:
+    """The `mixture` argument of `langadapt.data.stream.build_stream` for these sources.
+
+    A source without weight or epochs gets weight 1, as documented on `SourceConfig.weight`;
+    `roles` restricts the mixture (e.g. only `target` sources for a short stage).
+    """
+    mixture: dict[str, dict] = {}
+    for source in config.sources:
+        if roles is not None and source.role not in roles:
+            continue
+        entry: dict[str, float] = (
+            {"epochs": source.epochs} if source.epochs is not None else {"weight": source.effective_weight or 0.0}
+        )
+        if source.max_epochs is not None:
+            entry["max_epochs"] = source.max_epochs
+        mixture[source.name] = entry
+    return mixture

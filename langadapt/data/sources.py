@@ -111,7 +111,8 @@ def _open_checked(source: SourceConfig, path: Path) -> IO[bytes]:
         elif magic == _ZSTD_MAGIC:
             import zstandard
 
-            stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
+            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
+            stream = io.BufferedReader(reader)  # type: ignore[arg-type]
         else:
             stream = raw
         head = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""

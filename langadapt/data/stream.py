@@ -38,6 +38,7 @@ class _Source:
     tokens: np.ndarray
     num_chunks: int
     key: int
+    eos_id: int
     perm_epoch: int = -1
     perm: np.ndarray | None = None
 
@@ -70,6 +71,10 @@ class PackedStream:
         self.plan = plan
         self.samples = 0
         self.counts = [0] * len(sources)
+        eos_ids = {s.eos_id for s in sources}
+        if len(eos_ids) != 1:
+            raise LangadaptError(f"stream: sources were encoded with different tokenizers (EOS ids {sorted(eos_ids)})")
+        self.eos_id = eos_ids.pop()
 
     @property
     def source_names(self) -> list[str]:
@@ -127,6 +132,18 @@ class PackedStream:
             start = chunk * self.seq_len
             batch[row] = self._sources[s].tokens[start : start + self.seq_len + 1]
         return batch
+
+    def position_ids(self, batch: np.ndarray) -> np.ndarray:
+        """Positions that restart after every EOS, for attention that does not cross documents.
+
+        Packing puts several documents in one window; models whose attention treats a position
+        reset as a new sequence (HF flash-attention-2 with `position_ids`) then never attend
+        across a document boundary. Pass `position_ids(batch)[:, :-1]` with the inputs.
+        """
+        index = np.broadcast_to(np.arange(batch.shape[1]), batch.shape)
+        starts = np.zeros(batch.shape, dtype=bool)
+        starts[:, 1:] = batch[:, :-1] == self.eos_id
+        return index - np.maximum.accumulate(np.where(starts, index, 0), axis=1)
 
     def state_dict(self) -> dict[str, Any]:
         """The whole position: a few integers (plus what to check on restore)."""
@@ -203,4 +220,5 @@ def _open_source(name: str, meta_path: Path, seq_len: int) -> _Source:
             f"stream: source {name} has {num_tokens} tokens, fewer than one sample of {seq_len + 1}"
         )
     tokens = np.memmap(meta_path.parent / "tokens.bin", dtype=np.dtype(meta["dtype"]), mode="r", shape=(num_tokens,))
-    return _Source(name=name, tokens=tokens, num_chunks=(num_tokens - 1) // seq_len, key=_source_key(name))
+    return _Source(name=name, tokens=tokens, num_chunks=(num_tokens - 1) // seq_len, key=_source_key(name),
+                   eos_id=int(meta["eos_id"]))
