@@ -107,6 +107,29 @@ def test_output_is_identical_with_several_workers(
         assert (tmp_path / "one" / "nb" / name).read_bytes() == (tmp_path / "two" / "nb" / name).read_bytes()
 
 
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def test_llama3_style_split_regex_also_takes_the_fast_path() -> None:
+    from tokenizers import Regex
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<|end_of_text|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    texts = _texts(200, seed=9) + ["Tall 1234567 og\r\n\r\nlinjer  med   mellomrom", "I'LL we'Re"]
+    tokenizer.train_from_iterator(texts, trainer)
+    spec, why = choose_encoder(tokenizer.to_str(), texts[:20])
+    assert spec.backend == "tiktoken" and spec.pattern == LLAMA3_PATTERN, why
+    assert build_encoder(spec)(texts) == [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+
 def test_not_byte_level_falls_back_to_tokenizers(data_dir: Path, tmp_path: Path) -> None:
     vocab = {"<unk>": 0, "</s>": 1, **{w: i + 2 for i, w in enumerate(dict.fromkeys(WORDS + ["Avsnitt"]))}}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))

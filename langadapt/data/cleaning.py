@@ -65,9 +65,9 @@ class Cleaner:
             return "too_long"
         if cfg.exact_dedup and digest in self._seen:
             return "duplicate"
-        if check_lang and self._langid is not None and len(text) >= cfg.lang_filter_min_chars:
-            if not self._language_ok(text, lang):
-                return "wrong_language"
+        decidable = check_lang and self._langid is not None and len(text) >= cfg.lang_filter_min_chars
+        if decidable and not self._language_ok(text, lang):
+            return "wrong_language"
         if self._lsh is not None and self._near_duplicate(text, digest):
             return "near_duplicate"
         if cfg.exact_dedup:

@@ -125,9 +125,9 @@ def tiktoken_pattern(tokenizer_json: str) -> str | None:
     if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel":
         split, level = steps
         regex = split.get("pattern", {}).get("Regex")
-        if regex and split.get("behavior") == "Isolated" and not split.get("invert"):
-            if not level.get("use_regex", True) and not level.get("add_prefix_space"):
-                return regex
+        isolated = split.get("behavior") == "Isolated" and not split.get("invert")
+        if regex and isolated and not level.get("use_regex", True) and not level.get("add_prefix_space"):
+            return regex
     return None
 
 
