@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from langadapt.data.debian_docs import SOURCES, build_debian_corpus, read_deb_package  # noqa: E402
-from langadapt.errors import LangadaptError  # noqa: E402
+from langadapt.data.debian_docs import SOURCES, build_debian_corpus, read_deb_package
+from langadapt.errors import LangadaptError
 
 #: What the tiny demo recipes read: Bokmål and Nynorsk targets, English source, Swedish neighbour.
 DEMO = ("nb.debian-handbook", "en.debian-handbook", "nn.gimp-help", "sv.debian-handbook")
@@ -31,9 +31,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("--out", type=Path, default=HERE / "build", help="output folder")
     parser.add_argument("--cache", type=Path, default=HERE / "cache", help="where .deb files are kept")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help=f"corpora to build (default: {' '.join(DEMO)})")
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help=f"corpora to build (default: {' '.join(DEMO)})"
+    )
     parser.add_argument("--all", action="store_true", help=f"build every known corpus: {' '.join(SOURCES)}")
-    parser.add_argument("--deb", nargs="+", type=Path, default=[], metavar="PATH", help="package files to use instead of apt")
+    parser.add_argument(
+        "--deb", nargs="+", type=Path, default=[], metavar="PATH", help="package files to use instead of apt"
+    )
     return parser.parse_args(argv)
 
 
@@ -48,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             package, locale = SOURCES[name]
             start = time.perf_counter()
-            out = build_debian_corpus(package, locale, args.out / f"{name}.jsonl.gz", args.cache, deb=debs.get(package))
+            out = build_debian_corpus(
+                package, locale, args.out / f"{name}.jsonl.gz", args.cache, deb=debs.get(package)
+            )
             print(f"{name:22s} {out}  ({time.perf_counter() - start:.1f} s)")
     except LangadaptError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -105,7 +105,7 @@ def fetch_deb(package: str, cache_dir: Path) -> Path:
         )
     if not _apt_download(package, cache_dir):
         # A fresh container has empty package lists: refresh them once, then retry.
-        subprocess.run(["apt-get", "update"], capture_output=True, text=True)
+        subprocess.run(["apt-get", "update"], check=False, capture_output=True, text=True)
         if not _apt_download(package, cache_dir, raise_on_error=True):
             raise LangadaptError(f"apt-get download {package}: finished but left no .deb in {cache_dir}")
     return fetch_deb(package, cache_dir)
@@ -113,7 +113,9 @@ def fetch_deb(package: str, cache_dir: Path) -> Path:
 
 def _apt_download(package: str, cache_dir: Path, raise_on_error: bool = False) -> bool:
     """Run `apt-get download` in cache_dir; True when a .deb arrived."""
-    proc = subprocess.run(["apt-get", "download", package], cwd=cache_dir, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["apt-get", "download", package], check=False, cwd=cache_dir, capture_output=True, text=True
+    )
     if proc.returncode != 0 and raise_on_error:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise LangadaptError(
@@ -234,7 +236,9 @@ def _write_jsonl_gz(path: Path, docs: list[dict]) -> None:
     tmp.replace(path)
 
 
-def _write_licence_note(path: Path, package: str, version: str, deb: Path, prefix: str, docs: list[dict]) -> None:
+def _write_licence_note(
+    path: Path, package: str, version: str, deb: Path, prefix: str, docs: list[dict]
+) -> None:
     """The provenance and licence of a built file, next to it, as the licences require."""
     digest = hashlib.sha256(deb.read_bytes()).hexdigest()
     chars = sum(len(d["text"]) for d in docs)

@@ -14,20 +14,25 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-BLOCK_TAGS = frozenset(
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+BLOCK_TAGS = _words(
     "address article aside blockquote caption dd div dl dt figcaption figure footer h1 h2 h3 h4 h5 h6 "
-    "header hr li main ol p section table tbody td tfoot th thead tr ul br".split()
+    "header hr li main ol p section table tbody td tfoot th thead tr ul br"
 )
-SKIP_TAGS = frozenset(
-    "head script style noscript template nav pre svg math button form select textarea iframe object".split()
+SKIP_TAGS = _words(
+    "head script style noscript template nav pre svg math button form select textarea iframe object"
 )
 # Navigation and code containers of the DocBook XSL (gimp-help) and Publican (debian-handbook) themes.
-SKIP_CLASSES = frozenset(
+SKIP_CLASSES = _words(
     "navheader navfooter docnav toc list-of-figures list-of-tables list-of-examples indexterm "
-    "reportbug programlisting screen synopsis cmdsynopsis funcsynopsis".split()
+    "reportbug programlisting screen synopsis cmdsynopsis funcsynopsis"
 )
-SKIP_IDS = frozenset({"banner", "title", "breadcrumbs", "navigation", "sidebar-nav"})
-VOID_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+SKIP_IDS = _words("banner title breadcrumbs navigation sidebar-nav")
+VOID_TAGS = _words("area base br col embed hr img input link meta param source track wbr")
 _SPACE = re.compile(r"\s+")
 
 
