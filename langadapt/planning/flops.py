@@ -1,0 +1,64 @@
+"""Training FLOPs, by the conventions the field reports MFU with.
+
+Full training costs 6N FLOPs per token (Kaplan et al. 2020; Chinchilla, Hoffmann et al. 2022,
+"C = 6ND"): a weight used in a matmul costs 2 FLOPs forward, 2 for the gradient of its input
+(activation gradient) and 2 for its own gradient. N counts every parameter, embeddings included,
+as Chinchilla and PaLM do (for an untied model the input lookup is thereby over-counted by
+6 x vocab x hidden, 3.6% of Mistral-7B; we keep the convention so MFU numbers compare with
+published ones). PaLM (Chowdhery et al. 2022, appendix B) adds the attention score and mixing
+matmuls, which have no weights: 12 x layers x heads x head_dim x seq_len per token (forward
+4 L H Q T, backward twice that; the causal mask is not discounted).
+
+A frozen-body stage (stage 1: only embeddings and LM head train) still runs the forward pass
+(2N) and backpropagates activation gradients through the whole body down to the input
+embeddings (2N), but computes weight gradients only for the embeddings and head:
+4 N_body + 6 N_emb, about 2/3 of a full step when the body dominates. The attention term is
+unchanged (its backward is an activation gradient).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langadapt.planning.models import ModelDims
+
+Trainable = Literal["all", "embeddings"]
+
+
+def chinchilla_flops(params: float, tokens: float) -> float:
+    """C = 6 N D, the standard training-compute approximation (Chinchilla: 6 * 70e9 * 1.4e12 = 5.88e23)."""
+    return 6.0 * params * tokens
+
+
+def attention_flops_per_token(layers: int, attn_dim: int, seq_len: int) -> float:
+    """12 L (H Q) T: PaLM appendix B's attention term for training (forward + backward)."""
+    return 12.0 * layers * attn_dim * seq_len
+
+
+def flops_per_token(
+    model: ModelDims, seq_len: int, trainable: Trainable = "all", attention: bool = True
+) -> float:
+    """Training FLOPs per token: 6N (+ attention) when all train, 4 N_body + 6 N_emb when the body is frozen."""
+    if trainable == "all":
+        dense = 6.0 * model.num_params()
+    elif trainable == "embeddings":
+        dense = 4.0 * model.body_params() + 6.0 * model.embedding_params()
+    else:
+        raise ValueError(f"trainable must be 'all' or 'embeddings', got {trainable!r}")
+    extra = attention_flops_per_token(model.layers, model.attn_dim, seq_len) if attention else 0.0
+    return dense + extra
+
+
+def training_flops(model: ModelDims, tokens: float, seq_len: int, trainable: Trainable = "all") -> float:
+    """FLOPs to train on `tokens` tokens in sequences of `seq_len`."""
+    return flops_per_token(model, seq_len, trainable) * tokens
+
+
+def mfu(tokens_per_second: float, flops_per_tok: float, peak_flops: float) -> float:
+    """Model FLOPs utilisation: achieved model FLOP/s over the peak of the devices used."""
+    return tokens_per_second * flops_per_tok / peak_flops
+
+
+def tokens_per_second(mfu_value: float, flops_per_tok: float, peak_flops: float) -> float:
+    """Throughput an MFU implies (the inverse of `mfu`), e.g. per GPU with one GPU's peak."""
+    return mfu_value * peak_flops / flops_per_tok

@@ -1,0 +1,199 @@
+"""`langadapt plan`: what a recipe will cost before any GPU hour is spent.
+
+`build_plan` turns a model's shape and the stages' sizes into a JSON-able dict (tokens, epochs and
+effective data per source, FLOPs, GPU-hours, memory per GPU under each ZeRO stage, energy, CO2);
+`render_plan` prints it as tables. Both are pure: the CLI wires the recipe to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from langadapt.config_base import Config
+from langadapt.errors import LangadaptError
+from langadapt.planning.flops import flops_per_token
+from langadapt.planning.hardware import Hardware, co2_kg, energy_kwh, get_hardware, gpu_hours, grid_intensity
+from langadapt.planning.memory import Checkpointing, memory_per_gpu
+from langadapt.planning.models import ModelDims
+from langadapt.planning.render import render_plan
+
+__all__ = ["StagePlanInput", "build_plan", "render_plan"]
+
+
+class StagePlanInput(Config):
+    """The size of one training stage, as the planner needs it."""
+
+    name: str
+    """Stage name shown in the plan (stage1, stage2)."""
+    steps: int = Field(gt=0)
+    """Optimizer steps."""
+    seq_len: int = Field(gt=0)
+    """Tokens per training sequence."""
+    global_batch_tokens: int | None = Field(default=None, gt=0)
+    """Tokens per optimizer step over all GPUs; or give global_batch (sequences)."""
+    global_batch: int | None = Field(default=None, gt=0)
+    """Sequences per optimizer step over all GPUs; used when global_batch_tokens is not given."""
+    micro_batch: int = Field(default=1, gt=0)
+    """Sequences per GPU per forward/backward pass (sets activation memory)."""
+    trainable: Literal["embeddings", "all"] = "all"
+    """What trains: 'embeddings' (input matrix + LM head, body frozen) or 'all'."""
+    zero_stage: int = Field(default=1, ge=0, le=3)
+    """The ZeRO stage the recipe uses (all four are reported; this one is marked)."""
+    activation_checkpointing: bool = False
+    """Recompute each layer in the backward pass instead of storing its activations."""
+    flash_attention: bool = True
+    """Attention kernels that never store the s x s score matrix (FlashAttention, SDPA)."""
+    mixture: dict[str, Any] | None = None
+    """`plan_mixture(...).to_dict()` of the data engineer: per-source tokens, epochs, D'/D."""
+
+    @model_validator(mode="after")
+    def _one_batch_size(self) -> StagePlanInput:
+        if self.global_batch_tokens is None and self.global_batch is None:
+            raise ValueError(f"stage {self.name}: give global_batch_tokens or global_batch")
+        return self
+
+    @property
+    def batch_tokens(self) -> int:
+        """Tokens per optimizer step."""
+        return self.global_batch_tokens or self.global_batch * self.seq_len  # type: ignore[operator]
+
+
+def _mixture_summary(
+    mixture: dict[str, Any] | None, tokens: float, warnings: list[str]
+) -> dict[str, Any] | None:
+    """Per-source tokens, epochs and D'/D from a plan_mixture dict, checked against the stage's tokens."""
+    if not mixture:
+        return None
+    total = float(mixture.get("total_tokens", tokens))
+    if abs(total - tokens) > 0.01 * tokens:
+        warnings.append(f"mixture is planned for {total:.4g} tokens but the stage trains {tokens:.4g}")
+    keep = ("name", "unique_tokens", "tokens", "epochs", "effective_ratio", "share")
+    sources = [{k: s[k] for k in keep if k in s} for s in mixture.get("sources", [])]
+    warnings.extend(mixture.get("warnings", []))
+    return {
+        "effective_ratio": mixture.get("effective_ratio"),
+        "effective_tokens": mixture.get("effective_tokens"),
+        "sources": sources,
+    }
+
+
+def _memory_by_zero_stage(
+    model: ModelDims, stage: StagePlanInput, hw: Hardware, num_gpus: int, checkpointing: Checkpointing
+) -> dict[str, dict[str, Any]]:
+    """GB per GPU under ZeRO 0-3 (all four, so the table shows what each stage buys)."""
+    memory = {}
+    for zero in range(4):
+        mem = memory_per_gpu(
+            model, zero, num_gpus, stage.seq_len, stage.micro_batch, stage.trainable, checkpointing
+        )
+        memory[f"zero{zero}"] = {**mem, "fits": mem["total"] <= hw.memory_gb}
+    return memory
+
+
+def _stage_plan(
+    model: ModelDims, stage: StagePlanInput, hw: Hardware, mfu: float, num_gpus: int, pue: float, grid: float
+) -> dict[str, Any]:
+    """Everything the plan says about one stage."""
+    warnings: list[str] = []
+    tokens = float(stage.steps) * stage.batch_tokens
+    per_gpu_seqs = stage.batch_tokens / stage.seq_len / num_gpus
+    grad_accum = per_gpu_seqs / stage.micro_batch
+    if grad_accum < 1 or abs(grad_accum - round(grad_accum)) > 1e-9:
+        warnings.append(
+            f"global batch of {stage.batch_tokens / stage.seq_len:g} sequences does not split into "
+            f"{num_gpus} GPUs x micro batch {stage.micro_batch} x whole accumulation steps"
+        )
+    fpt = flops_per_token(model, stage.seq_len, stage.trainable)
+    flops = fpt * tokens
+    hours = gpu_hours(flops, mfu, hw.peak_flops)
+    kwh = energy_kwh(hours, hw.watts, pue)
+    ckpt = "full" if stage.activation_checkpointing else ("flash" if stage.flash_attention else "none")
+    memory = _memory_by_zero_stage(model, stage, hw, num_gpus, ckpt)
+    chosen = memory[f"zero{stage.zero_stage}"]
+    if not chosen["fits"]:
+        warnings.append(
+            f"ZeRO-{stage.zero_stage} needs {chosen['total']:.1f} GB per GPU, "
+            f"more than the {hw.memory_gb:g} GB of a {hw.name}"
+        )
+    return {
+        "name": stage.name,
+        "trainable": stage.trainable,
+        "steps": stage.steps,
+        "seq_len": stage.seq_len,
+        "global_batch_tokens": stage.batch_tokens,
+        "micro_batch": stage.micro_batch,
+        "grad_accum_steps": grad_accum,
+        "tokens": tokens,
+        "mixture": _mixture_summary(stage.mixture, tokens, warnings),
+        "flops_per_token": fpt,
+        "flops": flops,
+        "gpu_hours": hours,
+        "wall_hours": hours / num_gpus,
+        "tokens_per_second_per_gpu": mfu * hw.peak_flops / fpt,
+        "zero_stage": stage.zero_stage,
+        "activation_checkpointing": ckpt,
+        "memory_gb": memory,
+        "energy_kwh": kwh,
+        "co2_kg": co2_kg(kwh, grid),
+        "warnings": warnings,
+    }
+
+
+def build_plan(
+    model: ModelDims,
+    stages: list[StagePlanInput],
+    hardware: str = "h100",
+    mfu: float = 0.4,
+    num_gpus: int = 8,
+    *,
+    peak_tflops: float | None = None,
+    watts: float | None = None,
+    memory_gb: float | None = None,
+    pue: float = 1.2,
+    grid: str | float = "world",
+) -> dict[str, Any]:
+    """The plan of all stages as a JSON-able dict: `model`, `hardware`, `stages`, `total`.
+
+    Each stage has tokens, steps, grad_accum_steps, `mixture` (per-source tokens, epochs and D'/D),
+    flops_per_token, flops, gpu_hours, wall_hours, tokens_per_second_per_gpu, `memory_gb` for
+    zero0-zero3 (weights, gradients, optimizer, activations, total, fits), energy_kwh, co2_kg and
+    warnings. `grid` is gCO2e/kWh or a preset of `hardware.GRIDS`; `pue` multiplies device power.
+    """
+    if num_gpus < 1:
+        raise LangadaptError(f"num_gpus {num_gpus}: must be at least 1")
+    hw = get_hardware(hardware, peak_tflops, watts, memory_gb)
+    intensity = grid_intensity(grid)
+    plans = [_stage_plan(model, s, hw, mfu, num_gpus, pue, intensity) for s in stages]
+    sums = {
+        k: sum(p[k] for p in plans)
+        for k in ("tokens", "flops", "gpu_hours", "wall_hours", "energy_kwh", "co2_kg")
+    }
+    return {
+        "model": {
+            "name": model.name,
+            "params": model.num_params(),
+            "embedding_params": model.embedding_params(),
+            "body_params": model.body_params(),
+            "hidden": model.hidden,
+            "layers": model.layers,
+            "heads": model.heads,
+            "kv_heads": model.kv_heads,
+            "ffn": model.ffn,
+            "vocab": model.vocab,
+            "tied": model.tied,
+        },
+        "hardware": {
+            "name": hw.name,
+            "peak_tflops": hw.peak_flops / 1e12,
+            "watts": hw.watts,
+            "memory_gb": hw.memory_gb,
+            "num_gpus": num_gpus,
+            "mfu": mfu,
+            "pue": pue,
+            "grid_g_per_kwh": intensity,
+        },
+        "stages": plans,
+        "total": sums,
+    }

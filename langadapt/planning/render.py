@@ -1,0 +1,121 @@
+"""The plan as text: compute and energy per stage, data per source, memory per GPU per ZeRO stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _si(x: float) -> str:
+    """3 significant digits with an SI suffix: 4.19B, 1.26e22 stays scientific above 1e15."""
+    if abs(x) >= 1e15:
+        return f"{x:.3g}"
+    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def _table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> list[str]:
+    """Names left-aligned (the first `text_columns`), numbers right-aligned, two spaces apart."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < text_columns else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))
+        )
+
+    return [fmt(header), "  ".join("-" * w for w in widths), *[fmt(r) for r in rows]]
+
+
+def render_plan(plan: dict[str, Any]) -> str:
+    """The plan as readable tables: compute and energy, data per source, memory per GPU."""
+    m, hw = plan["model"], plan["hardware"]
+    lines = [
+        (
+            f"Model {m['name']}: {_si(m['params'])} parameters ({_si(m['embedding_params'])} embeddings + head, "
+            f"{_si(m['body_params'])} body), vocab {m['vocab']:,}"
+        ),
+        (
+            f"Hardware {hw['num_gpus']} x {hw['name']} ({hw['peak_tflops']:g} TFLOP/s bf16, {hw['watts']:g} W, "
+            f"{hw['memory_gb']:g} GB) at {hw['mfu']:.0%} MFU; PUE {hw['pue']:g}, grid {hw['grid_g_per_kwh']:g} gCO2e/kWh"
+        ),
+        "",
+    ]
+    rows = [
+        [
+            s["name"],
+            s["trainable"],
+            f"{s['steps']:,}",
+            _si(s["tokens"]),
+            _si(s["flops_per_token"]),
+            _si(s["flops"]),
+            f"{s['tokens_per_second_per_gpu']:,.0f}",
+            f"{s['gpu_hours']:,.0f}",
+            f"{s['wall_hours']:,.1f}",
+            f"{s['energy_kwh']:,.0f}",
+            f"{s['co2_kg']:,.0f}",
+        ]
+        for s in plan["stages"]
+    ]
+    t = plan["total"]
+    rows.append(
+        [
+            "total",
+            "",
+            "",
+            _si(t["tokens"]),
+            "",
+            _si(t["flops"]),
+            "",
+            f"{t['gpu_hours']:,.0f}",
+            f"{t['wall_hours']:,.1f}",
+            f"{t['energy_kwh']:,.0f}",
+            f"{t['co2_kg']:,.0f}",
+        ]
+    )
+    header = [
+        "stage",
+        "trains",
+        "steps",
+        "tokens",
+        "FLOP/tok",
+        "FLOPs",
+        "tok/s/GPU",
+        "GPU-h",
+        "wall-h",
+        "kWh",
+        "kg CO2e",
+    ]
+    lines += _table(header, rows, text_columns=2)
+    data = [
+        [s["name"], src["name"], _si(src["tokens"]), f"{src['epochs']:.2f}", f"{src['effective_ratio']:.3f}"]
+        for s in plan["stages"]
+        if s["mixture"]
+        for src in s["mixture"]["sources"]
+    ]
+    if data:
+        lines += ["", *_table(["stage", "source", "tokens", "epochs", "D'/D"], data, text_columns=2)]
+    mem = []
+    for s in plan["stages"]:
+        for zero, v in s["memory_gb"].items():
+            mark = "*" if zero == f"zero{s['zero_stage']}" else ""
+            mem.append(
+                [
+                    f"{s['name']}{mark}",
+                    zero.replace("zero", "ZeRO-"),
+                    f"{v['weights']:.1f}",
+                    f"{v['gradients']:.1f}",
+                    f"{v['optimizer']:.1f}",
+                    f"{v['activations']:.1f}",
+                    f"{v['total']:.1f}",
+                    "yes" if v["fits"] else "NO",
+                ]
+            )
+    lines += ["", f"Memory per GPU, GB (* = the stage's ZeRO setting; fits in {hw['memory_gb']:g} GB?)"]
+    lines += _table(
+        ["stage", "ZeRO", "weights", "grads", "optim", "activ", "total", "fits"], mem, text_columns=2
+    )
+    warnings = [f"{s['name']}: {w}" for s in plan["stages"] for w in s["warnings"]]
+    if warnings:
+        lines += ["", *(f"warning: {w}" for w in warnings)]
+    return "\n".join(lines)

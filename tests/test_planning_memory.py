@@ -1,0 +1,60 @@
+"""Memory per GPU: the ZeRO paper's example and Korthikanti et al.'s activation formula."""
+
+from __future__ import annotations
+
+import pytest
+
+from langadapt.planning.memory import (
+    GB,
+    activation_bytes,
+    layer_activation_bytes,
+    memory_per_gpu,
+    zero_model_states,
+)
+from langadapt.planning.models import load_model_dims
+
+
+@pytest.mark.parametrize(("stage", "expected_gb"), [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_paper_7_5b_example(stage: int, expected_gb: float) -> None:
+    # Rajbhandari et al. 2020, figure 1: Psi = 7.5B, K = 12, Nd = 64.
+    total = zero_model_states(7.5e9, stage=stage, num_gpus=64)["total"] / GB
+    assert total == pytest.approx(expected_gb, abs=0.05)
+
+
+def test_frozen_parameters_have_weights_only() -> None:
+    states = zero_model_states(7e9, trainable=0.25e9, stage=1, num_gpus=8)
+    assert states["weights"] == 2 * 7e9
+    assert states["gradients"] == 2 * 0.25e9
+    assert states["optimizer"] == 12 * 0.25e9 / 8
+    with pytest.raises(ValueError):
+        zero_model_states(1e9, stage=4)
+
+
+def test_korthikanti_activation_formula() -> None:
+    # GPT-3 175B: s=2048, h=12288, a=96 -> 5as/h = 80, so storing no attention scores saves
+    # 80/114 = 70% of activation memory (the paper's selective-recomputation figure).
+    full = layer_activation_bytes(2048, 1, 12288, 96)
+    assert full == 2048 * 12288 * (34 + 80)
+    assert 1 - layer_activation_bytes(2048, 1, 12288, 96, flash=True) / full == pytest.approx(0.70, abs=0.005)
+
+
+def test_checkpointing_keeps_only_layer_inputs() -> None:
+    m = load_model_dims("Mistral-7B-v0.1")
+    s, b, h = 4096, 1, 4096
+    logits = 4 * s * b * m.vocab
+    assert activation_bytes(m, s, b, "none") == m.layers * s * b * h * (34 + 5 * 32 * s / h) + logits
+    assert activation_bytes(m, s, b, "full") == 2 * s * b * h * m.layers + s * b * h * 34 + logits
+    assert (
+        activation_bytes(m, s, b, "full")
+        < activation_bytes(m, s, b, "flash")
+        < activation_bytes(m, s, b, "none")
+    )
+
+
+def test_memory_per_gpu_stage1_needs_no_zero3() -> None:
+    m = load_model_dims("Mistral-7B-v0.1")
+    stage1 = memory_per_gpu(m, 1, 64, 4096, 1, trainable="embeddings", checkpointing="full")
+    stage2 = memory_per_gpu(m, 1, 64, 4096, 1, trainable="all", checkpointing="full")
+    assert stage1["gradients"] == pytest.approx(2 * m.embedding_params() / GB)
+    assert stage1["total"] < 20 < stage2["total"] < 40  # 7B in bf16 is 14.5 GB of weights either way
+    assert stage1["total"] == pytest.approx(sum(v for k, v in stage1.items() if k != "total"))
