@@ -1,0 +1,70 @@
+"""The embeddings stage's slice of the recipe: which initialisation method, and its knobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from langadapt.config_base import Config
+
+Method = Literal["mean", "focus", "wechsel", "random", "align"]
+
+
+class EmbeddingConfig(Config):
+    """How the rows of the new vocabulary are filled (input matrix and output head alike).
+
+    The defaults reproduce the NorMistral recipe (`mean`, i.e. FVT). Options of a method other
+    than the chosen one are accepted and ignored, so a recipe can switch method with one
+    `--set embeddings.method=...` override.
+    """
+
+    method: Method = "mean"
+    """Initialisation: mean (FVT), focus, wechsel, random (N(mean, cov) baseline) or align (corpus-weighted mean)."""
+    seed_offset: int = 0
+    """Added to the run seed for this stage's random draws (random rows, fastText training)."""
+    pad_vocab_to_multiple_of: int = Field(1, ge=1)
+    """Round the new matrices' row count up to a multiple of this (e.g. 64 for tensor cores); extra rows get the mean row."""
+
+    # --- focus (Dobler & de Melo 2023) --------------------------------------------------------
+    fasttext_dim: int = Field(100, ge=2)
+    """Dimension of the auxiliary fastText token vectors FOCUS trains on the target corpus (paper: 100)."""
+    fasttext_epochs: int = Field(3, ge=1)
+    """fastText training epochs (paper: 3); fewer run when `fasttext_time_budget_s` is exhausted."""
+    fasttext_min_count: int = Field(10, ge=1)
+    """Tokens seen fewer times than this get no fastText vector and are initialised like `focus_rare` says (paper: 10)."""
+    fasttext_window: int = Field(5, ge=1)
+    """fastText context window in tokens."""
+    fasttext_time_budget_s: float = Field(240.0, gt=0)
+    """Stop fastText training after the epoch that crosses this many seconds (the first epoch always completes)."""
+    fasttext_workers: int = Field(0, ge=0)
+    """fastText threads; 0 = one per CPU core. Only 1 makes focus bit-reproducible (thread scheduling)."""
+    max_corpus_mb: float = Field(100.0, gt=0)
+    """Read at most this many megabytes (UTF-8) of target text for focus/align; bounds time and memory."""
+    focus_center_vectors: bool = True
+    """Subtract the mean fastText vector before cosine similarities (a fix for under-trained vectors; not in the paper)."""
+    focus_rare: Literal["mean", "random"] = "mean"
+    """How focus fills new tokens without a fastText vector: FVT mean of old pieces, or N(mean, cov) as in the paper."""
+
+    # --- wechsel (Minixhofer et al. 2022) -----------------------------------------------------
+    source_vectors: Path | None = None
+    """Source-language word vectors: a fastText .bin (subword-aware) or word2vec text/.vec file; wechsel only."""
+    target_vectors: Path | None = None
+    """Target-language word vectors in the same formats as `source_vectors`; wechsel only."""
+    dictionary: Path | None = None
+    """Bilingual dictionary, one `source_word<TAB>target_word` pair a line, used to align the two spaces; wechsel only."""
+    wechsel_k: int = Field(10, ge=1)
+    """Number of nearest source tokens each new token is built from (paper: 10)."""
+    wechsel_temperature: float = Field(0.1, gt=0)
+    """Softmax temperature over the k cosine similarities (paper: 0.1)."""
+
+    @model_validator(mode="after")
+    def _wechsel_needs_files(self) -> EmbeddingConfig:
+        if self.method == "wechsel":
+            missing = [
+                name for name in ("source_vectors", "target_vectors", "dictionary") if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(f"method 'wechsel' needs {', '.join(missing)} (local files)")
+        return self

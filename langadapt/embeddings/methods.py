@@ -1,0 +1,95 @@
+"""The initialisation methods, each turning a vocabulary mapping into a `RowPlan`.
+
+`mean` and `random` live here; `focus`, `wechsel` and `align` need auxiliary data (a corpus or
+word vectors) and have their own modules. Every method maps special tokens by role (from the
+mapping) and gives fallback and padding rows the mean row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from langadapt.embeddings.config import EmbeddingConfig
+from langadapt.embeddings.mapping import VocabMapping
+from langadapt.embeddings.plan import PlanBuilder, RowPlan, mapping_rows
+from langadapt.errors import LangadaptError
+
+
+@dataclass
+class PlanInputs:
+    """What a method may use besides the mapping."""
+
+    mapping: VocabMapping
+    rows: int
+    """Rows of the new matrices (the new vocabulary, padded)."""
+    old_rows: int
+    """Rows of the old matrices."""
+    old_tokenizer: PreTrainedTokenizerBase
+    new_tokenizer: PreTrainedTokenizerBase
+    config: EmbeddingConfig
+    corpus: Iterable[str] | None
+    seed: int
+
+
+def mean_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
+    """FVT (Gee et al. 2022): row = mean of the old rows of the token's old pieces."""
+    builder = PlanBuilder(inputs.rows, inputs.old_rows)
+    mapping_rows(builder, inputs.mapping)
+    return builder.build(), {}
+
+
+def random_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
+    """Baseline: every non-special row drawn from N(mean, cov) of the matrix it replaces.
+
+    Overlapping tokens are drawn too, so the baseline measures what an initialisation carries
+    over from the source model; special tokens keep their rows so generation still stops.
+    """
+    mapping = inputs.mapping
+    builder = PlanBuilder(inputs.rows, inputs.old_rows)
+    specials = mapping.ids_with("special")
+    mapping_rows(builder, mapping, specials)
+    special_set = set(specials)
+    builder.mark_random([i for i in range(mapping.new_size) if i not in special_set])
+    return builder.build(), {}
+
+
+def bounded_texts(corpus: Iterable[str] | None, max_mb: float, method: str) -> list[str]:
+    """At most `max_mb` megabytes (UTF-8) of non-empty texts from `corpus`, in order."""
+    if corpus is None:
+        raise LangadaptError(f"embeddings.method={method!r} needs target-language text, but no corpus was given")
+    budget, texts = int(max_mb * 1e6), []
+    for text in corpus:
+        if not text:
+            continue
+        texts.append(text)
+        budget -= len(text.encode("utf-8"))
+        if budget <= 0:
+            break
+    if not texts:
+        raise LangadaptError(f"embeddings.method={method!r} needs target-language text, but the corpus is empty")
+    return texts
+
+
+def build_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
+    """Dispatch on `config.method`; returns the plan and method-specific report entries."""
+    method = inputs.config.method
+    if method == "mean":
+        return mean_plan(inputs)
+    if method == "random":
+        return random_plan(inputs)
+    if method == "focus":
+        from langadapt.embeddings.focus import focus_plan  # gensim is only needed here
+
+        return focus_plan(inputs)
+    if method == "wechsel":
+        from langadapt.embeddings.wechsel import wechsel_plan
+
+        return wechsel_plan(inputs)
+    if method == "align":
+        from langadapt.embeddings.align import align_plan
+
+        return align_plan(inputs)
+    raise LangadaptError(f"embeddings.method: unknown method {method!r}")

@@ -1,0 +1,66 @@
+"""The `embeddings` pipeline stage: base model + new tokenizer -> initialised model folder.
+
+Reads  `ctx.base_model` (HF folder), `runs/<name>/tokenizer/tokenizer/` and, for focus/align,
+       the target-language train texts of `runs/<name>/data/`;
+writes `embeddings/model/` (safetensors + the NEW tokenizer, loadable on its own),
+       `embeddings/mapping.json` (every new token's old pieces) and `embeddings/report.json`.
+The surgery runs on one process on a normal float32 checkpoint (no ZeRO involved).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from langadapt.context import StageContext
+from langadapt.data.documents import iter_split
+from langadapt.embeddings.config import EmbeddingConfig
+from langadapt.embeddings.mapping import build_mapping
+from langadapt.embeddings.transfer import transfer_embeddings
+from langadapt.errors import LangadaptError
+
+CORPUS_METHODS = ("focus", "align")
+
+
+def _folder(path: Path | str | None, what: str) -> Path:
+    if path is None or not Path(path).is_dir():
+        raise LangadaptError(f"embeddings: {what} not found at {path}")
+    return Path(path)
+
+
+def target_texts(data_dir: Path) -> Iterator[str]:
+    """Target-language training texts written by the data stage (streamed)."""
+    for doc in iter_split(data_dir, "train", roles={"target"}):
+        yield doc["text"]
+
+
+def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
+    """Initialise the base model's embeddings for the new tokenizer; returns a small summary."""
+    base = _folder(ctx.base_model, "base model folder (model.base)")
+    tokenizer_dir = _folder(ctx.stage_dir("tokenizer") / "tokenizer", "the tokenizer stage's output")
+    old_tokenizer = AutoTokenizer.from_pretrained(base)
+    new_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+
+    corpus = None
+    if config.method in CORPUS_METHODS:
+        _folder(ctx.stage_dir("data"), "the data stage's output")
+        corpus = target_texts(ctx.stage_dir("data"))
+
+    ctx.log.info("embeddings: mapping %d new tokens onto %d old ones", len(new_tokenizer), len(old_tokenizer))
+    mapping = build_mapping(old_tokenizer, new_tokenizer)
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    mapping.save(ctx.out / "mapping.json", old_tokens=old_tokenizer.convert_ids_to_tokens(list(range(len(old_tokenizer)))))
+    model, report = transfer_embeddings(
+        model, old_tokenizer, new_tokenizer, config, corpus=corpus, seed=ctx.seed, mapping=mapping
+    )
+    model.save_pretrained(ctx.out / "model")
+    new_tokenizer.save_pretrained(ctx.out / "model")
+    (ctx.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    summary = {key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")}
+    ctx.log.info("embeddings: %s init done: %s", config.method, summary)
+    return {"method": config.method, "model": str(ctx.out / "model"), **summary, "seconds": report["timings_s"]["total_s"]}

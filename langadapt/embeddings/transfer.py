@@ -1,0 +1,96 @@
+"""The library entry point: swap a model's vocabulary for a new tokenizer's, keeping its knowledge.
+
+    model, report = transfer_embeddings(model, old_tokenizer, new_tokenizer, EmbeddingConfig())
+
+Works on any `PreTrainedModel` whose embeddings `resize_token_embeddings` can resize (tested on
+Llama/Mistral, Qwen2, Gemma, GPT-2, GPT-NeoX, BLOOM, OLMo, tied and untied). The model must be
+a normal in-memory checkpoint, not a ZeRO-3 partitioned one (see `surgery`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from langadapt.embeddings.config import EmbeddingConfig
+from langadapt.embeddings.mapping import VocabMapping, build_mapping
+from langadapt.embeddings.methods import PlanInputs, build_plan
+from langadapt.embeddings.plan import USE_MEAN, USE_RANDOM, apply_plan
+from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
+from langadapt.errors import LangadaptError
+
+
+def _check_mapping(mapping: VocabMapping, old_rows: int) -> None:
+    """Old piece ids must be rows of the model (the old tokenizer must belong to the model)."""
+    highest = max((max(p) for p in mapping.pieces if p), default=-1)
+    if highest >= old_rows:
+        raise LangadaptError(
+            f"old tokenizer id {highest} has no row in the model's {old_rows}-row embedding matrix: "
+            "is the old tokenizer the base model's own?"
+        )
+
+
+def transfer_embeddings(
+    model: PreTrainedModel,
+    old_tokenizer: PreTrainedTokenizerBase,
+    new_tokenizer: PreTrainedTokenizerBase,
+    config: EmbeddingConfig,
+    corpus: Iterable[str] | None = None,
+    seed: int = 0,
+    mapping: VocabMapping | None = None,
+) -> tuple[PreTrainedModel, dict]:
+    """Resize `model` to `new_tokenizer` and initialise its input matrix and head with `config.method`.
+
+    `corpus` (target-language texts) is needed by `focus` and `align`; `mapping` lets a caller
+    that already built (and saved) one skip rebuilding it. Modifies `model` in place and returns
+    it with a JSON-serialisable report (mapping summary, method, row counts, timings).
+    """
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    if mapping is None:
+        mapping = build_mapping(old_tokenizer, new_tokenizer)
+    timings["mapping_s"] = time.perf_counter() - start
+
+    old = read_matrices(model)
+    old_rows, dim = old.input.shape
+    _check_mapping(mapping, old_rows)
+    multiple = config.pad_vocab_to_multiple_of
+    rows = math.ceil(mapping.new_size / multiple) * multiple
+    stamp = time.perf_counter()
+    plan, info = build_plan(
+        PlanInputs(mapping, rows, old_rows, old_tokenizer, new_tokenizer, config, corpus, seed + config.seed_offset)
+    )
+    timings["plan_s"] = time.perf_counter() - stamp
+
+    stamp = time.perf_counter()
+    generator = torch.Generator().manual_seed(seed + config.seed_offset)
+    new = EmbeddingMatrices(
+        input=apply_plan(plan, old.input, generator),
+        output=None if old.tied else apply_plan(plan, old.output, generator),
+        bias=None if old.bias is None else apply_plan(plan, old.bias[:, None], generator)[:, 0],
+    )
+    del old  # the old matrices can be freed once the model drops them in the resize
+    write_matrices(model, new)
+    special_ids = set_special_ids(model, new_tokenizer)
+    timings["apply_s"] = time.perf_counter() - stamp
+    timings["total_s"] = time.perf_counter() - start
+
+    report = {
+        "method": config.method,
+        "mapping": mapping.summary(),
+        "old_rows": old_rows,
+        "new_rows": rows,
+        "hidden_size": dim,
+        "tied": new.tied,
+        "head_bias": new.bias is not None,
+        "rows_mean_filled": int((plan.fill == USE_MEAN).sum()),
+        "rows_random": int((plan.fill == USE_RANDOM).sum()),
+        "special_ids": special_ids,
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+        **info,
+    }
+    return model, report
