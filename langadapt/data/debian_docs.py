@@ -59,7 +59,9 @@ MIN_PAGE_CHARS = 200
 
 
 def default_cache_dir() -> Path:
-    """Downloaded .deb files are kept here unless a cache_dir is given ($XDG_CACHE_HOME aware)."""
+    """Where .deb files are kept when no cache_dir is given: $LANGADAPT_DEB_CACHE, else the user cache."""
+    if os.environ.get("LANGADAPT_DEB_CACHE"):
+        return Path(os.environ["LANGADAPT_DEB_CACHE"])
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return base / "langadapt" / "debs"
 
@@ -171,7 +173,9 @@ def read_deb(deb: Path, prefix: str | None = None) -> tuple[dict[str, str], dict
                         if member.isfile() and path.startswith(prefix):
                             files[path] = tar.extractfile(member).read()  # type: ignore[union-attr]
     except (OSError, tarfile.TarError, EOFError, ValueError, StopIteration) as exc:
-        raise LangadaptError(f"{deb}: unreadable .deb ({type(exc).__name__}: {exc})") from exc
+        raise LangadaptError(
+            f"{deb}: unreadable .deb ({type(exc).__name__}: {exc}); delete it to download it again"
+        ) from exc
     if "Package" not in control:
         raise LangadaptError(f"{deb}: no control file; is it a complete .deb?")
     return control, files
