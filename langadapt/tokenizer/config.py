@@ -1,0 +1,97 @@
+"""The tokenizer stage's slice of the recipe.
+
+`kind: inherit` (the default) trains a tokenizer of the base model's family and copies its
+conventions (special tokens and their ids, normaliser, pre-tokeniser, BOS insertion, decoder,
+chat template), so the new tokenizer is a drop-in for the old one and embedding transfer can map
+special tokens by id. The other kinds pick a family explicitly; `keep_base` trains nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ValidationInfo, field_validator, model_validator
+
+from langadapt.config_base import Config
+
+TokenizerKind = Literal["inherit", "byte_bpe", "sentencepiece_bpe", "unigram", "keep_base"]
+
+
+class TokenizerConfig(Config):
+    """How to train the target-language tokenizer."""
+
+    kind: TokenizerKind = "inherit"
+    """inherit: the base tokenizer's family and conventions; byte_bpe: GPT-2/Llama-3 style; sentencepiece_bpe: Llama-2/Mistral style (▁ + byte fallback); unigram: SentencePiece unigram with byte fallback; keep_base: no new tokenizer (plain continual pretraining)."""
+    special_tokens: list[str] | None = None
+    """Special tokens placed at ids 0.. in this order; None keeps the base tokenizer's (scratch: <s>, </s>, <pad>; plus <unk> first for the SentencePiece-style kinds)."""
+    added_tokens: list[str] = []
+    """Extra never-split tokens placed right after the special tokens (e.g. chat or code markers); not special, so decoding keeps them."""
+    vocab_size: int = 32768
+    """Total vocabulary size including special, added and byte-fallback tokens (NorMistral-7B: 32,768)."""
+    min_frequency: int = 2
+    """A pair (BPE) or piece must occur at least this often in the training sample to become a token."""
+    language_weights: dict[str, float] | None = None
+    """Per-language share of the training sample, e.g. {nb: 0.9, nn: 0.1}; other languages are left out. None: target-role documents only, in their natural proportions."""
+    max_training_chars: int | None = None
+    """Bound on the training sample in characters (a seeded random sample of whole documents, split by language_weights); None uses every document."""
+    split_digits: bool | None = None
+    """True: every digit is its own pre-token (Llama-2/Mistral); False: remove a digit-splitting step; None: as the base tokenizer does (scratch: digits may merge)."""
+    max_token_length: int | None = 24
+    """Longest token in characters, which keeps runs like '==========' out of the vocabulary; None: no limit."""
+    character_coverage: float = 0.9995
+    """SentencePiece-style kinds: share of character occurrences covered by the base alphabet; the rarest characters fall back to bytes."""
+    bos_token: str | None = None
+    """Token with the beginning-of-sequence role; None: the base tokenizer's (scratch: <s>)."""
+    eos_token: str | None = None
+    """Token with the end-of-sequence role; None: the base tokenizer's (scratch: </s>)."""
+    pad_token: str | None = None
+    """Token with the padding role; None: the base tokenizer's (scratch: <pad>)."""
+    unk_token: str | None = None
+    """Token with the unknown role; None: the base tokenizer's (scratch: <unk> for the SentencePiece-style kinds, none for byte-level BPE)."""
+
+    @field_validator("min_frequency", "max_training_chars", "max_token_length")
+    @classmethod
+    def _positive(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"{info.field_name}={value} must be at least 1")
+        return value
+
+    @field_validator("character_coverage")
+    @classmethod
+    def _coverage(cls, value: float) -> float:
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"character_coverage={value} must be in (0, 1]")
+        return value
+
+    @field_validator("language_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return value
+        bad = {lang: w for lang, w in value.items() if w < 0}
+        if bad:
+            raise ValueError(f"language_weights {bad} must not be negative")
+        if not any(w > 0 for w in value.values()):
+            raise ValueError("language_weights must give at least one language a positive weight")
+        return value
+
+    @field_validator("vocab_size")
+    @classmethod
+    def _vocab_size(cls, value: int, info: ValidationInfo) -> int:
+        # special_tokens and added_tokens are declared before vocab_size, so they are in info.data.
+        fixed = len(info.data.get("special_tokens") or []) + len(info.data.get("added_tokens") or [])
+        if value <= fixed:
+            raise ValueError(f"vocab_size={value} is not larger than the {fixed} special and added tokens")
+        return value
+
+    @model_validator(mode="after")
+    def _roles_are_special(self) -> TokenizerConfig:
+        if self.special_tokens is None:
+            return self
+        for role in ("bos_token", "eos_token", "pad_token", "unk_token"):
+            token = getattr(self, role)
+            if token is not None and token not in self.special_tokens:
+                raise ValueError(f"{role}={token!r} is not one of special_tokens {self.special_tokens}")
+        if len(set(self.special_tokens + self.added_tokens)) != len(self.special_tokens + self.added_tokens):
+            raise ValueError("special_tokens and added_tokens must not repeat a token")
+        return self

@@ -1,0 +1,123 @@
+"""Word counting for tokenizer training: each distinct piece of text is pre-tokenised once.
+
+Why not hand the documents straight to `Tokenizer.train_from_iterator`? That works, but it runs
+the regex pre-tokeniser over every character and cannot weight languages or bound memory. Here
+documents are cut into chunks at spaces that are certainly pre-token boundaries ("word word"),
+the chunks are counted with `collections.Counter` (C speed), and only the distinct chunks go
+through the tokenizer's own normaliser and pre-tokeniser. Natural text repeats its words, so
+that is a small fraction of the text, and the counts are exact: the first documents are also
+pre-tokenised whole and compared, and any pre-tokeniser for which the cut is not transparent
+falls back to whole documents. Memory is bounded by the number of distinct chunks, not by the
+corpus size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+# A space is a boundary of every regex/Metaspace pre-tokeniser we know of when a word-ish
+# character precedes it and a word character follows it; the check in `ChunkCounter` proves it
+# for the tokenizer at hand.
+_CUT = re.compile(r"(?<=[\w.,;:!?)\]}\"'])(?= \w)")
+_CHECK_CHARS = 50_000
+"""Characters of the first documents pre-tokenised whole to check that chunking is transparent."""
+
+
+class ChunkCounter:
+    """Counts the chunks of each language's documents; turns them into pre-token counts."""
+
+    def __init__(self, normalizer: Any | None, pre_tokenizer: Any) -> None:
+        self.normalizer = normalizer
+        self.pre_tokenizer = pre_tokenizer
+        self.chunks: dict[str, Counter[str]] = {}
+        self.chars: Counter[str] = Counter()
+        self.documents = 0
+        self.chunking = True
+        self._checked_chars = 0
+
+    def add(self, lang: str, text: str) -> None:
+        """Count one document of language `lang`."""
+        if self.normalizer is not None:
+            text = self.normalizer.normalize_str(text)
+        counter = self.chunks.setdefault(lang, Counter())
+        self.chars[lang] += len(text)
+        self.documents += 1
+        if self.chunking and self._checked_chars < _CHECK_CHARS:
+            self._checked_chars += len(text)
+            # Documents counted before a failed check passed it, so their chunk counts stay exact.
+            self.chunking = self._transparent(text)
+        counter.update(_CUT.split(text) if self.chunking else (text,))
+
+    def _transparent(self, text: str) -> bool:
+        whole = Counter(w for w, _ in self.pre_tokenizer.pre_tokenize_str(text))
+        cut = Counter(w for c in _CUT.split(text) for w, _ in self.pre_tokenizer.pre_tokenize_str(c))
+        return whole == cut
+
+    def word_counts(self) -> dict[str, Counter[str]]:
+        """Pre-token counts per language (the strings the trainer sees)."""
+        return {lang: pretokenize_counts(chunks, self.pre_tokenizer) for lang, chunks in self.chunks.items()}
+
+
+def pretokenize_counts(chunks: Counter[str], pre_tokenizer: Any) -> Counter[str]:
+    """Pre-token counts of counted chunks: every distinct chunk is pre-tokenised once."""
+    words: Counter[str] = Counter()
+    for chunk, n in chunks.items():
+        for word, _ in pre_tokenizer.pre_tokenize_str(chunk):
+            words[word] += n
+    return words
+
+
+def weighted_counts(
+    words: dict[str, Counter[str]], chars: Counter[str], weights: dict[str, float] | None
+) -> Counter[str]:
+    """Merge per-language counts so that each language's share of characters is its weight.
+
+    Counts are scaled by `share * total_chars / language_chars` (a language with too little text
+    is repeated, one with too much is thinned), so the total stays about the same and so does the
+    training time. Without weights the counts are simply added up.
+    """
+    merged: Counter[str] = Counter()
+    if weights is None:
+        for counter in words.values():
+            merged.update(counter)
+        return merged
+    present = {lang: w for lang, w in weights.items() if w > 0 and chars.get(lang)}
+    total_weight, total_chars = sum(present.values()), sum(chars[lang] for lang in present)
+    for lang, weight in sorted(present.items()):
+        factor = weight / total_weight * total_chars / chars[lang]
+        for word, n in words[lang].items():
+            scaled = round(n * factor)
+            if scaled:
+                merged[word] += scaled
+    return merged
+
+
+def separator_for(words: Iterable[str]) -> str:
+    """A character that occurs in no pre-token, to join repeated pre-tokens for the trainer."""
+    seen = set().union(*map(set, words)) if words else set()
+    for candidate in (" ", "\x00", "\x01", "\uffff", "\U0010fffe"):
+        if candidate not in seen:
+            return candidate
+    raise RuntimeError("no free separator character for the trainer feed")
+
+
+def feed(words: Counter[str], separator: str, batch_chars: int = 1 << 20) -> Iterator[str]:
+    """Counted pre-tokens as trainer input: each pre-token repeated as often as it was counted.
+
+    The trainer only accepts text, so counts travel as repetitions, joined by a separator that
+    the training pre-tokeniser splits on. Batches of about `batch_chars` keep memory flat.
+    """
+    buffer: list[str] = []
+    size = 0
+    for word in sorted(words):  # sorted: the trainer's input order never depends on hashing
+        piece = (word + separator) * words[word]
+        buffer.append(piece)
+        size += len(piece)
+        if size >= batch_chars:
+            yield "".join(buffer)
+            buffer, size = [], 0
+    if buffer:
+        yield "".join(buffer)

@@ -1,0 +1,152 @@
+"""Train a tokenizer for the target language with `tokenizers`, in the base tokenizer's mould.
+
+    sample documents -> count pre-tokens per language -> weight languages -> train -> assemble
+
+The trainer (BPE or Unigram from `tokenizers`) sees pre-counted words (see `counting`); the
+learned vocabulary is then placed behind the inherited special tokens (and the 256 byte tokens
+of the byte-fallback kinds) and wrapped with the inherited normaliser, pre-tokeniser,
+post-processor and decoder into a `tokenizer.json` that `PreTrainedTokenizerFast` loads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from langadapt.errors import LangadaptError
+from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.tokenizer.counting import ChunkCounter, feed, separator_for, weighted_counts
+from langadapt.tokenizer.families import Blueprint, blueprint, remap_post_processor, training_pre_tokenizer
+from langadapt.tokenizer.sample import sample_documents
+
+log = logging.getLogger("langadapt.tokenizer")
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+"""SentencePiece's byte-fallback pieces, in byte order."""
+
+
+def train_tokenizer(
+    config: TokenizerConfig,
+    texts: Iterable[tuple[str, str]],
+    base_tokenizer: PreTrainedTokenizerFast | None,
+    seed: int = 0,
+) -> PreTrainedTokenizerFast:
+    """Train on (lang, text) pairs; `base_tokenizer` None means a scratch run (byte-level BPE default)."""
+    if config.kind == "keep_base":
+        if base_tokenizer is None:
+            raise LangadaptError("tokenizer.kind=keep_base needs a base model with a tokenizer (not init: scratch)")
+        return base_tokenizer
+    bp = blueprint(config, base_tokenizer)
+    _check_size(config, bp)
+    start = time.perf_counter()
+    words = count_words(config, bp, texts, seed)
+    model = _train_model(config, bp, words)
+    tokenizer = assemble(bp, model)
+    log.info("tokenizer: trained %s, %d tokens from %d distinct words in %.1f s", bp.family,
+             len(tokenizer), len(words), time.perf_counter() - start)
+    return tokenizer
+
+
+def count_words(
+    config: TokenizerConfig, bp: Blueprint, texts: Iterable[tuple[str, str]], seed: int
+) -> Counter[str]:
+    """Language-weighted pre-token counts of the training sample."""
+    helper = Tokenizer.from_str(json.dumps(_tokenizer_json(
+        bp.normalizer, training_pre_tokenizer(bp), {"type": "BPE", "vocab": {}, "merges": []})))
+    counter = ChunkCounter(helper.normalizer, helper.pre_tokenizer)
+    for lang, text in sample_documents(texts, config.language_weights, config.max_training_chars, seed):
+        counter.add(lang, text)
+    if counter.documents == 0:
+        which = f"languages {sorted(config.language_weights)}" if config.language_weights else "any language"
+        raise LangadaptError(f"tokenizer: no training text in {which} (check data sources and tokenizer.language_weights)")
+    return weighted_counts(counter.word_counts(), counter.chars, config.language_weights)
+
+
+def _check_size(config: TokenizerConfig, bp: Blueprint) -> None:
+    fixed = len(bp.specials)
+    if config.vocab_size <= fixed:
+        raise LangadaptError(f"tokenizer.vocab_size={config.vocab_size} is not larger than the {fixed} special tokens")
+    if config.vocab_size <= fixed + 256:
+        raise LangadaptError(
+            f"tokenizer.vocab_size={config.vocab_size} is too small for {bp.family}: {fixed} special tokens "
+            f"+ 256 byte tokens need at least {fixed + 257}")
+    if bp.family == "unigram" and bp.roles["unk_token"] is None:
+        raise LangadaptError("tokenizer.unk_token: kind unigram needs an unknown token among the special tokens")
+
+
+def _train_model(config: TokenizerConfig, bp: Blueprint, words: Counter[str]) -> dict:
+    """Train the model on counted words; returns the trained model's JSON."""
+    budget = config.vocab_size - len(bp.specials) - (256 if bp.byte_fallback else 0)
+    if bp.family == "unigram":
+        trainer: Any = trainers.UnigramTrainer(
+            vocab_size=budget, show_progress=False, max_piece_length=config.max_token_length or 16,
+            initial_alphabet=_alphabet(words, config.character_coverage))
+        tokenizer = Tokenizer(models.Unigram())
+    else:
+        kwargs: dict[str, Any] = {"max_token_length": config.max_token_length}
+        if bp.byte_fallback:  # rare characters become bytes, as SentencePiece's character_coverage
+            kwargs["limit_alphabet"] = len(_alphabet(words, config.character_coverage))
+        else:  # every byte is in the base alphabet, seen or not
+            kwargs["initial_alphabet"] = pre_tokenizers.ByteLevel.alphabet()
+        trainer = trainers.BpeTrainer(vocab_size=budget, min_frequency=config.min_frequency,
+                                      show_progress=False, **kwargs)
+        tokenizer = Tokenizer(models.BPE())
+    separator = separator_for(words)
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(separator, behavior="removed")
+    tokenizer.train_from_iterator(feed(words, separator), trainer=trainer)
+    return json.loads(tokenizer.to_str())["model"]
+
+
+def _alphabet(words: Counter[str], coverage: float) -> list[str]:
+    """The most frequent characters that together cover `coverage` of all character occurrences."""
+    chars: Counter[str] = Counter()
+    for word, n in words.items():
+        for char in word:
+            chars[char] += n
+    total, covered, kept = sum(chars.values()), 0, []
+    for char, n in chars.most_common():
+        if kept and covered >= coverage * total:
+            break
+        kept.append(char)
+        covered += n
+    return kept
+
+
+def assemble(bp: Blueprint, trained: dict) -> PreTrainedTokenizerFast:
+    """The trained model behind the inherited special tokens, in the inherited pipeline."""
+    specials = [entry["content"] for entry in bp.specials]
+    fixed = specials + (BYTE_TOKENS if bp.byte_fallback else [])
+    ids = {token: i for i, token in enumerate(fixed)}
+    if bp.family == "unigram":
+        pieces = [(p, s) for p, s in trained["vocab"] if p not in ids]
+        floor = min((s for _, s in pieces), default=0.0) - 10.0  # bytes only where nothing else fits
+        vocab = [[t, 0.0] for t in specials] + [[t, floor] for t in BYTE_TOKENS] + [list(p) for p in pieces]
+        model = {"type": "Unigram", "unk_id": ids[bp.roles["unk_token"]], "vocab": vocab, "byte_fallback": True}
+    else:
+        learned = sorted(trained["vocab"].items(), key=lambda item: item[1])
+        vocab = dict(ids)
+        for token, _ in learned:
+            vocab.setdefault(token, len(vocab))
+        model = {**bp.model_flags, "type": "BPE", "vocab": vocab, "merges": trained["merges"],
+                 "byte_fallback": bp.byte_fallback, "fuse_unk": bp.byte_fallback,
+                 "unk_token": bp.roles["unk_token"] if bp.byte_fallback else bp.model_flags.get("unk_token")}
+    added = [{**entry, "id": i} for i, entry in enumerate(bp.specials)]
+    post = remap_post_processor(bp.post_processor, ids)
+    data = _tokenizer_json(bp.normalizer, bp.pre_tokenizer, model, added, post, bp.decoder)
+    roles = {role: token for role, token in bp.roles.items() if token is not None}
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(data)),
+                                   clean_up_tokenization_spaces=False, **roles, **bp.init_kwargs)
+
+
+def _tokenizer_json(normalizer: dict | None, pre_tokenizer: dict | None, model: dict,
+                    added: list[dict] | None = None, post: dict | None = None,
+                    decoder: dict | None = None) -> dict:
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added or [],
+            "normalizer": normalizer, "pre_tokenizer": pre_tokenizer, "post_processor": post,
+            "decoder": decoder, "model": model}
