@@ -131,3 +131,11 @@ def test_typo_in_a_later_source_fails_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(LangadaptError, match="source bad: path 'nope/\\*.jsonl' matches nothing"):
         _run(tmp_path, sources)
     assert not (tmp_path / "run" / "data" / "train").exists()
+
+
+def test_a_source_failing_half_way_leaves_no_output_file(tmp_path: Path) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(("".join(json.dumps({"text": t}) + "\n" for t in _corpus(50))).encode() + b'{"text": "\xff"}\n')
+    with pytest.raises(LangadaptError, match="invalid UTF-8 at byte"):
+        _run(tmp_path, [{"name": "bad", "path": str(src), "lang": "nb"}])
+    assert list((tmp_path / "run" / "data").rglob("*.jsonl.gz*")) == []

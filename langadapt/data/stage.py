@@ -26,7 +26,11 @@ from langadapt.data.documents import write_documents
 from langadapt.data.sources import iter_texts, resolve_paths
 from langadapt.errors import LangadaptError
 
-_DONE = object()
+_DONE, _ABORT = object(), object()
+
+
+class _Aborted(Exception):
+    """Raised inside `write_documents` so that an aborted file is never renamed into place."""
 
 
 class _DocumentWriter:
@@ -40,12 +44,20 @@ class _DocumentWriter:
         self._thread = threading.Thread(target=self._write, args=(path,), daemon=True)
         self._thread.start()
 
+    def _items(self) -> Iterator[dict]:
+        while (item := self._queue.get()) is not _DONE:
+            if item is _ABORT:
+                raise _Aborted
+            yield item
+
     def _write(self, path: Path) -> None:
         try:
-            write_documents(path, iter(self._queue.get, _DONE))
-        except BaseException as err:  # re-raised in the stage's thread by close()
+            write_documents(path, self._items())
+        except _Aborted:
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+        except BaseException as err:  # noqa: BLE001 - handed to the stage's thread by close()
             self._error = err
-            while self._queue.get() is not _DONE:  # drain so put() never blocks forever
+            while self._queue.get() not in (_DONE, _ABORT):  # drain so put() never blocks forever
                 pass
 
     def put(self, doc: dict) -> None:
@@ -53,8 +65,9 @@ class _DocumentWriter:
         self.count += 1
         self.chars += len(doc["text"])
 
-    def close(self) -> None:
-        self._queue.put(_DONE)
+    def close(self, abort: bool = False) -> None:
+        """Finish the file (or, on abort, leave nothing behind) and surface a writer error."""
+        self._queue.put(_ABORT if abort else _DONE)
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -66,6 +79,7 @@ def run(config: DataConfig, ctx: StageContext) -> dict:
     resolved = {s.name: resolve_paths(s, s.path) for s in config.sources}
     held_out = {s.name: resolve_paths(s, s.valid_path, "valid_path") for s in config.sources if s.valid_path}
     cleaner = Cleaner(config.cleaning)
+    ctx.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"valid_fraction": config.valid_fraction, "sources": {}}
     for source in config.sources:
         ctx.log.info("data: reading source %s (%d file(s))", source.name, len(resolved[source.name]))
@@ -90,6 +104,7 @@ def _process_source(
     counts: Counter = Counter()
     train = _DocumentWriter(out / "train" / f"{source.name}.jsonl.gz")
     valid = _DocumentWriter(out / "valid" / f"{source.name}.jsonl.gz")
+    failed = True
     try:
         if valid_paths is not None:
             # Held-out file first: its texts enter the dedup memory, so copies in train are dropped.
@@ -99,9 +114,10 @@ def _process_source(
                 train.put(doc)
         else:
             _split_by_hash(source, config, cleaner, paths, counts, train, valid)
+        failed = False
     finally:
-        train.close()
-        valid.close()
+        train.close(abort=failed)
+        valid.close(abort=failed)
     if train.count == 0:
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "read") or "nothing"
         raise LangadaptError(
