@@ -40,9 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="tokens, epochs, FLOPs, GPU-hours, memory and energy of a recipe")
     _recipe_args(plan)
     plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    plan.add_argument("--hardware", default="h100", help="h100, a100, mi250x-gcd, or custom:<peak TFLOP/s>")
-    plan.add_argument("--gpus", type=int, default=None, help="number of GPUs (default: from the recipe or 64)")
-    plan.add_argument("--mfu", type=float, default=0.40, help="assumed model FLOPs utilisation")
+    plan.add_argument("--hardware", default=None, help="h100, a100, mi250x, or custom:<peak TFLOP/s> (default: cluster.hardware)")
+    plan.add_argument("--gpus", type=int, default=None, help="number of GPUs (default: cluster.nodes x cluster.gpus_per_node)")
+    plan.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: cluster.mfu)")
 
     ev = commands.add_parser("eval", help="evaluate a run directory or a Hugging Face model folder")
     ev.add_argument("model", help="run directory (runs/<name>) or HF model folder")

@@ -6,7 +6,7 @@ unknown keys fail with "did you mean", errors name the file, line and dotted key
 `--set a.b.c=value` overrides are applied before validation so they are checked the same way.
 
 Stage 2 inherits every key that stage 1 sets explicitly (batch, sequence length, optimizer, ...)
-except the ones that define a stage (steps, trainable, schedule, mixture, enabled); what was
+except the ones that define a stage (steps, trainable, schedule, mixture, zero_stage, enabled); what was
 inherited and what was overridden is recorded and logged when stage 2 starts (nanochat style).
 """
 
@@ -31,7 +31,7 @@ from langadapt.export.config import ExportConfig
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 
-STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "schedule", "mixture"}
+STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "schedule", "mixture", "zero_stage"}
 """Stage-2 keys never inherited from stage 1: they are what makes stage 2 a different stage."""
 
 
@@ -59,6 +59,8 @@ class ClusterConfig(Config):
     """Device preset for planning: h100, a100, mi250x-gcd, or custom:<peak TFLOP/s>."""
     mfu: float = Field(0.40, gt=0, le=1)
     """Model FLOPs utilisation assumed by `langadapt plan`."""
+    grid: str | float = "world"
+    """Grid carbon intensity for the CO2 estimate: a preset (lumi, hydro, world, gas, coal) or gCO2e/kWh."""
 
     @property
     def world_size(self) -> int:

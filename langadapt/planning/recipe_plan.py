@@ -1,0 +1,86 @@
+"""The recipe -> plan glue behind `langadapt plan RECIPE`.
+
+Sizes come from the model's config (a local folder, a Hub id in the built-in table, or the
+scratch architecture) with the NEW vocabulary; unique tokens per source come from the run's own
+shards when the tokenizer stage has run, else from the sources' declared `unique_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from langadapt.data.schedule import budgets_from_sources, plan_mixture
+from langadapt.errors import LangadaptError
+from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
+from langadapt.planning.plan import StagePlanInput, build_plan
+from langadapt.recipe import Recipe
+
+
+def model_dims(recipe: Recipe) -> ModelDims:
+    """The model's shape with the vocabulary it will have after the tokenizer swap."""
+    if recipe.init == "scratch" and recipe.base_model.architecture:
+        dims = dims_from_config(recipe.base_model.architecture, name=recipe.name)
+    else:
+        dims = load_model_dims(recipe.base_model.path or "")
+    return dims if recipe.tokenizer.kind == "keep_base" else dims.with_vocab(recipe.tokenizer.vocab_size)
+
+
+def measured_tokens(recipe: Recipe) -> dict[str, float]:
+    """Unique tokens per source from this run's shards, when they exist."""
+    measured = {}
+    for meta in (recipe.run_dir / "tokenizer" / "tokens").glob("*/meta.json"):
+        measured[meta.parent.name] = float(json.loads(meta.read_text())["num_tokens"])
+    return measured
+
+
+def stage_sources(recipe: Recipe, overrides: dict[str, dict[str, Any]] | None) -> list[Any]:
+    """The sources with a stage's mixture applied: an entry replaces weight/epochs/max_epochs."""
+    if not overrides:
+        return list(recipe.data.sources)
+    unknown = sorted(set(overrides) - {s.name for s in recipe.data.sources})
+    if unknown:
+        raise LangadaptError(f"mixture: unknown source {unknown[0]!r}; sources are "
+                             + ", ".join(s.name for s in recipe.data.sources))
+    keys = ("weight", "epochs", "max_epochs")
+    return [s.model_copy(update={k: overrides[s.name].get(k) for k in keys}) if s.name in overrides else s
+            for s in recipe.data.sources]
+
+
+def _stage_input(recipe: Recipe, name: str, world_size: int, measured: dict[str, float]) -> StagePlanInput:
+    stage = getattr(recipe, name)
+    global_batch = stage.micro_batch_size * stage.grad_accum_steps * world_size
+    sources = stage_sources(recipe, stage.mixture)
+    mixture = None
+    budgets = budgets_from_sources(sources, measured)
+    if all(b.unique_tokens for b in budgets):
+        tokens = stage.steps * global_batch * stage.seq_len
+        mixture = plan_mixture(budgets, tokens, force=recipe.data.force_epochs).to_dict()
+    zero = stage.zero_stage if stage.zero_stage is not None else recipe.engine.zero_stage
+    return StagePlanInput(
+        name=name, steps=stage.steps, seq_len=stage.seq_len, global_batch=global_batch,
+        micro_batch=stage.micro_batch_size,
+        trainable="all" if stage.trainable_patterns(name) == ["all"] else "embeddings",
+        zero_stage=zero, activation_checkpointing=recipe.engine.activation_checkpointing,
+        flash_attention=recipe.engine.attn_implementation != "eager", mixture=mixture)
+
+
+def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | None = None,
+                mfu: float | None = None) -> dict[str, Any]:
+    """The JSON plan of the recipe's enabled training stages (CLI flags override `cluster`)."""
+    cluster = recipe.cluster
+    world = num_gpus or cluster.world_size
+    measured = measured_tokens(recipe)
+    names = [n for n in ("stage1", "stage2") if getattr(recipe, n).enabled and not (n == "stage1" and recipe.init == "scratch")]
+    if not names:
+        raise LangadaptError(f"{recipe.name}: no training stage is enabled; nothing to plan")
+    hardware_name = hardware or cluster.hardware
+    peak = None
+    if hardware_name.startswith("custom:"):
+        hardware_name, peak = "custom", float(hardware_name.split(":", 1)[1])
+    plan = build_plan(model_dims(recipe), [_stage_input(recipe, n, world, measured) for n in names],
+                      hardware=hardware_name, mfu=mfu or cluster.mfu, num_gpus=world,
+                      peak_tflops=peak, grid=cluster.grid)
+    plan["recipe"] = recipe.name
+    return plan
