@@ -111,3 +111,21 @@ def test_explain_and_reference_document_every_key() -> None:
 @pytest.mark.parametrize("args", [["run"], ["bogus"]])
 def test_usage_errors_exit_non_zero(args: list[str]) -> None:
     assert langadapt(*args).returncode != 0
+
+
+def test_plan_json_of_the_real_recipe() -> None:
+    result = langadapt("plan", "recipes/norwegian_warm.yaml", "--json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    stage1, stage2 = plan["stages"]
+    assert stage1["trainable"] == "embeddings" and stage2["trainable"] == "all"
+    assert stage1["tokens"] == 1000 * 1024 * 4096  # 1,000 steps x 1024 x 4096 (NorMistral stage 1)
+    assert stage2["tokens"] == 60000 * 1024 * 4096
+    norwegian = next(s for s in stage2["mixture"]["sources"] if s["name"] == "norwegian")
+    assert norwegian["epochs"] == pytest.approx(6.0)
+    assert stage2["mixture"]["effective_ratio"] < 1.0
+    assert stage1["flops_per_token"] < stage2["flops_per_token"]  # frozen body: ~2/3 of a full step
+    assert set(stage2["memory_gb"]) == {"zero0", "zero1", "zero2", "zero3"}
+    assert stage2["gpu_hours"] > 0 and stage2["energy_kwh"] > 0 and stage2["zero_stage"] == 3
+    table = langadapt("plan", "recipes/norwegian_warm.yaml")
+    assert "ZeRO-3" in table.stdout and "norwegian" in table.stdout
