@@ -59,6 +59,12 @@ def test_hf_disk_dataset(tmp_path: Path) -> None:
         _read(tmp_path / "ds", text_field="body")
 
 
+def test_hf_hub_streaming_reads_a_local_dataset_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a hub id would need the network; a folder does not
+    (tmp_path / "train.jsonl").write_text('{"text": "hei"}\n{"text": "hallo"}\n')
+    assert _read(tmp_path, format="hf_hub") == ["hei", "hallo"]
+
+
 def test_path_matching_nothing(tmp_path: Path) -> None:
     with pytest.raises(LangadaptError, match=r"^source nb: path '.*nothing\*\.txt' matches nothing"):
         _read(tmp_path / "nothing*.txt")

@@ -60,7 +60,12 @@ def _apportion(tokens: list[float], seq_len: int, total_samples: int) -> list[in
 
 
 class PackedStream:
-    """Packed [seq_len + 1] samples from several sources, in a fixed and resumable order."""
+    """Packed [seq_len + 1] samples from several sources, in a fixed and resumable order.
+
+    After `total_samples` (the planned budget, where every source has exactly its planned count)
+    the stream goes on in the same proportions, i.e. beyond the planned epochs. Memory: one
+    permutation of a source's chunk indices (8 bytes per chunk) per source, made at each pass.
+    """
 
     def __init__(self, sources: list[_Source], targets: list[int], seq_len: int, seed: int, plan: MixPlan):
         self._sources = sources
