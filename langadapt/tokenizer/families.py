@@ -226,10 +226,11 @@ def _roles(config: TokenizerConfig, base: Any | None, family: str, specials: lis
     roles: dict[str, str | None] = {}
     for role in ROLES:
         token = getattr(config, role)
-        if token is None:
-            token = getattr(base, role, None) if base is not None else scratch[role]
         if token is not None and token not in specials:
             raise LangadaptError(f"tokenizer.{role}={token!r} is not among the special tokens {specials}")
+        if token is None:  # a default role whose token is not in the special list is left unset
+            token = getattr(base, role, None) if base is not None else scratch[role]
+            token = token if token in specials else None
         roles[role] = token
     return roles
 

@@ -1,0 +1,63 @@
+"""The tokenizer stage: train, measure against the base tokenizer, pre-tokenise the corpus.
+
+Reads `data/{train,valid}` and the base model folder; writes `tokenizer/` (a folder that
+`AutoTokenizer.from_pretrained` loads), `metrics.json` and `fertility.png` (base vs new, per
+held-out language) and `tokens/` (token shards for training, via `langadapt.data.shards`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langadapt.context import StageContext
+from langadapt.data.documents import iter_split, texts_by_lang
+from langadapt.errors import LangadaptError
+from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
+from langadapt.tokenizer.train import train_tokenizer
+
+
+def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
+    """Train (or keep) the tokenizer, write its metrics and the token shards; returns a summary."""
+    from langadapt.data.shards import encode_corpus
+
+    data_dir = ctx.stage_dir("data")
+    base = load_base_tokenizer(ctx.base_model)
+    # Without language weights the tokenizer is for the target language only: replay and
+    # neighbour sources would otherwise take vocabulary away from it.
+    roles = None if config.language_weights else {"target"}
+    texts = ((doc["lang"], doc["text"]) for doc in iter_split(data_dir, "train", roles=roles))
+    tokenizer = train_tokenizer(config, texts, base, seed=ctx.seed)
+    tokenizer.save_pretrained(str(ctx.out / "tokenizer"))
+
+    candidates = {"base": base, "new": tokenizer} if base is not None and config.kind != "keep_base" else {
+        "new": tokenizer}
+    metrics = compare_tokenizers(candidates, texts_by_lang(data_dir, "valid"))
+    (ctx.out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    plot_fertility(metrics, ctx.out / "fertility.png")
+    ctx.log.info("tokenizer metrics on held-out text:\n%s", render_table(metrics))
+
+    shards = encode_corpus(tokenizer, data_dir, ctx.out / "tokens")
+    return {
+        "kind": config.kind,
+        "vocab_size": len(tokenizer),
+        "fertility": {name: {lang: m["fertility"] for lang, m in per.items() if "fertility" in m}
+                      for name, per in metrics["tokenizers"].items()},
+        "train_tokens": sum(meta["num_tokens"] for meta in shards["sources"].values()),
+    }
+
+
+def load_base_tokenizer(base_model: str | None) -> Any | None:
+    """The base model's fast tokenizer, or None for scratch runs."""
+    if base_model is None:
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(base_model)
+    except (OSError, ValueError) as exc:
+        raise LangadaptError(f"base_model.path {base_model}: no loadable tokenizer ({exc})") from None
+    if not hasattr(tokenizer, "backend_tokenizer"):
+        raise LangadaptError(f"base_model.path {base_model}: tokenizer is not a fast (tokenizers) tokenizer")
+    return tokenizer
