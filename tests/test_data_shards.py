@@ -169,3 +169,33 @@ def test_accepts_a_transformers_tokenizer_object(data_dir: Path, bpe_dir: Path, 
     by_path = encode_corpus(bpe_dir, data_dir, tmp_path / "b", num_workers=1, include_valid=False)
     assert by_object["eos_id"] == by_path["eos_id"] == 1
     assert (tmp_path / "a/nb/tokens.bin").read_bytes() == (tmp_path / "b/nb/tokens.bin").read_bytes()
+
+
+def test_real_corpus_end_to_end_stage_shards_stream(tmp_path: Path, shared_dir: Path, tiny_en_llama: Path) -> None:
+    """The pipeline's path: stage -> encode_corpus -> build_stream(stream_mixture(config))."""
+    from langadapt.data.config import stream_mixture
+    from langadapt.data.stream import build_stream
+
+    corpora = shared_dir / "corpora"
+    config = DataConfig.model_validate({"sources": [
+        {"name": "nb", "path": str(corpora / "nb.debian-handbook.valid.jsonl.gz"), "lang": "nb", "epochs": 2},
+        {"name": "en", "path": str(corpora / "en.gimp-help.valid.jsonl.gz"), "lang": "en", "role": "replay",
+         "weight": 1},
+    ], "valid_fraction": 0.15})
+    ctx = StageContext(run_dir=tmp_path, stage="data", seed=0)
+    run(config, ctx)
+    summary = encode_corpus(tiny_en_llama, ctx.out, tmp_path / "tokens")
+    assert summary["backend"] == "tiktoken"
+    stream = build_stream(tmp_path / "tokens", stream_mixture(config), 128, 1_500, seed=0)
+    assert stream.plan.source("nb").epochs == pytest.approx(2, rel=0.01)
+    tokenizer = Tokenizer.from_file(str(tiny_en_llama / "tokenizer.json"))
+    train_text = {name: "</s>".join(d["text"] for d in read_documents(ctx.out / "train" / f"{name}.jsonl.gz"))
+                  for name in ("nb", "en")}
+    held_out = [d["text"] for name in ("nb", "en") for d in read_documents(ctx.out / "valid" / f"{name}.jsonl.gz")]
+    assert held_out
+    for row in stream.next_batch(32):
+        text = tokenizer.decode(row.tolist(), skip_special_tokens=False)
+        # A window may cut a multi-byte character at either end: drop those partial bytes.
+        pieces = [p.strip("\ufffd") for p in text.split("</s>") if len(p) > 20]
+        assert all(any(p in t for t in train_text.values()) for p in pieces)
+        assert not any(p in h for p in pieces for h in held_out if len(p) > 200)
