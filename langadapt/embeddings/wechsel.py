@@ -115,7 +115,7 @@ def wechsel_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
     k = min(cfg.wechsel_k, old_ids.size)
 
     builder = PlanBuilder(inputs.rows, inputs.old_rows)
-    regular = [i for i, s in enumerate(mapping.status) if s in ("copied", "decomposed")]
+    regular = [i for i, s in enumerate(mapping.status) if s != "special"]  # fallback tokens may have vectors
     targets = np.array([i for i in regular if new_found[i]], dtype=np.int64)
     missing = [i for i in regular if not new_found[i]]
     mapping_rows(builder, mapping, mapping.ids_with("special") + missing)
