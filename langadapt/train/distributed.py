@@ -41,6 +41,9 @@ sbatch script requeues the job when srun returns it. Chosen apart from 1 (crash)
 DEFAULT_MASTER_PORT = 29500
 """torchrun's default rendezvous port, used when nothing else names one."""
 
+SLURM_PORT_BASE, SLURM_PORT_SPAN = 20000, 20000
+"""Under Slurm the port is BASE + job id % SPAN (here and in the generated sbatch scripts)."""
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -199,11 +202,11 @@ def _from_slurm(env: Mapping[str, str]) -> DistInfo:
 def slurm_master_port(job_id: str | None) -> int:
     """A port derived from the job id, so two jobs sharing a node do not collide on 29500.
 
-    The generated sbatch scripts export the same value (20000 + id % 20000) as MASTER_PORT.
+    The generated sbatch scripts export the same value as MASTER_PORT.
     """
     if not job_id or not job_id.isdigit():
         return DEFAULT_MASTER_PORT
-    return 20000 + int(job_id) % 20000
+    return SLURM_PORT_BASE + int(job_id) % SLURM_PORT_SPAN
 
 
 def expand_tasks_per_node(spec: str) -> list[int]:

@@ -1,0 +1,351 @@
+"""Slurm batch scripts for multi-node training: `langadapt launch RECIPE --slurm ...`.
+
+One srun task per GPU runs `langadapt run RECIPE`; each task finds its rank, world and master
+in Slurm's environment (`langadapt.train.distributed.DistInfo`), so the script contains no
+torchrun and the same command also works under torchrun or the deepspeed launcher.
+
+Time limits are survived, not suffered: Slurm sends the batch shell SIGUSR1 `signal_seconds`
+before the limit (`--signal=B:USR1@T`); the script forwards it to srun, which forwards it to
+every task; the training loop checkpoints and exits with `REQUEUE_EXIT_CODE`; the script then
+runs `scontrol requeue`, and the requeued job resumes from that checkpoint. The signal goes to
+the batch shell (B:) rather than straight to the tasks so that the script itself knows a requeue
+was asked for, even if srun's exit code is masked (`--kill-on-bad-exit` reports 143 for the
+ranks it had to stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from langadapt.config_base import Config
+from langadapt.errors import LangadaptError
+from langadapt.train.distributed import REQUEUE_EXIT_CODE, SLURM_PORT_BASE, SLURM_PORT_SPAN
+
+PresetName = Literal["lumi-g", "nvidia-4", "nvidia-8"]
+
+
+class ClusterPreset(Config):
+    """What one node offers and what its collectives library needs; build one for other clusters."""
+
+    name: str
+    """Short name, shown in the script's header."""
+    tasks_per_node: int = Field(ge=1)
+    """srun tasks (= training processes) per node: one per GPU."""
+    gpus_per_node: int = Field(0, ge=0)
+    """GPUs requested per node (`--gpus-per-node`); 0 for CPU-only nodes."""
+    cpus_per_task: int | None = Field(None, ge=1)
+    """CPU cores per task (data-loader workers, OMP threads); None: leave to the site."""
+    mem: str | None = None
+    """Memory per node (`--mem`), e.g. "480G"; None: the partition's default."""
+    partition: str | None = None
+    """Default partition when none is given."""
+    cpu_bind: str | None = None
+    """srun `--cpu-bind` value; None: Slurm's default binding."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables exported before srun, each with the reason in `env_notes`."""
+    env_notes: dict[str, str] = Field(default_factory=dict)
+    """Why each variable in `env` is set (written as a comment next to it)."""
+    setup_hint: list[str] = Field(default_factory=list)
+    """Commented example lines for the EDIT block (modules, container, venv)."""
+
+
+# LUMI-G: 4 MI250X = 8 GCDs per node, 56 usable cores in 8 CCDs of 7 (first core of each CCD is
+# reserved). GCD i is closest to the CCD in mask i below (from the LUMI docs); task i uses GCD i
+# (LOCAL_RANK = SLURM_LOCALID), so binding task i to mask i keeps each rank on its own CCD.
+_LUMI_MASKS = "fe000000000000,fe00000000000000,fe0000,fe000000,fe,fe00,fe00000000,fe0000000000"
+
+PRESETS: dict[str, ClusterPreset] = {
+    "lumi-g": ClusterPreset(
+        name="lumi-g", tasks_per_node=8, gpus_per_node=8, cpus_per_task=7, mem="480G",
+        partition="standard-g", cpu_bind=f"mask_cpu:{_LUMI_MASKS}",
+        env={
+            "NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3",
+            "NCCL_NET_GDR_LEVEL": "PHB",
+            "MIOPEN_USER_DB_PATH": "/tmp/$(id -un)-miopen-cache-${SLURM_JOB_ID}",
+            "MIOPEN_CUSTOM_CACHE_DIR": "${MIOPEN_USER_DB_PATH}",
+            "CXI_FORK_SAFE": "1", "CXI_FORK_SAFE_HP": "1", "FI_CXI_DISABLE_CQ_HUGETLB": "1",
+            "OMP_NUM_THREADS": "7",
+        },
+        env_notes={
+            "NCCL_SOCKET_IFNAME": "RCCL over the four Slingshot NICs; otherwise it picks one it cannot use",
+            "NCCL_NET_GDR_LEVEL": "GPU-direct RDMA between each GCD and its NIC (default from ROCm 6.2)",
+            "MIOPEN_USER_DB_PATH": "MIOpen's kernel DB on node-local /tmp: on Lustre its file locks fail",
+            "CXI_FORK_SAFE": "data-loader workers fork; the Slingshot provider must allow it",
+        },
+        setup_hint=[
+            "module load LUMI partition/G",
+            "module use /appl/local/containers/ai-modules && module load singularity-AI-bindings",
+            "SIF=/appl/local/containers/sif-images/<a lumi-pytorch-rocm image>.sif",
+            'RUN_PREFIX="singularity exec $SIF"   # langadapt installed in the container or a venv in it',
+        ],
+    ),
+    **{
+        f"nvidia-{g}": ClusterPreset(
+            name=f"nvidia-{g}", tasks_per_node=g, gpus_per_node=g, cpus_per_task=cpus,
+            env={"OMP_NUM_THREADS": "${SLURM_CPUS_PER_TASK}", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+            env_notes={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "a failed collective aborts the job, no silent hang"},
+            setup_hint=[
+                "module load 2024 Python/3.12.3-GCCcore-13.3.0   # Snellius; your site's modules",
+                "source $HOME/venvs/langadapt/bin/activate",
+            ],
+        )
+        for g, cpus in ((4, 16), (8, 12))
+    },
+}
+"""Built-in presets: LUMI-G (AMD MI250X, RCCL) and NVIDIA nodes with 4 or 8 GPUs (NCCL)."""
+
+
+class SbatchConfig(Config):
+    """Everything in a generated sbatch script besides the recipe (the CLI's `launch` flags)."""
+
+    preset: PresetName | ClusterPreset = "lumi-g"
+    """Built-in cluster preset name, or a ClusterPreset describing another cluster."""
+    nodes: int = Field(1, ge=1)
+    """Nodes; the job runs nodes x tasks_per_node ranks."""
+    time: str = "24:00:00"
+    """Wall-time limit per submission, Slurm syntax (MM, HH:MM:SS, D-HH:MM:SS, ...)."""
+    account: str | None = None
+    """Project/account to charge (LUMI: project_465...); None: the user's default."""
+    partition: str | None = None
+    """Partition; None: the preset's (LUMI: standard-g) or the site default."""
+    job_name: str | None = None
+    """Job name; None: the recipe file's stem."""
+    signal_seconds: int = Field(600, ge=0, le=65535)
+    """Send SIGUSR1 this long before the time limit so the run checkpoints (0: no signal, no requeue)."""
+    max_requeues: int = Field(20, ge=0)
+    """Stop requeueing after this many restarts (guards against a loop that never progresses)."""
+    setup: list[str] | None = None
+    """Shell lines that prepare the software environment; None: a marked EDIT block with hints."""
+    run_prefix: str = ""
+    """Prefix for each task's command, e.g. "singularity exec $SIF" (shell syntax, not quoted)."""
+    command: str = "langadapt run"
+    """The per-task command; the recipe path and `run_args` follow it."""
+    run_args: list[str] = Field(default_factory=list)
+    """Extra arguments after the recipe, e.g. ["--set", "stage2.steps=100"] (quoted for the shell)."""
+    workdir: Path | None = None
+    """Directory the job runs in (runs/ is created there); None: the current directory."""
+    log_dir: str = "logs"
+    """Slurm output folder, relative to workdir; created now (Slurm would not create it)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra exports after the preset's (and overriding them)."""
+    extra_sbatch: list[str] = Field(default_factory=list)
+    """Extra `#SBATCH` options verbatim, e.g. ["--exclusive", "--qos=high"]."""
+
+    def cluster(self) -> ClusterPreset:
+        """The preset object in force."""
+        return PRESETS[self.preset] if isinstance(self.preset, str) else self.preset
+
+
+def slurm_time_seconds(spec: str) -> int:
+    """Seconds in a Slurm time limit ("90", "1:30:00", "2-00:00:00", "1-12")."""
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", spec.strip())
+    if not m:
+        raise LangadaptError(f"launch time: {spec!r} is not a Slurm time (MM, HH:MM:SS or D-HH:MM:SS)")
+    days, a, b, c = (int(x) if x else None for x in m.groups())
+    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
+        return days * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
+    if c is not None:  # HH:MM:SS
+        return a * 3600 + b * 60 + c
+    return a * 60 + (b or 0)  # MM or MM:SS
+
+
+def render_sbatch(recipe_path: str | Path, config: SbatchConfig) -> str:
+    """The sbatch script text for `recipe_path` (made absolute: the job may run elsewhere)."""
+    cluster, recipe = config.cluster(), Path(recipe_path).resolve()
+    if config.signal_seconds and config.signal_seconds >= slurm_time_seconds(config.time):
+        raise LangadaptError(
+            f"launch signal_seconds: {config.signal_seconds} s is not shorter than the time limit {config.time}"
+        )
+    workdir = (config.workdir or Path.cwd()).resolve()
+    lines = ["#!/bin/bash", f"# langadapt training job, preset {cluster.name}: {recipe}",
+             "# Generated by `langadapt launch`; regenerate rather than edit, except the EDIT block.",
+             *_directives(recipe, config, cluster, workdir), ""]
+    lines += _setup_block(config, cluster)
+    lines += _env_block(config, cluster)
+    lines += _run_block(recipe, config, cluster)
+    return "\n".join(lines) + "\n"
+
+
+def _directives(recipe: Path, config: SbatchConfig, cluster: ClusterPreset, workdir: Path) -> list[str]:
+    """The #SBATCH lines."""
+    opts = [f"--job-name={config.job_name or recipe.stem}"]
+    opts += [f"--account={config.account}"] if config.account else []
+    partition = config.partition or cluster.partition
+    opts += [f"--partition={partition}"] if partition else []
+    opts += [f"--nodes={config.nodes}", f"--ntasks-per-node={cluster.tasks_per_node}"]
+    opts += [f"--gpus-per-node={cluster.gpus_per_node}"] if cluster.gpus_per_node else []
+    opts += [f"--cpus-per-task={cluster.cpus_per_task}"] if cluster.cpus_per_task else []
+    opts += [f"--mem={cluster.mem}"] if cluster.mem else []
+    opts += [f"--time={config.time}", f"--chdir={workdir}", f"--output={config.log_dir}/%x-%j.out",
+             "--open-mode=append"]  # a requeued run keeps the job id: one log per job, appended
+    # --requeue even without the warning signal: a run preempted with SIGTERM exits with the
+    # requeue code too, and Slurm itself requeues requeueable jobs after a node failure.
+    opts += [f"--signal=B:USR1@{config.signal_seconds}"] if config.signal_seconds else []
+    opts += ["--requeue"]
+    opts += config.extra_sbatch
+    return [f"#SBATCH {opt}" for opt in opts]
+
+
+def _setup_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
+    """The software environment: the given lines, or a clearly marked block to edit.
+
+    RUN_PREFIX is defaulted after the block so that a RUN_PREFIX set inside it wins, and so that
+    a default like "singularity exec $SIF" sees the SIF the block defined.
+    """
+    if config.setup is not None:
+        block = ["# Software environment", *config.setup]
+    else:
+        block = [
+            "# >>>>>>>>>> EDIT: software environment (placeholder: only comments as written) >>>>>>>>>>",
+            "# Make `langadapt` runnable on the compute nodes, for example:",
+            *(f"#   {hint}" for hint in cluster.setup_hint),
+            "# <<<<<<<<<< end EDIT <<<<<<<<<<",
+        ]
+    return [*block, f'RUN_PREFIX="${{RUN_PREFIX:-{config.run_prefix}}}"', ""]
+
+
+def _env_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
+    """Rendezvous (rank 0's node, a per-job port) and the preset's collective-library settings."""
+    lines = [
+        "# Rendezvous: ranks, world and local rank come from srun's SLURM_* variables per task.",
+        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        f"export MASTER_PORT=$(({SLURM_PORT_BASE} + SLURM_JOB_ID % {SLURM_PORT_SPAN}))",
+    ]
+    for key, value in {**cluster.env, **config.env}.items():
+        note = cluster.env_notes.get(key)
+        lines.append(f'export {key}="{value}"' + (f"  # {note}" if note else ""))
+    return lines + [""]
+
+
+def _run_block(recipe: Path, config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
+    """srun in the background (so the shell can take SIGUSR1), then requeue if a run asked for it."""
+    srun = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={cluster.tasks_per_node}"]
+    srun += [f"--cpus-per-task={cluster.cpus_per_task}"] if cluster.cpus_per_task else []
+    srun += [f"--cpu-bind={cluster.cpu_bind}"] if cluster.cpu_bind else []
+    task = f"{config.command} {shlex.quote(str(recipe))}"
+    task += "".join(f" {shlex.quote(arg)}" for arg in config.run_args)
+    first = shlex.split(config.command)[0]
+    return [
+        f'if [ -z "$RUN_PREFIX" ] && ! command -v {shlex.quote(first)} >/dev/null; then',
+        f'  echo "langadapt: {first} not found on PATH: edit the EDIT block of this script" >&2; exit 2',
+        "fi",
+        (
+            'echo "langadapt: job $SLURM_JOB_ID restart ${SLURM_RESTART_COUNT:-0}: $SLURM_JOB_NUM_NODES'
+            ' nodes, master $MASTER_ADDR:$MASTER_PORT, $(date -Is)"'
+        ),
+        "",
+        "REQUEUE=0",
+        "on_warning() {  # Slurm's time-limit warning: tell every rank to checkpoint and exit",
+        '  echo "langadapt: SIGUSR1 (time limit near) at $(date -Is): checkpointing, then requeue"',
+        '  REQUEUE=1; kill -USR1 "$SRUN_PID" 2>/dev/null  # srun forwards it to all tasks',
+        "}",
+        "trap on_warning USR1",
+        f"{' '.join(srun)} $RUN_PREFIX {task} &",
+        "SRUN_PID=$!",
+        "while :; do  # `wait` also returns when the trap runs; wait again until srun really ended",
+        '  wait "$SRUN_PID"; STATUS=$?',
+        '  kill -0 "$SRUN_PID" 2>/dev/null || break',
+        "done",
+        'echo "langadapt: srun exited with $STATUS at $(date -Is)"',
+        f'if [ "$STATUS" -ne 0 ] && {{ [ "$REQUEUE" = 1 ] || [ "$STATUS" -eq {REQUEUE_EXIT_CODE} ]; }}; then',
+        f'  if [ "${{SLURM_RESTART_COUNT:-0}}" -ge {config.max_requeues} ]; then',
+        f'    echo "langadapt: not requeueing: already restarted {config.max_requeues} times" >&2',
+        "  else",
+        '    echo "langadapt: requeueing job $SLURM_JOB_ID to resume from its last checkpoint"',
+        '    scontrol requeue "$SLURM_JOB_ID" && exit 0',
+        "  fi",
+        "fi",
+        'exit "$STATUS"',
+    ]
+
+
+def write_sbatch(
+    recipe_path: str | Path,
+    preset: PresetName | ClusterPreset = "lumi-g",
+    *,
+    nodes: int = 1,
+    time: str = "24:00:00",
+    account: str | None = None,
+    partition: str | None = None,
+    out_path: str | Path | None = None,
+    **options: object,
+) -> Path:
+    """Write the sbatch script for `recipe_path` and return its path.
+
+    `options` are the other `SbatchConfig` fields (job_name, signal_seconds, max_requeues, setup,
+    run_prefix, command, run_args, workdir, log_dir, env, extra_sbatch); an unknown one is a
+    LangadaptError naming it. Default `out_path`: `<recipe stem>.<preset>.sbatch` in the current
+    directory. The log folder is created, since Slurm does not create it.
+    """
+    if not Path(recipe_path).is_file():
+        raise LangadaptError(f"launch: recipe file {recipe_path} not found")
+    config = build_config(preset=preset, nodes=nodes, time=time, account=account, partition=partition, **options)
+    text = render_sbatch(recipe_path, config)
+    name = config.cluster().name
+    out = Path(out_path) if out_path else Path.cwd() / f"{Path(recipe_path).stem}.{name}.sbatch"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.chmod(0o755)
+    ((config.workdir or Path.cwd()) / config.log_dir).mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def build_config(**fields: object) -> SbatchConfig:
+    """SbatchConfig from keyword fields; validation errors become one-line LangadaptErrors."""
+    from pydantic import ValidationError
+
+    try:
+        return SbatchConfig(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise LangadaptError(f"launch {where}: {err['msg']}") from None
+
+
+def submit(script: str | Path) -> str:
+    """`sbatch --parsable SCRIPT`; returns the job id."""
+    try:
+        done = subprocess.run(
+            ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        raise LangadaptError("launch --submit: sbatch not found (not on a Slurm login node?)") from None
+    if done.returncode != 0:
+        raise LangadaptError(f"launch --submit: sbatch {script} failed: {done.stderr.strip()}")
+    return done.stdout.strip().split(";")[0]
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `langadapt launch` flags (all but the recipe and --slurm/--submit, which the CLI owns)."""
+    parser.add_argument("--preset", default="lumi-g", choices=sorted(PRESETS), help="cluster preset")
+    parser.add_argument("--nodes", type=int, default=1, help="number of nodes")
+    parser.add_argument("--time", default="24:00:00", help="time limit per submission (Slurm syntax)")
+    parser.add_argument("--account", help="account/project to charge")
+    parser.add_argument("--partition", help="partition (default: the preset's)")
+    parser.add_argument("--job-name", help="job name (default: the recipe's file name)")
+    parser.add_argument("--signal-seconds", type=int, default=600,
+                        help="SIGUSR1 this many seconds before the limit: checkpoint and requeue (0: off)")
+    parser.add_argument("--max-requeues", type=int, default=20, help="give up after this many requeues")
+    parser.add_argument("--setup", action="append", metavar="LINE",
+                        help="shell line preparing the environment (repeatable; default: an EDIT block)")
+    parser.add_argument("--run-prefix", default="", help='task command prefix, e.g. "singularity exec $SIF"')
+    parser.add_argument("--sbatch", dest="extra_sbatch", action="append", default=[], metavar="OPTION",
+                        help="extra #SBATCH option, e.g. --sbatch=--exclusive (repeatable)")
+    parser.add_argument("--out", help="script path (default: <recipe>.<preset>.sbatch here)")
+
+
+def write_sbatch_from_args(recipe_path: str | Path, args: argparse.Namespace, run_args: list[str]) -> Path:
+    """`write_sbatch` with the flags of `add_launch_arguments`; `run_args` go to `langadapt run`."""
+    return write_sbatch(
+        recipe_path, args.preset, nodes=args.nodes, time=args.time, account=args.account,
+        partition=args.partition, out_path=args.out, job_name=args.job_name,
+        signal_seconds=args.signal_seconds, max_requeues=args.max_requeues, setup=args.setup,
+        run_prefix=args.run_prefix, extra_sbatch=args.extra_sbatch, run_args=run_args,
+    )

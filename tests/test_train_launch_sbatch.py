@@ -1,0 +1,221 @@
+"""Generated sbatch scripts: syntax, content per preset, and the requeue logic run for real.
+
+The behaviour tests execute the script with bash, with stand-ins for `srun` (runs the task in
+place, forwarding signals as srun does) and `scontrol` (answers `show hostnames`, records
+`requeue`), so the trap/wait/requeue logic is exercised without a Slurm installation. The same
+scripts run on a real Slurm in test_train_launch_slurm.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from langadapt.errors import LangadaptError
+from langadapt.train.distributed import REQUEUE_EXIT_CODE
+from langadapt.train.launch import (
+    PRESETS,
+    ClusterPreset,
+    add_launch_arguments,
+    slurm_time_seconds,
+    write_sbatch,
+    write_sbatch_from_args,
+)
+
+
+@pytest.fixture
+def recipe(tmp_path: Path) -> Path:
+    path = tmp_path / "norwegian_warm.yaml"
+    path.write_text("name: demo\n")
+    return path
+
+
+def _bash_n(script: Path) -> None:
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def _sbatch_options(text: str) -> dict[str, str]:
+    return dict(
+        line.removeprefix("#SBATCH --").partition("=")[::2]
+        for line in text.splitlines()
+        if line.startswith("#SBATCH --")
+    )
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_is_valid_bash(preset: str, recipe: Path, tmp_path: Path) -> None:
+    script = write_sbatch(recipe, preset, nodes=2, out_path=tmp_path / f"{preset}.sbatch", workdir=tmp_path)
+    _bash_n(script)
+    text = script.read_text()
+    opts = _sbatch_options(text)
+    gpus = PRESETS[preset].gpus_per_node
+    assert opts["nodes"] == "2" and opts["gpus-per-node"] == opts["ntasks-per-node"] == str(gpus)
+    assert opts["signal"] == "B:USR1@600" and "requeue" in opts and opts["open-mode"] == "append"
+    assert opts["chdir"] == str(tmp_path) and (tmp_path / "logs").is_dir()
+    assert f"langadapt run {recipe}" in text  # one srun task per GPU runs the same command
+    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in text
+    assert f'"$STATUS" -eq {REQUEUE_EXIT_CODE}' in text and 'scontrol requeue "$SLURM_JOB_ID"' in text
+    assert "torchrun" not in text  # srun starts the ranks; DistInfo reads SLURM_* itself
+
+
+def test_lumi_preset_content(recipe: Path, tmp_path: Path) -> None:
+    text = write_sbatch(recipe, "lumi-g", nodes=4, account="project_465000001", time="2-00:00:00",
+                        out_path=tmp_path / "lumi.sbatch").read_text()
+    opts = _sbatch_options(text)
+    assert opts["partition"] == "standard-g" and opts["account"] == "project_465000001"
+    assert opts["cpus-per-task"] == "7" and opts["mem"] == "480G"
+    assert 'export NCCL_SOCKET_IFNAME="hsn0,hsn1,hsn2,hsn3"' in text
+    assert "export MIOPEN_USER_DB_PATH=" in text and "export NCCL_NET_GDR_LEVEL" in text
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    masks = srun.split("--cpu-bind=mask_cpu:")[1].split()[0].split(",")
+    # 8 masks, one CCD each (7 cores, first core of the CCD left to the system), all disjoint.
+    bits = [int(m, 16) for m in masks]
+    assert len(bits) == 8 and all(bin(b).count("1") == 7 for b in bits)
+    assert sum(bits) == int.from_bytes(bytes([0xFE] * 8), "big")
+    assert ">>> EDIT" in text and "singularity exec $SIF" in text  # the placeholder block, marked
+
+
+@pytest.mark.parametrize("gpus", [4, 8])
+def test_nvidia_presets(gpus: int, recipe: Path, tmp_path: Path) -> None:
+    text = write_sbatch(recipe, f"nvidia-{gpus}", out_path=tmp_path / "n.sbatch", partition="gpu_h100",
+                        setup=["module load 2024", "source ~/venv/bin/activate"]).read_text()
+    opts = _sbatch_options(text)
+    assert opts["gpus-per-node"] == str(gpus) and opts["partition"] == "gpu_h100"
+    assert "hsn0" not in text and "MIOPEN" not in text and "mask_cpu" not in text
+    assert "source ~/venv/bin/activate" in text and ">>> EDIT" not in text
+
+
+def test_options_reach_the_script(recipe: Path, tmp_path: Path) -> None:
+    text = write_sbatch(
+        recipe, "nvidia-4", out_path=tmp_path / "o.sbatch", signal_seconds=0, max_requeues=3,
+        run_args=["--set", "stage2.steps=10 000"], extra_sbatch=["--exclusive"], job_name="nb",
+        env={"NCCL_DEBUG": "INFO"}, run_prefix="apptainer exec $SIF",
+    ).read_text()
+    opts = _sbatch_options(text)
+    assert "signal" not in opts and "requeue" in opts and "exclusive" in opts and opts["job-name"] == "nb"
+    assert "'stage2.steps=10 000'" in text and 'export NCCL_DEBUG="INFO"' in text
+    assert 'RUN_PREFIX="${RUN_PREFIX:-apptainer exec $SIF}"' in text and "-ge 3 ]" in text
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"nodes": 0}, "launch nodes"),
+        ({"time": "tomorrow"}, "not a Slurm time"),
+        ({"time": "5", "signal_seconds": 600}, "not shorter than the time limit"),
+        ({"preset": "lumi-h"}, "launch preset"),
+        ({"colour": "red"}, "launch colour"),
+    ],
+)
+def test_bad_options_are_one_line_errors(kwargs: dict, needle: str, recipe: Path, tmp_path: Path) -> None:
+    with pytest.raises(LangadaptError, match=needle) as err:
+        write_sbatch(recipe, out_path=tmp_path / "x.sbatch", **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_recipe(tmp_path: Path) -> None:
+    with pytest.raises(LangadaptError, match="recipe file .* not found"):
+        write_sbatch(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    "spec, seconds",
+    [("30", 1800), ("5:30", 330), ("1:00:00", 3600), ("2-00:00:00", 172800), ("1-12", 129600),
+     ("1-0:30", 88200)],
+)
+def test_slurm_time(spec: str, seconds: int) -> None:
+    assert slurm_time_seconds(spec) == seconds
+
+
+def test_argparse_flags(recipe: Path, tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("recipe")
+    add_launch_arguments(parser)
+    args = parser.parse_args([str(recipe), "--preset", "nvidia-8", "--nodes", "16", "--time", "12:00:00",
+                              "--account", "gc", "--sbatch=--exclusive", "--out", str(tmp_path / "a.sbatch")])
+    text = write_sbatch_from_args(args.recipe, args, ["--set", "x=1"]).read_text()
+    opts = _sbatch_options(text)
+    assert (opts["nodes"], opts["gpus-per-node"], opts["account"]) == ("16", "8", "gc")
+    assert "exclusive" in opts and text.count("--set x=1") == 1
+
+
+# --- the script's run/requeue logic, executed with stand-ins for srun and scontrol -------------
+
+FAKE_SRUN = """#!/bin/bash
+# Stand-in srun: drop srun options, run the task, forward USR1 to it (as srun does).
+while [[ "$1" == --* ]]; do shift; done
+"$@" & child=$!
+trap 'kill -USR1 $child' USR1
+while :; do wait $child; rc=$?; kill -0 $child 2>/dev/null || exit $rc; done
+"""
+FAKE_SCONTROL = """#!/bin/bash
+case "$1" in
+  show) echo node001; echo node002 ;;
+  requeue) echo "$2" >> "$FAKE_LOG" ;;
+esac
+"""
+TASK = """import os, signal, sys, time
+mode = sys.argv[1]
+if mode == "wait-usr1":
+    got = []
+    signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+    open(os.environ["FAKE_LOG"] + ".started", "w").close()
+    while not got:
+        time.sleep(0.05)
+    sys.exit(%d)
+sys.exit(int(mode))
+""" % REQUEUE_EXIT_CODE
+
+
+def _run_script(tmp_path: Path, recipe: Path, mode: str, restarts: int = 0, usr1: bool = False):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "task.py").write_text(TASK)
+    cpu = ClusterPreset(name="cpu", tasks_per_node=1)
+    script = write_sbatch(recipe, cpu, out_path=tmp_path / "job.sbatch", workdir=tmp_path, max_requeues=2,
+                          command=f"{sys.executable} {tmp_path / 'task.py'} {mode}")
+    log = tmp_path / f"requeue-{mode}-{restarts}.log"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log),
+           "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "node[001-002]", "SLURM_JOB_NUM_NODES": "2",
+           "SLURM_RESTART_COUNT": str(restarts)}
+    proc = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    if usr1:
+        started = Path(str(log) + ".started")
+        deadline = time.time() + 30
+        while not started.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGUSR1)  # what Slurm's --signal=B:USR1@T does to the batch shell
+    out, _ = proc.communicate(timeout=60)
+    requeued = log.read_text().split() if log.exists() else []
+    return proc.returncode, requeued, out
+
+
+@pytest.mark.parametrize(
+    "mode, restarts, usr1, rc, requeued",
+    [
+        ("0", 0, False, 0, []),  # finished: no requeue
+        ("1", 0, False, 1, []),  # crashed: fail, no requeue loop
+        (str(REQUEUE_EXIT_CODE), 0, False, 0, ["4242"]),  # run asked for a requeue (e.g. SIGTERM)
+        ("wait-usr1", 0, True, 0, ["4242"]),  # time-limit warning: forwarded, checkpoint, requeue
+        (str(REQUEUE_EXIT_CODE), 2, False, REQUEUE_EXIT_CODE, []),  # max_requeues reached
+    ],
+)
+def test_requeue_logic(tmp_path: Path, recipe: Path, mode: str, restarts: int, usr1: bool, rc: int,
+                       requeued: list[str]) -> None:
+    got_rc, got_requeued, out = _run_script(tmp_path, recipe, mode, restarts, usr1)
+    assert (got_rc, got_requeued) == (rc, requeued), out
+    assert "master node001:24242" in out  # MASTER_ADDR from scontrol show hostnames, port from job id
+    if usr1:
+        assert "SIGUSR1 (time limit near)" in out
