@@ -1,0 +1,158 @@
+"""Resumable checkpoints, written atomically, found again automatically.
+
+Layout under `<stage>/checkpoints/`:
+
+    step_00000500/            one complete checkpoint
+      model.safetensors, optimizer.pt   (torch engine)  or  deepspeed/...  (DeepSpeed engine)
+      trainer_state.json      step, skipped steps, data-stream position, ... (rank 0)
+      rng_rank<R>.pt          python / numpy / torch (CPU and accelerator) RNG states per rank
+    latest                    the name of the newest COMPLETE checkpoint
+
+Every rank writes into `step_XXXXXXXX.tmp/`; after a barrier rank 0 renames it and only then
+rewrites `latest` (write-to-temp + os.replace, so `latest` is never half-written). A crash at
+any point leaves `latest` naming the previous complete checkpoint, and the stale `.tmp` folder
+is removed on the next start. The data stream's state is a few integers, so resuming skips the
+consumed data in O(1) instead of re-reading it. Needs a filesystem all ranks share (the norm
+on clusters: Lustre, GPFS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import torch.distributed as torch_dist
+
+from langadapt.train.config import CheckpointConfig
+from langadapt.train.engine import Engine
+
+STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+class Stateful(Protocol):
+    """What a checkpoint needs from the data stream."""
+
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+@dataclass
+class TrainState:
+    """The loop's own counters, saved in trainer_state.json."""
+
+    step: int = 0
+    """Optimizer steps done (including skipped ones: their data was consumed)."""
+    skipped: int = 0
+    """Steps skipped because the loss or gradient norm was not finite."""
+    nonfinite_in_row: int = 0
+    """Current run of consecutive skipped steps."""
+    last_loss: float | None = None
+    """Mean loss of the last finite step."""
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG a training step may draw from (dropout, sampling), for bit-identical resume."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _barrier() -> None:
+    if torch_dist.is_initialized() and torch_dist.get_world_size() > 1:
+        torch_dist.barrier()
+
+
+class Checkpointer:
+    """Decides when to save, saves atomically, keeps the last K, finds the latest complete one."""
+
+    def __init__(self, root: Path, config: CheckpointConfig, rank: int = 0) -> None:
+        self.root, self.config, self.rank = root, config, rank
+        self._last_save = time.monotonic()
+        if rank == 0:
+            root.mkdir(parents=True, exist_ok=True)
+            for stale in root.glob("step_*.tmp"):  # a crash mid-write: never complete, never named
+                shutil.rmtree(stale, ignore_errors=True)
+        _barrier()
+
+    def latest(self) -> Path | None:
+        """The newest complete checkpoint, or None for a fresh start."""
+        pointer = self.root / "latest"
+        if not pointer.is_file():
+            return None
+        path = self.root / pointer.read_text().strip()
+        return path if (path / "trainer_state.json").is_file() else None
+
+    def due(self, step: int, total_steps: int) -> bool:
+        """A step-based (or final) checkpoint is due after `step` steps."""
+        every = self.config.every_steps
+        return step == total_steps or (every is not None and step % every == 0)
+
+    def time_due(self) -> float:
+        """1.0 when `every_minutes` passed since the last save (rank 0's clock decides)."""
+        minutes = self.config.every_minutes
+        return float(minutes is not None and time.monotonic() - self._last_save >= 60 * minutes)
+
+    def save(self, state: TrainState, engine: Engine, stream: Stateful) -> Path:
+        """Write checkpoint `step_<step>` on every rank; returns its final path."""
+        name = f"step_{state.step:08d}"
+        final, tmp = self.root / name, self.root / f"{name}.tmp"
+        if self.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        _barrier()
+        engine.save(tmp)
+        torch.save(rng_state(), tmp / f"rng_rank{self.rank}.pt")
+        if self.rank == 0:
+            trainer = {**asdict(state), "stream": stream.state_dict(), "saved_at": time.time()}
+            (tmp / "trainer_state.json").write_text(json.dumps(trainer, indent=1, default=int))
+        _barrier()
+        if self.rank == 0:
+            self._publish(tmp, final)
+        _barrier()
+        self._last_save = time.monotonic()
+        return final
+
+    def _publish(self, tmp: Path, final: Path) -> None:
+        """Rename into place, then point `latest` at it, then prune: each step atomic."""
+        if final.exists():  # the same step saved again (e.g. the final one after a resume)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        pointer = self.root / "latest.tmp"
+        with open(pointer, "w") as f:
+            f.write(final.name)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(pointer, self.root / "latest")
+        steps = sorted((int(m.group(1)), p) for p in self.root.iterdir() if (m := STEP_DIR.match(p.name)))
+        for _, old in steps[: -self.config.keep_last]:
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def load(self, path: Path, engine: Engine, stream: Stateful) -> TrainState:
+        """Restore weights, optimizer, RNG and the data position from a complete checkpoint."""
+        trainer = json.loads((path / "trainer_state.json").read_text())
+        engine.load(path)
+        rng = path / f"rng_rank{self.rank}.pt"
+        if rng.is_file():  # absent when resuming with more ranks than were saved
+            set_rng_state(torch.load(rng, weights_only=False))
+        stream.load_state_dict(trainer.pop("stream"))
+        fields = TrainState.__dataclass_fields__
+        return TrainState(**{k: v for k, v in trainer.items() if k in fields})

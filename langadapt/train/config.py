@@ -1,0 +1,167 @@
+"""Config slices of the training stages: optimizer, schedule, checkpoints, the stage, the engine.
+
+Both stages use `TrainStageConfig` (the recipe's `stage1` and `stage2` sections; stage 2 inherits
+what stage 1 sets, see `langadapt.recipe`); they differ in `trainable`, whose default depends on
+the stage (stage 1: input embeddings + LM head; stage 2: everything). `EngineConfig` is shared
+by both stages; `check_engine` refuses (or downgrades, with a warning) the combinations known to
+fail, at start-up rather than as a crash after the queue wait.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import Field
+
+from langadapt.config_base import Config
+from langadapt.errors import LangadaptError
+
+log = logging.getLogger("langadapt.train")
+
+EMBEDDING_PATTERNS = [
+    "*embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, OPT
+    "lm_head.weight",  # most untied heads
+    "*.wte.weight",  # GPT-2, GPT-J
+    "*embed_in.weight",  # GPT-NeoX / Pythia input
+    "embed_out.weight",  # GPT-NeoX / Pythia head
+    "*word_embeddings.weight",  # BLOOM, Falcon
+]
+"""Stage-1 default: input embeddings + LM head of the common families (glob over parameter names)."""
+
+
+class OptimizerConfig(Config):
+    """AdamW settings (decoupled weight decay, applied only to trainable matrices)."""
+
+    lr: float = Field(1e-4, gt=0)
+    """Peak learning rate, reached at the end of warm-up."""
+    betas: tuple[float, float] = (0.9, 0.95)
+    """AdamW (beta1, beta2); 0.95 is the usual LLM-pretraining choice (NorMistral, Llama)."""
+    eps: float = Field(1e-8, gt=0)
+    """AdamW epsilon."""
+    weight_decay: float = Field(0.1, ge=0)
+    """Decoupled weight decay for matrices; norms and biases never decay."""
+    decay_embeddings: bool = True
+    """Also decay embedding/head matrices (Megatron and NorMistral do; stage 1 trains nothing else)."""
+
+
+class ScheduleConfig(Config):
+    """Learning-rate schedule: linear warm-up, then the chosen shape (see langadapt.train.lr)."""
+
+    kind: Literal["constant", "cosine", "wsd", "linear"] = "constant"
+    """Shape after warm-up: constant, cosine decay, warmup-stable-decay, or linear decay."""
+    warmup_steps: int = Field(10, ge=0)
+    """Linear warm-up steps from ~0 to the peak LR (stage 2 re-warms from its own step 0)."""
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    """Final LR as a fraction of the peak, for cosine, wsd and linear."""
+    decay_fraction: float = Field(0.2, gt=0, le=1)
+    """wsd only: the last fraction of all steps spent decaying linearly to the minimum."""
+
+
+class CheckpointConfig(Config):
+    """When to write resumable checkpoints (atomic; `latest` names only complete ones)."""
+
+    every_steps: int | None = Field(500, ge=1)
+    """Write a checkpoint every this many steps (None: only by time, signal and at the end)."""
+    every_minutes: float | None = Field(None, gt=0)
+    """Also write one when this many minutes passed since the last (None: off)."""
+    keep_last: int = Field(2, ge=1)
+    """Keep this many most recent complete checkpoints; older ones are deleted."""
+
+
+class TrainStageConfig(Config):
+    """One training stage (stage 1 or stage 2); both run the same loop, `langadapt.train.loop.fit`."""
+
+    enabled: bool = True
+    """Run this stage; a disabled stage writes only a note and stage 2 starts from the embeddings."""
+    steps: int = Field(100, ge=1)
+    """Optimizer steps."""
+    micro_batch_size: int = Field(8, ge=1)
+    """Sequences per device per forward/backward."""
+    grad_accum_steps: int = Field(1, ge=1)
+    """Micro-batches accumulated per optimizer step; global batch = micro x accum x world size."""
+    seq_len: int = Field(512, ge=8)
+    """Tokens per training sequence."""
+    trainable: list[str] | None = Field(None, min_length=1)
+    """Parameters that train: ["all"] or globs over names (`re:` prefix: regex); None: stage default."""
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    """AdamW settings."""
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    """Learning-rate schedule."""
+    grad_clip: float = Field(1.0, ge=0)
+    """Clip the global gradient norm to this value (0: no clipping)."""
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    """Checkpoint frequency and retention."""
+    log_every: int = Field(10, ge=1)
+    """Write metrics (console, metrics.jsonl, TensorBoard) every this many steps."""
+    max_nonfinite_steps: int = Field(5, ge=1)
+    """A NaN/inf loss skips the step; this many in a row stop the run with an error."""
+    mixture: dict[str, dict[str, Any]] | None = None
+    """Per-source overrides ({source: {weight: .., epochs: ..}}); None: the recipe's data weights."""
+    zero_stage: int | None = Field(None, ge=0, le=3)
+    """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
+
+    def trainable_patterns(self, stage_name: str) -> list[str]:
+        """The patterns in force: as set, else embeddings + head for stage1 and all for stage2."""
+        if self.trainable is not None:
+            return self.trainable
+        return list(EMBEDDING_PATTERNS) if stage_name == "stage1" else ["all"]
+
+
+class EngineConfig(Config):
+    """How the model is run: plain PyTorch (DDP when multi-process) or DeepSpeed ZeRO."""
+
+    kind: Literal["torch", "deepspeed"] = "torch"
+    """Engine: `torch` (AdamW, autocast, DDP) or `deepspeed` (deepspeed.initialize, ZeRO)."""
+    zero_stage: int = Field(0, ge=0, le=3)
+    """DeepSpeed ZeRO stage 0-3 (needs kind: deepspeed); a stage may override it."""
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """Compute precision: bf16 (autocast / DeepSpeed bf16), fp16 (loss scaling; GPUs only), fp32."""
+    activation_checkpointing: bool = False
+    """Recompute activations in backward (HF gradient checkpointing) to save memory."""
+    attn_implementation: str = "sdpa"
+    """transformers attention kernel: sdpa, eager, flash_attention_2, ..."""
+    deepspeed_config: dict[str, Any] | None = None
+    """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error."""
+    compile: bool = False
+    """torch.compile the model (torch engine only)."""
+    peak_tflops: float | None = Field(None, gt=0)
+    """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
+
+
+def check_engine(
+    stage_name: str, stage: TrainStageConfig, engine: EngineConfig, device_type: str
+) -> EngineConfig:
+    """The engine config this stage really runs with; refuses the known-bad combinations.
+
+    Returns a copy with the stage's ZeRO stage applied (downgraded with a warning where ZeRO-3
+    gives nothing); raises LangadaptError naming the recipe keys otherwise.
+    """
+    zero = engine.zero_stage if stage.zero_stage is None else stage.zero_stage
+    zkey = f"{stage_name}.zero_stage" if stage.zero_stage is not None else "engine.zero_stage"
+    if engine.kind == "torch" and zero > 0:
+        raise LangadaptError(f"{zkey}: ZeRO stage {zero} needs engine.kind: deepspeed (torch runs DDP)")
+    if engine.kind != "torch" and engine.compile:
+        raise LangadaptError("engine.compile: only for engine.kind: torch (DeepSpeed has its own 'compile')")
+    if engine.precision == "fp16" and device_type == "cpu":
+        raise LangadaptError("engine.precision: fp16 needs a GPU; use bf16 or fp32 on CPU")
+    if zero == 3 and stage.trainable_patterns(stage_name) != ["all"]:
+        zero = _zero3_with_frozen(stage_name, stage, engine)
+    if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
+        raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
+    return engine.model_copy(update={"zero_stage": zero})
+
+
+def _zero3_with_frozen(stage_name: str, stage: TrainStageConfig, engine: EngineConfig) -> int:
+    """ZeRO-3 with frozen parameters: refused when asked for this stage, else downgraded to 2."""
+    why = (
+        "with the body frozen only the embeddings have optimizer state, so sharding the weights "
+        "gains little, and DeepSpeed leaves frozen parameters out of the optimizer"
+    )
+    if engine.activation_checkpointing:
+        why += "; with engine.activation_checkpointing it is known to fail (CheckpointError on recompute)"
+    if stage.zero_stage == 3:
+        raise LangadaptError(f"{stage_name}.zero_stage: ZeRO-3 refused for a stage with frozen parameters "
+                             f"({stage_name}.trainable): {why}; use 1 or 2")
+    log.warning("engine.zero_stage: ZeRO-3 downgraded to 2 for %s: %s", stage_name, why)
+    return 2

@@ -1,0 +1,150 @@
+"""The DeepSpeed engine: `deepspeed.initialize` over the trainable parameters, ZeRO 0-3.
+
+We own the optimizer (a torch AdamW, so no C++ op has to compile, on CPU, CUDA or ROCm) and the
+LR schedule (set on the optimizer before each step); DeepSpeed owns gradient accumulation,
+reduction, clipping, bf16/fp16 and ZeRO partitioning. The recipe may pass a raw DeepSpeed JSON
+(`engine.deepspeed_config`): our values are filled in, and a raw value that contradicts one of
+ours is an error naming both keys, never a silent winner.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as torch_dist
+
+from langadapt.errors import LangadaptError
+from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.train.engine import DistLike, Engine, build_optimizer, causal_lm_loss
+from langadapt.train.policy import TrainableParams
+
+TAG = "deepspeed"
+"""Sub-folder of a langadapt checkpoint holding DeepSpeed's own checkpoint files."""
+
+
+def deepspeed_config(stage: TrainStageConfig, stage_name: str, engine: EngineConfig, world_size: int) -> dict:
+    """The DeepSpeed JSON: the raw passthrough with our values filled in, conflicts refused."""
+    ours: dict[str, tuple[Any, str]] = {  # DeepSpeed key -> (value, recipe key it comes from)
+        "train_micro_batch_size_per_gpu": (stage.micro_batch_size, f"{stage_name}.micro_batch_size"),
+        "gradient_accumulation_steps": (stage.grad_accum_steps, f"{stage_name}.grad_accum_steps"),
+        "train_batch_size": (stage.micro_batch_size * stage.grad_accum_steps * world_size,
+                             f"{stage_name}.micro_batch_size x grad_accum_steps x world size"),
+        "gradient_clipping": (stage.grad_clip, f"{stage_name}.grad_clip"),
+        "zero_optimization.stage": (engine.zero_stage, "engine.zero_stage"),
+        "bf16.enabled": (engine.precision == "bf16", "engine.precision"),
+        "fp16.enabled": (engine.precision == "fp16", "engine.precision"),
+    }
+    raw = dict(engine.deepspeed_config or {})
+    for owned in ("optimizer", "scheduler"):
+        if owned in raw:
+            raise LangadaptError(f"engine.deepspeed_config.{owned}: langadapt sets the {owned} "
+                                 f"({stage_name}.optimizer / {stage_name}.schedule); remove it")
+    config: dict[str, Any] = {"steps_per_print": 10**9, "wall_clock_breakdown": False}
+    config.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()})
+    for dotted, (value, source) in ours.items():
+        node, *path = dotted.split(".")
+        parent = config.setdefault(node, {}) if path else config
+        key = path[0] if path else node
+        if key in parent and parent[key] != value:
+            raise LangadaptError(f"engine.deepspeed_config.{dotted} = {parent[key]!r} contradicts "
+                                 f"{source} = {value!r}; set it in one place")
+        parent[key] = value
+    config["zero_allow_untested_optimizer"] = True  # our torch AdamW under ZeRO
+    if engine.zero_stage == 3:  # export gathers the full weights on rank 0
+        config["zero_optimization"].setdefault("stage3_gather_16bit_weights_on_model_save", True)
+    return config
+
+
+def init_process_group(device: torch.device) -> None:
+    """DeepSpeed needs a process group even for one process; make one from env or defaults."""
+    if torch_dist.is_initialized():
+        return
+    if "RANK" not in os.environ:  # a plain `python` run: a group of one on a free local port
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        defaults = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        for key, value in defaults.items():
+            os.environ.setdefault(key, value)
+    import deepspeed
+    import deepspeed.ops
+
+    if device.type == "cpu":
+        # DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce op (needs a compiler,
+        # minutes, and a build lock that a killed process leaves behind); gloo needs none of it.
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    deepspeed.init_distributed(dist_backend="gloo" if device.type == "cpu" else None)
+
+
+class DeepSpeedEngine(Engine):
+    """`deepspeed.initialize` with our AdamW over the trainable parameters only."""
+
+    def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
+                 config: EngineConfig, dist: DistLike, device: torch.device,
+                 stage_name: str = "stage") -> None:
+        import deepspeed
+
+        init_process_group(device)
+        self.device, self.model, self.accum, self.zero = device, model, stage.grad_accum_steps, config.zero_stage
+        self.params, self.fp32 = selection.params, config.precision == "fp32"
+        if config.activation_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.optimizer = build_optimizer(selection, stage.optimizer, device)
+        self.ds, _, _, _ = deepspeed.initialize(
+            model=model, model_parameters=selection.params, optimizer=self.optimizer,
+            config=deepspeed_config(stage, stage_name, config, dist.world_size),
+        )
+        self._micro = 0
+
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        loss = causal_lm_loss(self.ds, inputs.to(self.device), labels.to(self.device))
+        self.ds.backward(loss)  # DeepSpeed divides by gradient_accumulation_steps itself
+        self._micro += 1
+        if self._micro % self.accum:
+            self.ds.step()  # not a boundary: DeepSpeed only counts the micro-step
+        return loss.detach()
+
+    def step(self, lr: float, skip: bool) -> float:
+        for group in self.optimizer.param_groups:  # the wrapped optimizer reads these groups
+            group["lr"] = lr
+        norm = None
+        if self.zero == 0 and self.fp32:  # no DeepSpeed wrapper: it would step on NaN grads
+            grads = [p.grad for p in self.params if p.grad is not None]
+            norm = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
+        self.optimizer.skip_next = skip or (norm is not None and not math.isfinite(norm))
+        self.ds.step()  # the boundary: reduce, clip, update (or skip), zero the gradients
+        self.optimizer.skip_next = False
+        if norm is None:
+            norm = self.ds.get_global_grad_norm()
+            norm = float(norm) if norm is not None else math.nan
+        return norm
+
+    def save(self, directory: Path) -> None:
+        self.ds.save_checkpoint(str(directory), tag=TAG, save_latest=False)
+
+    def load(self, directory: Path) -> None:
+        path, _ = self.ds.load_checkpoint(str(directory), tag=TAG, load_lr_scheduler_states=False)
+        if path is None:
+            raise LangadaptError(f"{directory}: no DeepSpeed checkpoint under tag {TAG!r}")
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        if self.zero == 3:  # partitioned: parameters have shape [0] here, gather them
+            return self.ds._zero3_consolidated_16bit_state_dict() or {}
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+
+def load_model_for_zero3(path: Path, ds_config: dict, **kwargs: Any) -> torch.nn.Module:
+    """Load a HF model straight into ZeRO-3 partitions (never whole on one rank)."""
+    from transformers import AutoModelForCausalLM
+    from transformers.integrations import HfDeepSpeedConfig
+
+    keep = HfDeepSpeedConfig(ds_config)  # must stay alive until deepspeed.initialize
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model._langadapt_hf_ds_config = keep
+    return model

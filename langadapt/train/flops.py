@@ -1,0 +1,76 @@
+"""Training FLOPs per token and peak device FLOP/s, for MFU.
+
+Per token, a weight matrix with n entries costs 2n FLOPs forward, 2n backward for the
+gradient of its input (activation gradient) and 2n backward for the gradient of its weight.
+With N the parameters that take part in matmuls (all parameters minus the input-embedding
+table, which is a lookup) and N_t the trainable part of them:
+
+    flops/token = 2 N (forward) + 2 N (activation grads) + 2 N_t (weight grads) + attention
+    attention   = 12 * n_layers * d_attn * seq_len        (QK^T and AV, forward + backward;
+                                                           PaLM appendix B, causal mask ignored)
+
+Full training (N_t = N) gives the familiar 6N; stage 1 (body frozen, only embeddings and the
+LM head train) gives about 4N: the activation gradients must still flow through the frozen
+body down to the input embeddings, only the body's weight gradients are skipped. Hence a
+stage-1 step costs about 2/3 of a stage-2 step when the body dominates N.
+
+MFU = (flops/token * tokens/s per device) / peak FLOP/s per device, with the dense bf16 peak
+(no sparsity) from `PEAK_TFLOPS`; fp32 runs and unknown devices report n/a unless a peak is
+given (engine.peak_tflops).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from langadapt.train.policy import TrainableParams, numel
+
+PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100": 989.0,  # SXM; the PCIe card is 756
+    "GH200": 989.0,
+    "A100": 312.0,
+    "MI300X": 1307.4,
+    "MI250X": 191.5,  # per GCD (a LUMI-G "GPU")
+    "MI250": 181.0,  # per GCD
+    "L40S": 362.0,
+    "A10G": 125.0,
+}
+"""Dense bf16 peak TFLOP/s per device, matched as a substring of the device name."""
+
+
+def flops_per_token(model: torch.nn.Module, selection: TrainableParams, seq_len: int) -> float:
+    """Training FLOPs per token of one optimizer step, given which parameters train."""
+    inputs = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    lookup = id(inputs.weight) if inputs is not None else None
+    outputs = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    tied = outputs is not None and id(outputs.weight) == lookup
+    trainable = {id(p) for p in selection.params}
+    n_mm = n_trainable = 0
+    for param in model.parameters():  # tied weights appear once here; a tied head is a matmul
+        if id(param) == lookup and not tied:
+            continue
+        n_mm += numel(param)
+        n_trainable += numel(param) if id(param) in trainable else 0
+    return 4.0 * n_mm + 2.0 * n_trainable + attention_flops_per_token(model.config, seq_len)
+
+
+def attention_flops_per_token(config: object, seq_len: int) -> float:
+    """12 * layers * attention width * seq_len: the score and mixing matmuls, fwd + bwd."""
+    layers = getattr(config, "num_hidden_layers", 0)
+    heads = getattr(config, "num_attention_heads", 0)
+    head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // max(heads, 1)
+    return 12.0 * layers * heads * head_dim * seq_len
+
+
+def peak_flops(device: torch.device, precision: str, override_tflops: float | None = None) -> float | None:
+    """Peak FLOP/s of one device for MFU, or None when unknown (CPU, fp32, unlisted GPU)."""
+    if override_tflops is not None:
+        return override_tflops * 1e12
+    if device.type != "cuda" or precision == "fp32":  # torch.cuda also covers ROCm devices
+        return None
+    name = torch.cuda.get_device_name(device).upper()
+    for key, tflops in PEAK_TFLOPS.items():
+        if key in name:
+            return tflops * 1e12
+    return None

@@ -1,0 +1,116 @@
+"""THE training loop, for both stages. Stage 1 and stage 2 differ only in their config: which
+parameters train (the policy) and which LR schedule runs; the loop is the same.
+
+Per optimizer step: take this rank's share of the next global batch, forward/backward it in
+micro-batches, agree across ranks on the mean loss and on whether to stop or save (one small
+all-reduce), step (or skip a non-finite step), log, checkpoint. A stop signal checkpoints and
+exits with the requeue code; a rerun resumes from the latest complete checkpoint by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from langadapt.errors import LangadaptError
+from langadapt.train.checkpoint import Checkpointer, TrainState
+from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.engine import DistLike, SingleProcess, build_engine
+from langadapt.train.flops import flops_per_token, peak_flops
+from langadapt.train.lr import lr_at
+from langadapt.train.metrics import Metrics
+from langadapt.train.policy import numel, select_trainable
+from langadapt.train.signals import Preempted, StopOnSignal
+
+log = logging.getLogger("langadapt.train")
+
+
+class TokenStream(Protocol):
+    """The data protocol (langadapt.data.stream.PackedStream, or SyntheticStream in tests)."""
+
+    def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished `fit` reports (the stage summary in manifest.json)."""
+
+    steps: int
+    tokens: int
+    final_loss: float | None
+    skipped_steps: int
+    trainable_params: int
+    resumed_from: int | None
+    model_dir: Path
+
+
+def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
+        out_dir: Path, *, seed: int, dist: DistLike | None = None, stage_name: str = "stage2") -> TrainResult:
+    """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`."""
+    dist = dist or SingleProcess.current()
+    engine_config = check_engine(stage_name, config, engine_config, "cuda" if torch.cuda.is_available() else "cpu")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed + dist.rank)  # e.g. dropout masks differ per rank, as data does
+    selection = select_trainable(model, config.trainable_patterns(stage_name), f"{stage_name}.trainable")
+    engine = build_engine(model, selection, config, engine_config, dist, stage_name)
+    ckpt = Checkpointer(out_dir / "checkpoints", config.checkpoint, dist.rank)
+    state, resumed, resumed_step = TrainState(), ckpt.latest(), None
+    if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read
+        state = ckpt.load(resumed, engine, stream)
+        resumed_step = state.step
+        log.info("%s: resumed from %s (step %d)", stage_name, resumed, state.step)
+    global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
+    metrics = Metrics(out_dir, config.steps, config.log_every, global_batch * config.seq_len,
+                      flops_per_token(model, selection, config.seq_len),
+                      peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
+                      dist.world_size, engine.device, start_step=state.step, enabled=dist.rank == 0)
+    with StopOnSignal() as stop, metrics:
+        while state.step < config.steps:
+            batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))
+            loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:]) for mb in batch.split(config.micro_batch_size))
+            # Ranks must agree: on the loss (a NaN anywhere skips the step everywhere), on a stop
+            # signal and on a time-based save. One all-reduce per step carries all three.
+            loss, stop_votes, save_votes = engine.all_reduce_sum([float(loss), stop.requested, ckpt.time_due()])
+            loss /= config.grad_accum_steps * dist.world_size
+            lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
+            grad_norm = engine.step(lr, skip=not math.isfinite(loss))
+            _account(state, loss, grad_norm, config, stage_name, ckpt)
+            metrics.record(state.step, loss, lr, grad_norm, state.skipped)
+            if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
+                saved = ckpt.save(state, engine, stream)
+                metrics.start(state.step)  # checkpoint time is not training throughput
+            if stop_votes:
+                raise Preempted(state.step, str(saved))
+    engine.export(out_dir / "model", dist.rank)
+    return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
+                       state.skipped, sum(numel(p) for p in selection.params), resumed_step,
+                       out_dir / "model")
+
+
+def _account(state: TrainState, loss: float, grad_norm: float, config: TrainStageConfig,
+             stage_name: str, ckpt: Checkpointer) -> None:
+    """Advance the counters; too many non-finite steps in a row stop the run (checkpoint kept)."""
+    state.step += 1
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        state.nonfinite_in_row, state.last_loss = 0, loss
+        return
+    state.skipped += 1
+    state.nonfinite_in_row += 1
+    log.warning("%s step %d: non-finite loss %s / grad norm %s: step skipped", stage_name, state.step, loss, grad_norm)
+    if state.nonfinite_in_row >= config.max_nonfinite_steps:
+        kept = ckpt.latest()
+        raise LangadaptError(
+            f"{stage_name}: loss or gradient not finite for {state.nonfinite_in_row} steps in a row "
+            f"(up to step {state.step}, {stage_name}.max_nonfinite_steps = {config.max_nonfinite_steps}); "
+            f"last good checkpoint: {kept or 'none'}; lower {stage_name}.optimizer.lr or check the data"
+        )
