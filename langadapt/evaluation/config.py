@@ -1,0 +1,63 @@
+"""The evaluation stage's slice of the recipe: which suites, how text is scored, what is compared."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from langadapt.config_base import Config
+
+
+class GenerateOptions(Config):
+    """How the `generate` task samples (prompts live in the suite, decoding knobs here)."""
+
+    max_new_tokens: int = Field(40, ge=1)
+    """Tokens generated per prompt."""
+    temperature: float = Field(0.8, ge=0)
+    """Sampling temperature; 0 means greedy decoding."""
+    top_p: float = Field(0.95, gt=0, le=1)
+    """Nucleus sampling mass."""
+    seed: int = 0
+    """Seed set before each model's samples, so every model draws from the same random stream."""
+
+
+class EvaluationConfig(Config):
+    """Suites run on every model of a run (base, init, init_random, stage1, adapted) and compared.
+
+    Held-out bits-per-byte follows lm-eval-harness (see `langadapt.evaluation.bpb`): with the
+    default `window == stride == 512` the numbers equal lm-eval's rolling loglikelihood at
+    `max_length=512`.
+    """
+
+    suites: list[str] = ["eval/monolingual.yaml", "eval/multilingual.yaml"]
+    """Suite YAML files; relative paths resolve against the working directory, then the langadapt checkout."""
+    window: int = Field(512, ge=2)
+    """Tokens the model sees per scoring window (capped at the model's context length)."""
+    stride: int | None = Field(None, ge=1)
+    """Tokens newly scored per window after the first; None = window (lm-eval's disjoint windows)."""
+    batch_size: int = Field(8, ge=1)
+    """Windows (bpb), pairs or requests (lm-eval) per forward pass."""
+    max_bytes_per_lang: int | None = Field(1_000_000, ge=1)
+    """Cap on held-out UTF-8 bytes scored per language (whole documents, the last one cut); None = all."""
+    compare: list[str] = []
+    """Extra run directories or Hugging Face model folders evaluated beside this run's models."""
+    random_baseline: bool = True
+    """Also score `init_random`: the same warm model with the new rows drawn by the `random` method."""
+    device: str | None = None
+    """Torch device (cpu, cuda, cuda:1); None = cuda when available, else cpu."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights dtype when loading models; auto = bfloat16 on GPU, float32 on CPU."""
+    generate: GenerateOptions = GenerateOptions()
+    """Decoding options of the `generate` task."""
+
+    @model_validator(mode="after")
+    def _stride_fits(self) -> "EvaluationConfig":
+        if self.stride is not None and self.stride > self.window:
+            raise ValueError(f"stride ({self.stride}) must not exceed window ({self.window})")
+        return self
+
+    @property
+    def effective_stride(self) -> int:
+        """The stride actually used: `stride`, or `window` when unset."""
+        return self.stride if self.stride is not None else self.window
