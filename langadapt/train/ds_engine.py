@@ -10,8 +10,6 @@ ours is an error naming both keys, never a silent winner.
 from __future__ import annotations
 
 import math
-import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,8 @@ import torch.distributed as torch_dist
 
 from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.engine import DistLike, Engine, build_optimizer, causal_lm_loss
+from langadapt.train.distributed import DistInfo, init_distributed
+from langadapt.train.engine import Engine, build_optimizer, causal_lm_loss
 from langadapt.train.policy import TrainableParams
 
 TAG = "deepspeed"
@@ -60,37 +59,26 @@ def deepspeed_config(stage: TrainStageConfig, stage_name: str, engine: EngineCon
     return config
 
 
-def init_process_group(device: torch.device) -> None:
-    """DeepSpeed needs a process group even for one process; make one from env or defaults."""
-    if torch_dist.is_initialized():
-        return
-    if "RANK" not in os.environ:  # a plain `python` run: a group of one on a free local port
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        defaults = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-        for key, value in defaults.items():
-            os.environ.setdefault(key, value)
-    import deepspeed
-    import deepspeed.ops
-
+def init_deepspeed_group(dist: DistInfo, device: torch.device) -> None:
+    """DeepSpeed's process group (also for one process), without compiling anything on CPU."""
     if device.type == "cpu":
+        import deepspeed.ops
+
         # DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce op (needs a compiler,
-        # minutes, and a build lock that a killed process leaves behind); gloo needs none of it.
+        # takes minutes, and a killed build leaves a lock that hangs every later run); gloo
+        # does the same job without it.
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
-    deepspeed.init_distributed(dist_backend="gloo" if device.type == "cpu" else None)
+    init_distributed(dist, use_deepspeed=True)
 
 
 class DeepSpeedEngine(Engine):
     """`deepspeed.initialize` with our AdamW over the trainable parameters only."""
 
     def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistLike, device: torch.device,
+                 config: EngineConfig, dist: DistInfo, device: torch.device,
                  stage_name: str = "stage") -> None:
         import deepspeed
 
-        init_process_group(device)
         self.device, self.model, self.accum, self.zero = device, model, stage.grad_accum_steps, config.zero_stage
         self.params, self.fp32 = selection.params, config.precision == "fp32"
         if config.activation_checkpointing:

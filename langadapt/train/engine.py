@@ -15,50 +15,15 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import torch
 import torch.distributed as torch_dist
 import torch.nn.functional as F
 
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig
+from langadapt.train.distributed import DistInfo, init_distributed
 from langadapt.train.policy import TrainableParams, param_groups
-
-
-class DistLike(Protocol):
-    """What the engine needs from the launcher's rank information (DistInfo)."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-
-
-@dataclass(frozen=True)
-class SingleProcess:
-    """Rank information of a plain single-process run, or read from an initialised group."""
-
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @classmethod
-    def current(cls) -> SingleProcess:
-        """The running process group's view (rank 0 of 1 when none is initialised)."""
-        if not torch_dist.is_available() or not torch_dist.is_initialized():
-            return cls()
-        import os
-
-        return cls(torch_dist.get_rank(), torch_dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
-
-
-def pick_device(dist: DistLike) -> torch.device:
-    """This rank's accelerator (CUDA or ROCm, both via torch.cuda), else the CPU."""
-    if torch.cuda.is_available():
-        torch.cuda.set_device(dist.local_rank)
-        return torch.device("cuda", dist.local_rank)
-    return torch.device("cpu")
 
 
 class SkippableAdamW(torch.optim.AdamW):
@@ -137,7 +102,7 @@ class TorchEngine(Engine):
     """Plain PyTorch: AdamW, autocast for bf16/fp16 (GradScaler for fp16), DDP across ranks."""
 
     def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistLike, device: torch.device) -> None:
+                 config: EngineConfig, dist: DistInfo, device: torch.device) -> None:
         self.device, self.model, self.accum = device, model.to(device), stage.grad_accum_steps
         self.params, self.grad_clip = selection.params, stage.grad_clip or math.inf
         if config.activation_checkpointing:
@@ -199,11 +164,18 @@ class TorchEngine(Engine):
 
 
 def build_engine(model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistLike, stage_name: str = "stage") -> Engine:
-    """The engine `config.kind` names, over the trainable parameters only."""
-    device = pick_device(dist)
-    if config.kind == "deepspeed":
-        from langadapt.train.ds_engine import DeepSpeedEngine
+                 config: EngineConfig, dist: DistInfo, stage_name: str = "stage") -> Engine:
+    """The engine `config.kind` names, over the trainable parameters only.
 
+    Starts the process group if the launcher has not: DeepSpeed needs one even for a single
+    process, DDP only with several.
+    """
+    device = dist.device()
+    if config.kind == "deepspeed":
+        from langadapt.train.ds_engine import DeepSpeedEngine, init_deepspeed_group
+
+        init_deepspeed_group(dist, device)
         return DeepSpeedEngine(model, selection, stage, config, dist, device, stage_name)
+    if dist.distributed:
+        init_distributed(dist)
     return TorchEngine(model, selection, stage, config, dist, device)

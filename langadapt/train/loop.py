@@ -22,7 +22,8 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
-from langadapt.train.engine import DistLike, SingleProcess, build_engine
+from langadapt.train.distributed import DistInfo
+from langadapt.train.engine import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
 from langadapt.train.metrics import Metrics
@@ -54,9 +55,9 @@ class TrainResult:
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
-        out_dir: Path, *, seed: int, dist: DistLike | None = None, stage_name: str = "stage2") -> TrainResult:
+        out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str = "stage2") -> TrainResult:
     """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`."""
-    dist = dist or SingleProcess.current()
+    dist = dist or DistInfo.from_env()
     engine_config = check_engine(stage_name, config, engine_config, "cuda" if torch.cuda.is_available() else "cpu")
     random.seed(seed)
     np.random.seed(seed)

@@ -14,11 +14,9 @@ import logging
 import signal
 from types import FrameType, TracebackType
 
-log = logging.getLogger("langadapt.train")
+from langadapt.train.distributed import REQUEUE_EXIT_CODE  # 75 (EX_TEMPFAIL): "requeue me"
 
-REQUEUE_EXIT_CODE = 124
-"""Exit status of a run stopped by SIGTERM/SIGUSR1 after checkpointing: requeue and it resumes.
-(124 is also what coreutils `timeout` returns: "ran out of time, not failed".)"""
+log = logging.getLogger("langadapt.train")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 

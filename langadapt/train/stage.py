@@ -1,0 +1,101 @@
+"""The training stages' entry point: find the starting model, build the stream, call `fit`.
+
+    stage1: embeddings/model  -> stage1/model    (body frozen: embeddings + LM head train)
+    stage2: stage1/model, or embeddings/model when stage 1 did not run (init: scratch, or
+            stage1.enabled false)  -> stage2/model    (everything trains; NEW engine and optimizer)
+
+Both read the token shards in tokenizer/tokens through `langadapt.data.stream.build_stream` and
+save the tokenizer beside the final model, so `<stage>/model` loads on its own in transformers.
+Rerunning a stage that was interrupted resumes from its latest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from langadapt import rundir
+from langadapt.context import StageContext
+from langadapt.errors import LangadaptError
+from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.distributed import DistInfo
+from langadapt.train.loop import fit
+
+log = logging.getLogger("langadapt.train")
+
+STAGE_SEED_OFFSET = {"stage1": 1, "stage2": 2}
+"""Each stage draws its own data order from the recipe seed (stage 2 does not replay stage 1's)."""
+
+
+def init_model_dir(stage_name: str, ctx: StageContext) -> Path:
+    """The model a stage starts from (see the module docstring)."""
+    stage1 = ctx.stage_dir("stage1")
+    if stage_name == "stage2" and (stage1 / rundir.MARKER).is_file() and (stage1 / "model" / "config.json").is_file():
+        return stage1 / "model"
+    path = ctx.stage_dir("embeddings") / "model"
+    if not (path / "config.json").is_file():
+        raise LangadaptError(f"{stage_name}: no starting model at {path}; run the embeddings stage first")
+    return path
+
+
+def load_model(path: Path, config: TrainStageConfig, stage_name: str, engine: EngineConfig,
+               dist: DistInfo) -> torch.nn.Module:
+    """The starting model in fp32 master weights (ZeRO-3: loaded straight into partitions)."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs = {"dtype": torch.float32, "attn_implementation": engine.attn_implementation}
+    if engine.kind == "deepspeed" and engine.zero_stage == 3:
+        from langadapt.train.ds_engine import deepspeed_config, init_deepspeed_group, load_model_for_zero3
+
+        init_deepspeed_group(dist, dist.device())  # zero.Init partitions over the process group
+        return load_model_for_zero3(path, deepspeed_config(config, stage_name, engine, dist.world_size), **kwargs)
+    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
+    """Put the tokenizer beside the model: the tokenizer stage's, else the starting model's."""
+    from transformers import AutoTokenizer
+
+    source = ctx.stage_dir("tokenizer") / "tokenizer"
+    if not (source / "tokenizer_config.json").is_file() and not (source / "tokenizer.json").is_file():
+        source = init
+    AutoTokenizer.from_pretrained(source).save_pretrained(model_dir)
+
+
+def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
+        mixture: dict[str, dict] | None = None, dist: DistInfo | None = None) -> dict[str, Any]:
+    """Run training stage `stage_name` (stage1 or stage2) into ctx.out; returns its summary."""
+    if not config.enabled:
+        ctx.out.mkdir(parents=True, exist_ok=True)
+        (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
+        return {"enabled": False}
+    from langadapt.data.stream import build_stream
+
+    dist = dist or DistInfo.from_env()
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    engine = check_engine(stage_name, config, engine, device_type)  # before any loading: fail fast
+    init = init_model_dir(stage_name, ctx)
+    log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
+             engine.zero_stage, engine.precision)
+    model = load_model(init, config, stage_name, engine, dist)
+    global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
+    seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
+    stream = build_stream(ctx.stage_dir("tokenizer") / "tokens", config.mixture or mixture or None,
+                          config.seq_len, config.steps * global_batch, seed)
+    result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
+    if dist.rank == 0:
+        save_tokenizer(ctx, init, result.model_dir)
+    summary = {
+        "steps": result.steps, "tokens": result.tokens, "final_loss": result.final_loss,
+        "skipped_steps": result.skipped_steps, "trainable_params": result.trainable_params,
+        "resumed_from_step": result.resumed_from, "init_model": str(init), "model": str(result.model_dir),
+        "engine": engine.kind, "zero_stage": engine.zero_stage, "precision": engine.precision,
+        "world_size": dist.world_size, "global_batch": global_batch,
+    }
+    if dist.rank == 0:
+        (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
