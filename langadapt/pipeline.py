@@ -60,9 +60,11 @@ def stage_table(recipe: Recipe) -> list[Stage]:
 
     def training(name: str) -> Callable[[StageContext], dict[str, Any]]:
         def run_training(ctx: StageContext) -> dict[str, Any]:
+            from langadapt.data.config import stream_mixture
             from langadapt.train.stage import run
 
-            return run(name, getattr(recipe, name), recipe.engine, ctx, source_mixture(recipe))
+            stage = getattr(recipe, name)
+            return run(name, stage, recipe.engine, ctx, stream_mixture(recipe.data, stage.mixture))
 
         return run_training
 
@@ -90,15 +92,6 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         Stage("evaluate", ("evaluation",), evaluate),
         Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
     ]
-
-
-def source_mixture(recipe: Recipe) -> dict[str, dict[str, float]]:
-    """Per-source weight/epochs as declared in the data section (training stages may override)."""
-    mixture = {}
-    for source in recipe.data.sources:
-        entry = {k: getattr(source, k) for k in ("weight", "epochs", "max_epochs") if getattr(source, k) is not None}
-        mixture[source.name] = entry
-    return mixture
 
 
 def target_languages(recipe: Recipe) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from langadapt.config_base import Config
+from langadapt.errors import LangadaptError
 
 MAX_SAFE_EPOCHS = 16.0
 """Above this many passes repeated data is worth less than a third of fresh data (Muennighoff)."""
@@ -157,20 +158,30 @@ class DataConfig(Config):
         return self
 
 
-def stream_mixture(config: DataConfig, roles: set[str] | None = None) -> dict[str, dict]:
+def stream_mixture(
+    config: DataConfig, overrides: dict[str, dict] | None = None, roles: set[str] | None = None
+) -> dict[str, dict]:
     """The `mixture` argument of `langadapt.data.stream.build_stream` for these sources.
 
-    A source without weight or epochs gets weight 1, as documented on `SourceConfig.weight`;
-    `roles` restricts the mixture (e.g. only `target` sources for a short stage).
+    A source without weight or epochs gets weight 1, as documented on `SourceConfig.weight`.
+    `overrides` is a training stage's `mixture`: an entry REPLACES that source's weight/epochs/
+    max_epochs (a short stage 1 takes shares where stage 2 takes epochs); unlisted sources keep
+    the data section's settings. `roles` restricts the mixture (e.g. only `target` sources).
     """
+    overrides = overrides or {}
+    names = [s.name for s in config.sources]
+    for name in overrides:
+        if name not in names:
+            raise LangadaptError(f"mixture: unknown source {name!r}; sources are {', '.join(names)}")
     mixture: dict[str, dict] = {}
     for source in config.sources:
         if roles is not None and source.role not in roles:
             continue
-        entry: dict[str, float] = (
-            {"epochs": source.epochs} if source.epochs is not None else {"weight": source.effective_weight or 0.0}
-        )
-        if source.max_epochs is not None:
-            entry["max_epochs"] = source.max_epochs
+        if source.name in overrides:
+            entry = {k: v for k, v in overrides[source.name].items() if v is not None}
+        else:
+            entry = {"epochs": source.epochs} if source.epochs is not None else {"weight": source.effective_weight or 0.0}
+            if source.max_epochs is not None:
+                entry["max_epochs"] = source.max_epochs
         mixture[source.name] = entry
     return mixture

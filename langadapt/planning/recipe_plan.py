@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.schedule import budgets_from_sources, plan_mixture
+from langadapt.data.config import stream_mixture
+from langadapt.data.schedule import plan_mixture
 from langadapt.errors import LangadaptError
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
@@ -35,26 +36,14 @@ def measured_tokens(recipe: Recipe) -> dict[str, float]:
     return measured
 
 
-def stage_sources(recipe: Recipe, overrides: dict[str, dict[str, Any]] | None) -> list[Any]:
-    """The sources with a stage's mixture applied: an entry replaces weight/epochs/max_epochs."""
-    if not overrides:
-        return list(recipe.data.sources)
-    unknown = sorted(set(overrides) - {s.name for s in recipe.data.sources})
-    if unknown:
-        raise LangadaptError(f"mixture: unknown source {unknown[0]!r}; sources are "
-                             + ", ".join(s.name for s in recipe.data.sources))
-    keys = ("weight", "epochs", "max_epochs")
-    return [s.model_copy(update={k: overrides[s.name].get(k) for k in keys}) if s.name in overrides else s
-            for s in recipe.data.sources]
-
-
 def _stage_input(recipe: Recipe, name: str, world_size: int, measured: dict[str, float]) -> StagePlanInput:
     stage = getattr(recipe, name)
     global_batch = stage.micro_batch_size * stage.grad_accum_steps * world_size
-    sources = stage_sources(recipe, stage.mixture)
+    declared = {s.name: s.unique_tokens for s in recipe.data.sources}
+    budgets = [{"name": name, "unique_tokens": measured.get(name, declared[name]), **entry}
+               for name, entry in stream_mixture(recipe.data, stage.mixture).items()]
     mixture = None
-    budgets = budgets_from_sources(sources, measured)
-    if all(b.unique_tokens for b in budgets):
+    if all(b["unique_tokens"] for b in budgets):
         tokens = stage.steps * global_batch * stage.seq_len
         mixture = plan_mixture(budgets, tokens, force=recipe.data.force_epochs).to_dict()
     zero = stage.zero_stage if stage.zero_stage is not None else recipe.engine.zero_stage

@@ -84,7 +84,8 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     model = load_model(init, config, stage_name, engine, dist)
     global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
     seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
-    stream = build_stream(ctx.stage_dir("tokenizer") / "tokens", config.mixture or mixture or None,
+    # The pipeline passes the data mixture with this stage's overrides applied (stream_mixture).
+    stream = build_stream(ctx.stage_dir("tokenizer") / "tokens", mixture if mixture is not None else config.mixture,
                           config.seq_len, config.steps * global_batch, seed)
     result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
     if dist.rank == 0:
