@@ -22,7 +22,7 @@ from transformers import PreTrainedTokenizerFast
 
 from langadapt.errors import LangadaptError
 from langadapt.tokenizer.config import TokenizerConfig
-from langadapt.tokenizer.counting import ChunkCounter, feed, separator_for, weighted_counts
+from langadapt.tokenizer.counting import ChunkCounter, feed, separator_for
 from langadapt.tokenizer.families import Blueprint, blueprint, remap_post_processor, training_pre_tokenizer
 from langadapt.tokenizer.sample import sample_documents
 
@@ -65,7 +65,7 @@ def count_words(
     if counter.documents == 0:
         which = f"languages {sorted(config.language_weights)}" if config.language_weights else "any language"
         raise LangadaptError(f"tokenizer: no training text in {which} (check data sources and tokenizer.language_weights)")
-    return weighted_counts(counter.word_counts(), counter.chars, config.language_weights)
+    return counter.word_counts(config.language_weights)
 
 
 def _check_size(config: TokenizerConfig, bp: Blueprint) -> None:
@@ -98,7 +98,7 @@ def _train_model(config: TokenizerConfig, bp: Blueprint, words: Counter[str]) ->
                                       show_progress=False, **kwargs)
         tokenizer = Tokenizer(models.BPE())
     separator = separator_for(words)
-    tokenizer.pre_tokenizer = pre_tokenizers.Split(separator, behavior="removed")
+    tokenizer.pre_tokenizer = pre_tokenizers.CharDelimiterSplit(separator)  # faster than Split
     tokenizer.train_from_iterator(feed(words, separator), trainer=trainer)
     return json.loads(tokenizer.to_str())["model"]
 
