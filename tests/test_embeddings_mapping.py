@@ -53,7 +53,11 @@ def test_byte_level_source_maps_norwegian_letters_to_their_byte_pieces(tokenizer
     assert old("ĠpÃ¥", add_special_tokens=False)["input_ids"] != expected
 
     old_view, new_view = vocab_view(old), vocab_view(new)
-    letters = [i for i, b in enumerate(new_view.token_bytes) if b and any(c in b for c in (b"\xc3\xa5", b"\xc3\xb8", b"\xc3\xa6"))]
+    letters = [
+        i
+        for i, b in enumerate(new_view.token_bytes)
+        if b and any(c in b for c in (b"\xc3\xa5", b"\xc3\xb8", b"\xc3\xa6"))
+    ]
     assert len(letters) >= 5
     for i in letters:
         assert mapping.status[i] in ("copied", "decomposed")
@@ -70,7 +74,11 @@ def test_sentencepiece_source_maps_norwegian_letters_via_byte_fallback(tokenizer
         assert _pieces_bytes(old_view, mapping.pieces[new_id]) == text.encode("utf-8"), (spelling, pieces)
         assert pieces[-2:] == ["<0xC3>", "<0xA5>"] or pieces[-3:-1] == ["<0xC3>", "<0xA5>"]
     # " på" with a leading space is the old tokenizer's own segmentation, "▁p" included.
-    assert old.convert_ids_to_tokens(mapping.pieces[new.convert_tokens_to_ids("ĠpÃ¥")]) == ["▁p", "<0xC3>", "<0xA5>"]
+    assert old.convert_ids_to_tokens(mapping.pieces[new.convert_tokens_to_ids("ĠpÃ¥")]) == [
+        "▁p",
+        "<0xC3>",
+        "<0xA5>",
+    ]
 
 
 def test_sentencepiece_letter_is_not_the_byte_level_latin1_byte(tokenizers):
@@ -84,7 +92,9 @@ def test_sentencepiece_letter_is_not_the_byte_level_latin1_byte(tokenizers):
     assert old.convert_ids_to_tokens(mapping.pieces[byte_e5]) == ["å"]
 
 
-@pytest.mark.parametrize("pair", [("en_bl", "nb_bl"), ("en_sp", "nb_bl"), ("en_bl", "nb_sp"), ("en_sp", "nb_sp")])
+@pytest.mark.parametrize(
+    "pair", [("en_bl", "nb_bl"), ("en_sp", "nb_bl"), ("en_bl", "nb_sp"), ("en_sp", "nb_sp")]
+)
 def test_every_regular_token_is_spelled_exactly_by_its_pieces(tokenizers, pair):
     old, new = tokenizers[pair[0]], tokenizers[pair[1]]
     mapping = build_mapping(old, new)
@@ -159,4 +169,6 @@ def test_mapping_saves_loads_and_summarises(tokenizers, tmp_path):
     loaded = VocabMapping.load(path)
     assert loaded.pieces == mapping.pieces and loaded.status == mapping.status
     assert loaded.summary() == mapping.summary() == doc["summary"]
-    assert doc["summary"]["copied"] > 0 and doc["summary"]["decomposed"] > 0 and doc["summary"]["special"] == 3
+    assert (
+        doc["summary"]["copied"] > 0 and doc["summary"]["decomposed"] > 0 and doc["summary"]["special"] == 3
+    )

@@ -34,16 +34,24 @@ def test_sparsemax_closed_form():
     assert torch.allclose(out, torch.tensor([[0.75, 0.25, 0.0], [1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0]]))
 
 
-FOCUS = dict(method="focus", fasttext_dim=16, fasttext_epochs=2, fasttext_min_count=3, fasttext_workers=1)
+FOCUS = {
+    "method": "focus",
+    "fasttext_dim": 16,
+    "fasttext_epochs": 2,
+    "fasttext_min_count": 3,
+    "fasttext_workers": 1,
+}
 
 
 def test_focus_copies_overlap_and_combines_overlap_rows_for_the_rest(toks):
     old, new = toks
     config = EmbeddingConfig(**FOCUS)
-    mapping, weights, plan, info = _plan(old, new, config, corpus=NB_TEXT)
+    mapping, weights, _, info = _plan(old, new, config, corpus=NB_TEXT)
     copied, decomposed = mapping.ids_with("copied"), mapping.ids_with("decomposed")
     overlap_old = {mapping.pieces[i][0] for i in copied}
-    focus_rows = [i for i in decomposed if set(weights[i].nonzero().flatten().tolist()) - set(mapping.pieces[i])]
+    focus_rows = [
+        i for i in decomposed if set(weights[i].nonzero().flatten().tolist()) - set(mapping.pieces[i])
+    ]
     assert info["focus"]["focus_rows"] > 10 and info["focus"]["rare_rows"] > 0
     for i in focus_rows:  # convex combinations of overlapping tokens' old rows only
         cols = weights[i].nonzero().flatten().tolist()
@@ -70,8 +78,10 @@ def test_focus_is_deterministic_and_bounded_in_time(toks):
     _, w2, _, _ = _plan(old, new, EmbeddingConfig(**FOCUS), corpus=NB_TEXT)
     assert torch.equal(w1, w2)
     quick = EmbeddingConfig(**{**FOCUS, "fasttext_epochs": 50, "fasttext_time_budget_s": 1e-3})
-    _, _, _, info = _plan(old, new, quick, corpus=NB_TEXT)
-    assert info["focus"]["fasttext_epochs_run"] <= 1
+    mapping, weights, _, info = _plan(old, new, quick, corpus=NB_TEXT)
+    assert info["focus"]["fasttext_epochs_run"] == 0 and info["focus"]["focus_rows"] == 0
+    i = mapping.ids_with("decomposed")[0]  # no time for fastText: FVT means, not noise
+    assert torch.allclose(weights[i][mapping.pieces[i]].sum(), torch.tensor(1.0))
 
 
 def test_corpus_methods_need_a_corpus(toks):
@@ -111,14 +121,16 @@ def _word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
 
 def _write_vectors(path, vectors: dict[str, np.ndarray]) -> None:
     dim = len(next(iter(vectors.values())))
-    lines = [f"{len(vectors)} {dim}"] + [w + " " + " ".join(f"{x:.6f}" for x in v) for w, v in vectors.items()]
+    lines = [f"{len(vectors)} {dim}"] + [
+        w + " " + " ".join(f"{x:.6f}" for x in v) for w, v in vectors.items()
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def test_wechsel_builds_rows_from_the_translation_in_an_aligned_space(tmp_path):
     rng = np.random.default_rng(0)
-    en = "dog cat house car tree water book sun moon road door king".split()
-    nb = "hund katt hus bil tre vann bok sol måne vei dør konge".split()
+    en = ["dog", "cat", "house", "car", "tree", "water", "book", "sun", "moon", "road", "door", "king"]
+    nb = ["hund", "katt", "hus", "bil", "tre", "vann", "bok", "sol", "måne", "vei", "dør", "konge"]
     source = {w: rng.normal(size=8) for w in en}
     rotation, _ = np.linalg.qr(rng.normal(size=(8, 8)))  # the target space is a rotated copy
     target = {t: source[s] @ rotation + rng.normal(scale=0.01, size=8) for s, t in zip(en, nb)}
@@ -127,7 +139,10 @@ def test_wechsel_builds_rows_from_the_translation_in_an_aligned_space(tmp_path):
     (tmp_path / "dict.txt").write_text("".join(f"{s}\t{t}\n" for s, t in zip(en, nb)), encoding="utf-8")
     old, new = _word_tokenizer(en), _word_tokenizer(nb)
     config = EmbeddingConfig(
-        method="wechsel", source_vectors=tmp_path / "en.vec", target_vectors=tmp_path / "nb.vec", dictionary=tmp_path / "dict.txt"
+        method="wechsel",
+        source_vectors=tmp_path / "en.vec",
+        target_vectors=tmp_path / "nb.vec",
+        dictionary=tmp_path / "dict.txt",
     )
     model = tiny_model("gpt2", len(old), tied=True)
     old_in = model.get_input_embeddings().weight.detach().clone()
@@ -135,7 +150,9 @@ def test_wechsel_builds_rows_from_the_translation_in_an_aligned_space(tmp_path):
     assert report["wechsel"]["matched_rows"] == len(nb)
     new_in = model.get_input_embeddings().weight
     for s, t in zip(en, nb):
-        cos = torch.cosine_similarity(new_in[new.convert_tokens_to_ids(t)], old_in[old.convert_tokens_to_ids(s)], dim=0)
+        cos = torch.cosine_similarity(
+            new_in[new.convert_tokens_to_ids(t)], old_in[old.convert_tokens_to_ids(s)], dim=0
+        )
         assert cos > 0.98, (s, t)
     assert torch.equal(new_in[new.bos_token_id], old_in[old.bos_token_id])
 
@@ -144,7 +161,12 @@ def test_wechsel_inputs_are_checked(tmp_path):
     with pytest.raises(ValidationError, match="source_vectors, target_vectors, dictionary"):
         EmbeddingConfig(method="wechsel")
     old = new = _word_tokenizer(["a", "b"])
-    config = EmbeddingConfig(method="wechsel", source_vectors=tmp_path / "x.vec", target_vectors=tmp_path / "y.vec", dictionary=tmp_path / "d")
+    config = EmbeddingConfig(
+        method="wechsel",
+        source_vectors=tmp_path / "x.vec",
+        target_vectors=tmp_path / "y.vec",
+        dictionary=tmp_path / "d",
+    )
     with pytest.raises(LangadaptError, match="source_vectors: file not found"):
         _plan(old, new, config)
 

@@ -16,7 +16,10 @@ from langadapt.errors import LangadaptError
 
 
 def _docs(texts, lang, role):
-    return iter({"id": f"{lang}{i}", "text": t, "lang": lang, "source": f"{lang}.demo", "role": role} for i, t in enumerate(texts))
+    return iter(
+        {"id": f"{lang}{i}", "text": t, "lang": lang, "source": f"{lang}.demo", "role": role}
+        for i, t in enumerate(texts)
+    )
 
 
 @pytest.fixture()
@@ -59,6 +62,8 @@ def test_stage_says_which_input_is_missing(ctx, tmp_path):
     no_base = StageContext(run_dir=ctx.run_dir, stage="embeddings", seed=0, base_model=None)
     with pytest.raises(LangadaptError, match="base model"):
         run(EmbeddingConfig(), no_base)
-    other = StageContext(run_dir=tmp_path / "runs" / "empty", stage="embeddings", seed=0, base_model=ctx.base_model)
+    other = StageContext(
+        run_dir=tmp_path / "runs" / "empty", stage="embeddings", seed=0, base_model=ctx.base_model
+    )
     with pytest.raises(LangadaptError, match="tokenizer stage"):
         run(EmbeddingConfig(), other)

@@ -58,7 +58,9 @@ NB_TEXT = [
 SPECIALS = ("<s>", "</s>", "<pad>")
 
 
-def byte_level_tokenizer(texts: list[str], vocab_size: int = 400, specials=SPECIALS) -> PreTrainedTokenizerFast:
+def byte_level_tokenizer(
+    texts: list[str], vocab_size: int = 400, specials=SPECIALS
+) -> PreTrainedTokenizerFast:
     """GPT-2 style byte-level BPE; specials are (bos, eos, pad) in that order of roles."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -78,7 +80,9 @@ def sentencepiece_tokenizer(texts: list[str], vocab_size: int = 400) -> PreTrain
     """Llama-2 style: <unk> <s> </s>, then <0x00>..<0xFF>, then BPE pieces spelled with `▁`."""
     trained = Tokenizer(models.BPE(unk_token="<unk>"))
     trained.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False
+    )
     trained.train_from_iterator(texts, trainer)
     spec = json.loads(trained.to_str())["model"]
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
@@ -88,14 +92,28 @@ def sentencepiece_tokenizer(texts: list[str], vocab_size: int = 400) -> PreTrain
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in spec["merges"]]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
-    tok.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁", prepend_scheme="first"), decoders.ByteFallback()])
+    tok.decoder = decoders.Sequence(
+        [decoders.Metaspace(replacement="▁", prepend_scheme="first"), decoders.ByteFallback()]
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
 
 
 def tiny_config(family: str, vocab_size: int, tied: bool):
     """A one-layer, 32-wide config of each supported decoder family."""
-    common = dict(vocab_size=vocab_size, tie_word_embeddings=tied, bos_token_id=1, eos_token_id=2, pad_token_id=None)
-    llama_like = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
+    common = {
+        "vocab_size": vocab_size,
+        "tie_word_embeddings": tied,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": None,
+    }
+    llama_like = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+    }
     builders = {
         "llama": lambda: LlamaConfig(**llama_like, **common),
         "mistral": lambda: MistralConfig(**llama_like, **common),
@@ -104,7 +122,12 @@ def tiny_config(family: str, vocab_size: int, tied: bool):
         "olmo": lambda: OlmoConfig(**llama_like, **common),
         "gpt2": lambda: GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=64, **common),
         "gpt_neox": lambda: GPTNeoXConfig(
-            hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=64, **common
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=64,
+            **common,
         ),
         "bloom": lambda: BloomConfig(hidden_size=32, n_layer=1, n_head=2, **common),
     }

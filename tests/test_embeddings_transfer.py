@@ -59,7 +59,10 @@ def test_mean_init_fills_input_and_head_with_exact_means(family, tied, toks):
     # special tokens keep their role's row; the config points at the new ids
     assert torch.equal(new_in[new_tok.bos_token_id], old_in[old_tok.bos_token_id])
     assert torch.equal(new_head[new_tok.eos_token_id], old_head[old_tok.eos_token_id])
-    assert (model.config.bos_token_id, model.config.eos_token_id) == (new_tok.bos_token_id, new_tok.eos_token_id)
+    assert (model.config.bos_token_id, model.config.eos_token_id) == (
+        new_tok.bos_token_id,
+        new_tok.eos_token_id,
+    )
     ids = torch.tensor([new_tok("på systemet", add_special_tokens=True)["input_ids"]])
     assert model(input_ids=ids).logits.shape[-1] == len(new_tok)
 
@@ -85,7 +88,9 @@ def test_random_rows_follow_each_matrix_mean_and_covariance(toks):
     head = model.get_output_embeddings().weight.detach()
     rows = [i for i in range(len(new_tok)) if i not in (new_tok.bos_token_id, new_tok.eos_token_id)]
     assert head[rows].mean().item() == pytest.approx(old_head.mean().item(), abs=0.1)  # head stats, not input
-    assert model.get_input_embeddings().weight[rows].mean().item() == pytest.approx(old_in.mean().item(), abs=0.1)
+    assert model.get_input_embeddings().weight[rows].mean().item() == pytest.approx(
+        old_in.mean().item(), abs=0.1
+    )
     assert torch.equal(head[new_tok.bos_token_id], old_head[old_tok.bos_token_id])
 
 
@@ -95,7 +100,9 @@ def test_sample_like_matches_source_mean_and_covariance():
     source = torch.randn(400, 6) @ mixing + torch.arange(6.0)
     draws = sample_like(source, 40_000, torch.Generator().manual_seed(1))
     assert torch.allclose(draws.mean(0), source.mean(0), atol=0.08)
-    assert torch.allclose(torch.cov(draws.T), torch.cov(source.T), atol=0.08 * torch.cov(source.T).abs().max())
+    assert torch.allclose(
+        torch.cov(draws.T), torch.cov(source.T), atol=0.08 * torch.cov(source.T).abs().max()
+    )
     few = sample_like(source[:3], 10, torch.Generator().manual_seed(1))  # singular covariance still samples
     assert torch.isfinite(few).all()
 
@@ -113,11 +120,15 @@ def test_padding_rows_and_dtype_are_handled(toks):
 def test_reload_from_disk_keeps_values_and_tying(toks, tmp_path):
     old_tok, new_tok = toks
     for tied in (True, False):
-        model, _ = transfer_embeddings(tiny_model("gpt2", len(old_tok), tied), old_tok, new_tok, EmbeddingConfig())
+        model, _ = transfer_embeddings(
+            tiny_model("gpt2", len(old_tok), tied), old_tok, new_tok, EmbeddingConfig()
+        )
         model.save_pretrained(tmp_path / str(tied))
         again = AutoModelForCausalLM.from_pretrained(tmp_path / str(tied))
         assert torch.equal(again.get_output_embeddings().weight, model.get_output_embeddings().weight)
-        tied_again = again.get_output_embeddings().weight.data_ptr() == again.get_input_embeddings().weight.data_ptr()
+        tied_again = (
+            again.get_output_embeddings().weight.data_ptr() == again.get_input_embeddings().weight.data_ptr()
+        )
         assert tied_again == tied
 
 

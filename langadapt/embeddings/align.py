@@ -35,7 +35,9 @@ def overlap_pairs(
     rep = np.repeat(np.arange(len(new_ids)), count)
     within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
     old_pos = lo[rep] + within
-    chars = np.minimum(new_spans[rep, 1], old_spans[old_pos, 1]) - np.maximum(new_spans[rep, 0], old_spans[old_pos, 0])
+    chars = np.minimum(new_spans[rep, 1], old_spans[old_pos, 1]) - np.maximum(
+        new_spans[rep, 0], old_spans[old_pos, 0]
+    )
     keep = chars > 0
     return new_ids[rep][keep], old_ids[old_pos][keep], chars[keep]
 
@@ -57,7 +59,9 @@ def alignment_counts(inputs: PlanInputs, texts: list[str]) -> tuple[np.ndarray, 
     for start in range(0, len(texts), _DOCS_PER_BATCH):
         batch = texts[start : start + _DOCS_PER_BATCH]
         parts_k, parts_w = [keys], [totals]
-        for (n_ids, n_sp), (o_ids, o_sp) in zip(_encode(inputs.new_tokenizer, batch), _encode(inputs.old_tokenizer, batch)):
+        for (n_ids, n_sp), (o_ids, o_sp) in zip(
+            _encode(inputs.new_tokenizer, batch), _encode(inputs.old_tokenizer, batch)
+        ):
             new, old, chars = overlap_pairs(n_ids, n_sp, o_ids, o_sp)
             parts_k.append(new * inputs.old_rows + old)
             parts_w.append(chars.astype(np.float64))

@@ -37,7 +37,7 @@ class EmbeddingConfig(Config):
     fasttext_window: int = Field(5, ge=1)
     """fastText context window in tokens."""
     fasttext_time_budget_s: float = Field(240.0, gt=0)
-    """Stop fastText training after the epoch that crosses this many seconds (the first epoch always completes)."""
+    """Stop fastText training this many seconds after FOCUS starts (corpus tokenisation included), even mid-epoch."""
     fasttext_workers: int = Field(0, ge=0)
     """fastText threads; 0 = one per CPU core. Only 1 makes focus bit-reproducible (thread scheduling)."""
     max_corpus_mb: float = Field(100.0, gt=0)
@@ -63,7 +63,9 @@ class EmbeddingConfig(Config):
     def _wechsel_needs_files(self) -> EmbeddingConfig:
         if self.method == "wechsel":
             missing = [
-                name for name in ("source_vectors", "target_vectors", "dictionary") if getattr(self, name) is None
+                name
+                for name in ("source_vectors", "target_vectors", "dictionary")
+                if getattr(self, name) is None
             ]
             if missing:
                 raise ValueError(f"method 'wechsel' needs {', '.join(missing)} (local files)")

@@ -9,8 +9,9 @@ New tokens seen fewer than `fasttext_min_count` times have no reliable vector; t
 them at random, we default to their FVT mean (`focus_rare`), which carries more information.
 
 Time is bounded twice: at most `max_corpus_mb` of text is read, and fastText training stops
-when `fasttext_time_budget_s` has passed, even inside an epoch (the learning rate is decayed over
-the planned epochs, so a cut-short run simply ends at a higher rate). fastText vectors trained
+once `fasttext_time_budget_s` has passed since FOCUS started (tokenising the corpus included),
+even inside an epoch (the learning rate is decayed over the planned epochs, so a cut-short run
+simply ends at a higher rate). At least one pass over the vocabulary is always made. fastText vectors trained
 briefly on little text share a large common direction (all cosines near 0.95, so sparsemax keeps
 almost every overlapping token); `focus_center_vectors` subtracts the mean vector first, which
 the paper does not do but which restores a sparse, meaningful neighbourhood.
@@ -18,6 +19,7 @@ the paper does not do but which restores a sparse, meaningful neighbourhood.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import zlib
@@ -32,6 +34,7 @@ from langadapt.errors import LangadaptError
 _CHUNK_TOKENS = 1000  # gensim silently truncates "sentences" longer than 10,000 words
 _NGRAM_BUCKETS = 200_000  # gensim's default 2M buckets cost 800 MB at dim 100; tokens need far fewer
 _ROWS_PER_BATCH = 1024  # similarity rows computed at once (bounds memory at 32k x 32k)
+log = logging.getLogger("langadapt")
 
 
 def sparsemax(z: torch.Tensor) -> torch.Tensor:
@@ -80,8 +83,8 @@ class _UntilDeadline:
             yield sentence
 
 
-def train_fasttext(sentences: list[list[str]], inputs: PlanInputs) -> tuple[object, dict]:
-    """A gensim FastText model over token sentences, trained epoch by epoch within the time budget."""
+def train_fasttext(sentences: list[list[str]], inputs: PlanInputs, deadline: float) -> tuple[object, dict]:
+    """A gensim FastText model over token sentences, trained epoch by epoch until `deadline`."""
     from gensim.models import FastText  # optional dependency: pip install "langadapt[focus]"
 
     cfg = inputs.config
@@ -103,7 +106,6 @@ def train_fasttext(sentences: list[list[str]], inputs: PlanInputs) -> tuple[obje
             f"embeddings.fasttext_min_count={cfg.fasttext_min_count}: no token of the corpus is that frequent"
         )
     alphas = np.linspace(model.alpha, model.min_alpha, cfg.fasttext_epochs + 1)
-    deadline = start + cfg.fasttext_time_budget_s
     epochs_run = 0
     for epoch in range(cfg.fasttext_epochs):
         if time.perf_counter() > deadline:
@@ -121,47 +123,61 @@ def train_fasttext(sentences: list[list[str]], inputs: PlanInputs) -> tuple[obje
     return model, info
 
 
-def _unit_rows(vectors: np.ndarray, centre: torch.Tensor) -> torch.Tensor:
+def _unit_rows(vectors: np.ndarray, centre: torch.Tensor | float) -> torch.Tensor:
     x = torch.as_tensor(vectors, dtype=torch.float32) - centre
     return x / x.norm(dim=1, keepdim=True).clamp(min=1e-8)
+
+
+def _combine(
+    builder: PlanBuilder,
+    inputs: PlanInputs,
+    vectors: dict[int, np.ndarray],
+    overlap: list[int],
+    targets: list[int],
+) -> int:
+    """Rows of `targets` = sparsemax(cosine to overlap) x overlap's old rows; returns the total support."""
+    mapping, support = inputs.mapping, 0
+    centre = np.mean(list(vectors.values()), axis=0) if inputs.config.focus_center_vectors else 0.0
+    keys = _unit_rows(np.stack([vectors[i] for i in overlap]), centre)
+    overlap_old = np.array([mapping.pieces[i][0] for i in overlap])
+    target_arr = np.array(targets)
+    for start in range(0, len(targets), _ROWS_PER_BATCH):
+        batch = target_arr[start : start + _ROWS_PER_BATCH]
+        weights = sparsemax(_unit_rows(np.stack([vectors[i] for i in batch]), centre) @ keys.T)
+        row, col = weights.nonzero(as_tuple=True)
+        builder.add_many(batch[row.numpy()], overlap_old[col.numpy()], weights[row, col].double().numpy())
+        support += int(row.numel())
+    return support
 
 
 def focus_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
     """The FOCUS row plan (module docstring)."""
     mapping = inputs.mapping
+    deadline = time.perf_counter() + inputs.config.fasttext_time_budget_s
     sentences, info = _token_sentences(inputs)
-    model, ft_info = train_fasttext(sentences, inputs)
+    model, ft_info = train_fasttext(sentences, inputs, deadline)
     del sentences
     info.update(ft_info)
-    known = model.wv.key_to_index
+    vectors: dict[int, np.ndarray] = {}
+    if ft_info["fasttext_epochs_run"] == 0:  # out of time before any training: vectors are noise
+        log.warning("embeddings: focus ran out of time before training fastText; using FVT means instead")
+    else:
+        known = model.wv.key_to_index
+        vectors = {i: model.wv.vectors[known[t]] for i, t in enumerate(mapping.new_tokens) if t in known}
 
-    copied = mapping.ids_with("copied")
-    overlap = [i for i in copied if mapping.new_tokens[i] in known]
-    targets = [i for i in mapping.ids_with("decomposed") if mapping.new_tokens[i] in known]
-    rare = [i for i in mapping.ids_with("decomposed") if mapping.new_tokens[i] not in known]
+    copied, decomposed = mapping.ids_with("copied"), mapping.ids_with("decomposed")
+    overlap = [i for i in copied if i in vectors]
+    targets = [i for i in decomposed if i in vectors] if overlap else []
+    chosen = set(targets)
+    rare = [i for i in decomposed if i not in chosen]
 
     builder = PlanBuilder(inputs.rows, inputs.old_rows)
     mapping_rows(builder, mapping, mapping.ids_with("special") + copied)
-    if not overlap:
-        rare, targets = rare + targets, []  # nothing to combine: FOCUS degenerates to the fallback
     if inputs.config.focus_rare == "mean":
         mapping_rows(builder, mapping, rare)
     else:
         builder.mark_random(rare)
-
-    support = 0
-    if targets:
-        centre = torch.as_tensor(model.wv.vectors.mean(0)) if inputs.config.focus_center_vectors else 0.0
-        keys = _unit_rows(model.wv.vectors[[known[mapping.new_tokens[i]] for i in overlap]], centre)
-        overlap_old = np.array([mapping.pieces[i][0] for i in overlap])
-        target_arr = np.array(targets)
-        for start in range(0, len(targets), _ROWS_PER_BATCH):
-            batch = target_arr[start : start + _ROWS_PER_BATCH]
-            query = _unit_rows(model.wv.vectors[[known[mapping.new_tokens[i]] for i in batch]], centre)
-            weights = sparsemax(query @ keys.T)
-            row, col = weights.nonzero(as_tuple=True)
-            builder.add_many(batch[row.numpy()], overlap_old[col.numpy()], weights[row, col].double().numpy())
-            support += int(row.numel())
+    support = _combine(builder, inputs, vectors, overlap, targets) if targets else 0
     info.update(
         overlap_used=len(overlap),
         focus_rows=len(targets),

@@ -164,7 +164,9 @@ def _decompose(
     return results
 
 
-def build_mapping(old_tokenizer: PreTrainedTokenizerBase, new_tokenizer: PreTrainedTokenizerBase) -> VocabMapping:
+def build_mapping(
+    old_tokenizer: PreTrainedTokenizerBase, new_tokenizer: PreTrainedTokenizerBase
+) -> VocabMapping:
     """Map every token of `new_tokenizer` to pieces of `old_tokenizer` (module docstring)."""
     old, new = vocab_view(old_tokenizer), vocab_view(new_tokenizer)
     index = old.byte_index()

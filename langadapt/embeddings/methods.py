@@ -59,7 +59,9 @@ def random_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
 def bounded_texts(corpus: Iterable[str] | None, max_mb: float, method: str) -> list[str]:
     """At most `max_mb` megabytes (UTF-8) of non-empty texts from `corpus`, in order."""
     if corpus is None:
-        raise LangadaptError(f"embeddings.method={method!r} needs target-language text, but no corpus was given")
+        raise LangadaptError(
+            f"embeddings.method={method!r} needs target-language text, but no corpus was given"
+        )
     budget, texts = int(max_mb * 1e6), []
     for text in corpus:
         if not text:
@@ -69,7 +71,9 @@ def bounded_texts(corpus: Iterable[str] | None, max_mb: float, method: str) -> l
         if budget <= 0:
             break
     if not texts:
-        raise LangadaptError(f"embeddings.method={method!r} needs target-language text, but the corpus is empty")
+        raise LangadaptError(
+            f"embeddings.method={method!r} needs target-language text, but the corpus is empty"
+        )
     return texts
 
 

@@ -49,7 +49,11 @@ class PlanBuilder:
         """Row `row` = weighted sum of old rows (uniform weights = their mean)."""
         if not old_ids:
             return
-        w = np.full(len(old_ids), 1.0 / len(old_ids)) if weights is None else np.asarray(weights, dtype=np.float64)
+        w = (
+            np.full(len(old_ids), 1.0 / len(old_ids))
+            if weights is None
+            else np.asarray(weights, dtype=np.float64)
+        )
         self.add_many(np.full(len(old_ids), row), np.asarray(old_ids), w)
 
     def add_many(self, rows: np.ndarray, old_ids: np.ndarray, weights: np.ndarray) -> None:
@@ -83,7 +87,9 @@ def mapping_rows(builder: PlanBuilder, mapping: VocabMapping, ids: list[int] | N
     if not rows:
         return
     lengths = np.array([len(mapping.pieces[i]) for i in rows])
-    flat = np.fromiter(chain.from_iterable(mapping.pieces[i] for i in rows), dtype=np.int64, count=int(lengths.sum()))
+    flat = np.fromiter(
+        chain.from_iterable(mapping.pieces[i] for i in rows), dtype=np.int64, count=int(lengths.sum())
+    )
     builder.add_many(np.repeat(rows, lengths), flat, np.repeat(1.0 / lengths, lengths))
 
 

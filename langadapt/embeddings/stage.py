@@ -54,13 +54,23 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     ctx.log.info("embeddings: mapping %d new tokens onto %d old ones", len(new_tokenizer), len(old_tokenizer))
     mapping = build_mapping(old_tokenizer, new_tokenizer)
     ctx.out.mkdir(parents=True, exist_ok=True)
-    mapping.save(ctx.out / "mapping.json", old_tokens=old_tokenizer.convert_ids_to_tokens(list(range(len(old_tokenizer)))))
+    mapping.save(
+        ctx.out / "mapping.json",
+        old_tokens=old_tokenizer.convert_ids_to_tokens(list(range(len(old_tokenizer)))),
+    )
     model, report = transfer_embeddings(
         model, old_tokenizer, new_tokenizer, config, corpus=corpus, seed=ctx.seed, mapping=mapping
     )
     model.save_pretrained(ctx.out / "model")
     new_tokenizer.save_pretrained(ctx.out / "model")
     (ctx.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    summary = {key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")}
+    summary = {
+        key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")
+    }
     ctx.log.info("embeddings: %s init done: %s", config.method, summary)
-    return {"method": config.method, "model": str(ctx.out / "model"), **summary, "seconds": report["timings_s"]["total_s"]}
+    return {
+        "method": config.method,
+        "model": str(ctx.out / "model"),
+        **summary,
+        "seconds": report["timings_s"]["total_s"],
+    }

@@ -62,7 +62,9 @@ def transfer_embeddings(
     rows = math.ceil(mapping.new_size / multiple) * multiple
     stamp = time.perf_counter()
     plan, info = build_plan(
-        PlanInputs(mapping, rows, old_rows, old_tokenizer, new_tokenizer, config, corpus, seed + config.seed_offset)
+        PlanInputs(
+            mapping, rows, old_rows, old_tokenizer, new_tokenizer, config, corpus, seed + config.seed_offset
+        )
     )
     timings["plan_s"] = time.perf_counter() - stamp
 

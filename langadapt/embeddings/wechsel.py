@@ -72,7 +72,9 @@ def alignment(source, target, pairs: list[tuple[str, str]], path: Path) -> np.nd
                     src.append(source[s_form])
                     tgt.append(target[t_form])
     if len(src) < 2:
-        raise LangadaptError(f"embeddings.dictionary: only {len(src)} pairs of {path} are known to both vector files")
+        raise LangadaptError(
+            f"embeddings.dictionary: only {len(src)} pairs of {path} are known to both vector files"
+        )
     rotation, _ = orthogonal_procrustes(np.asarray(src), np.asarray(tgt))
     return rotation
 
@@ -91,7 +93,10 @@ def token_vectors(kv, texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
 
 def _texts(tokenizer) -> list[str | None]:
     """Each token's text: its bytes decoded (partial characters dropped), spaces stripped."""
-    return [None if b is None else b.decode("utf-8", errors="ignore").strip() for b in vocab_view(tokenizer).token_bytes]
+    return [
+        None if b is None else b.decode("utf-8", errors="ignore").strip()
+        for b in vocab_view(tokenizer).token_bytes
+    ]
 
 
 def _unit(x: np.ndarray) -> torch.Tensor:
@@ -124,5 +129,9 @@ def wechsel_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
         sims, idx = torch.topk(_unit(new_vecs[batch]) @ keys.T, k, dim=1)
         weights = torch.softmax(sims.double() / cfg.wechsel_temperature, dim=1)
         builder.add_many(np.repeat(batch, k), old_ids[idx.numpy().ravel()], weights.numpy().ravel())
-    info = {"matched_rows": int(targets.size), "no_vector_rows": len(missing), "old_tokens_with_vector": int(old_ids.size)}
+    info = {
+        "matched_rows": int(targets.size),
+        "no_vector_rows": len(missing),
+        "old_tokens_with_vector": int(old_ids.size),
+    }
     return builder.build(), {"wechsel": info}
