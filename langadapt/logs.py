@@ -26,3 +26,11 @@ def setup_logging(debug: bool = False) -> None:
     # transformers/deepspeed are chatty at INFO; their warnings still show.
     for noisy in ("transformers", "DeepSpeed", "deepspeed", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # "Loading weights" / "Writing model shards" bars on every load and save drown the stage log.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
