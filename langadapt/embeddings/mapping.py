@@ -74,8 +74,10 @@ class VocabMapping:
             if i in self.notes:
                 entry["note"] = self.notes[i]
             entries.append(entry)
-        doc = {"summary": self.summary(), "tokens": entries}
-        Path(path).write_text(json.dumps(doc, ensure_ascii=False, indent=0), encoding="utf-8")
+        # One token per line: valid JSON that is still easy to grep and diff.
+        lines = ",\n".join(json.dumps(e, ensure_ascii=False) for e in entries)
+        summary = json.dumps(self.summary(), ensure_ascii=False)
+        Path(path).write_text(f'{{"summary": {summary},\n"tokens": [\n{lines}\n]}}\n', encoding="utf-8")
 
     @classmethod
     def load(cls, path: Path | str) -> VocabMapping:
