@@ -1,0 +1,91 @@
+"""The stage entry point as the pipeline calls it: stage 1 from the embeddings model, stage 2 from
+stage 1's, a standalone HF folder at the end, a disabled stage that only leaves a note."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from langadapt import rundir
+from langadapt.context import StageContext
+from langadapt.errors import LangadaptError
+from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
+from langadapt.train.stage import run
+
+
+def make_run(run_dir: Path, model: Path) -> None:
+    """A run directory as the earlier stages leave it: embeddings/model, tokenizer, token shards."""
+    shutil.copytree(model, run_dir / "embeddings" / "model")
+    (run_dir / "tokenizer" / "tokenizer").mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(model / name, run_dir / "tokenizer" / "tokenizer" / name)
+    rng = np.random.default_rng(0)
+    for source, size in (("nb_wiki", 6000), ("en_replay", 3000)):
+        folder = run_dir / "tokenizer" / "tokens" / source
+        folder.mkdir(parents=True)
+        rng.integers(3, 8192, size=size, dtype=np.uint16).tofile(folder / "tokens.bin")
+        meta = {"source": source, "dtype": "uint16", "num_tokens": size, "num_docs": 1, "eos_id": 1,
+                "vocab_size": 8192, "lang": "nb", "role": "target"}
+        (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def context(run_dir: Path, stage: str) -> StageContext:
+    (run_dir / stage).mkdir(parents=True, exist_ok=True)
+    return StageContext(run_dir=run_dir, stage=stage, seed=7)
+
+
+def config(**overrides) -> TrainStageConfig:
+    fields = dict(steps=3, micro_batch_size=2, grad_accum_steps=1, seq_len=32, log_every=1,
+                  checkpoint=CheckpointConfig(every_steps=2))
+    fields.update(overrides)
+    return TrainStageConfig(**fields)
+
+
+def test_stage1_then_stage2_chain_and_the_final_folder_loads_standalone(tmp_path: Path, tiny_en_llama: Path) -> None:
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    make_run(tmp_path, tiny_en_llama)
+    mixture = {"nb_wiki": {"weight": 3.0}, "en_replay": {"weight": 1.0}}
+    summary1 = run("stage1", config(), EngineConfig(), context(tmp_path, "stage1"), mixture)
+    assert summary1["init_model"] == str(tmp_path / "embeddings" / "model")
+    assert summary1["trainable_params"] == 2 * 8192 * 256 and summary1["steps"] == 3
+    base = load_file(tiny_en_llama / "model.safetensors")
+    stage1 = load_file(tmp_path / "stage1" / "model" / "model.safetensors")
+    assert torch.equal(base["model.layers.0.mlp.up_proj.weight"], stage1["model.layers.0.mlp.up_proj.weight"])
+    assert not torch.equal(base["lm_head.weight"], stage1["lm_head.weight"])
+
+    (tmp_path / "stage1" / rundir.MARKER).write_text("")  # what the pipeline writes after stage 1
+    summary2 = run("stage2", config(steps=2), EngineConfig(), context(tmp_path, "stage2"), mixture)
+    assert summary2["init_model"] == str(tmp_path / "stage1" / "model")
+    assert summary2["trainable_params"] == sum(t.numel() for t in base.values())
+
+    folder = tmp_path / "stage2" / "model"
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids = tokenizer("Det er en fin dag", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.isfinite(model(input_ids=ids).logits).all()
+    assert json.loads((tmp_path / "stage2" / "summary.json").read_text())["steps"] == 2
+
+
+def test_stage2_without_a_complete_stage1_starts_from_the_embeddings_model(tmp_path: Path, tiny_en_llama: Path) -> None:
+    make_run(tmp_path, tiny_en_llama)
+    summary = run("stage2", config(steps=1, trainable=["re:layers\\.5\\."]), EngineConfig(),
+                  context(tmp_path, "stage2"), None)
+    assert summary["init_model"] == str(tmp_path / "embeddings" / "model")
+
+
+def test_a_disabled_stage_writes_only_a_note(tmp_path: Path) -> None:
+    assert run("stage1", TrainStageConfig(enabled=False), EngineConfig(), context(tmp_path, "stage1")) == {"enabled": False}
+    assert [p.name for p in (tmp_path / "stage1").iterdir()] == ["NOTE.txt"]
+
+
+def test_missing_starting_model_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(LangadaptError, match="stage1: no starting model at .*embeddings/model"):
+        run("stage1", config(), EngineConfig(), context(tmp_path, "stage1"))
