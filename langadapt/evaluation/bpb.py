@@ -30,8 +30,8 @@ The window is fixed in tokens, not taken from the model, so models with differen
 lengths are scored alike; it is capped at the model's context length. Note that a model trained
 on shorter sequences than the window (tiny-en-llama: 256) is scored partly out of distribution.
 
-Batching: windows of all documents are sorted by length and run `batch_size` at a time,
-right-padded. No attention mask is passed: under a causal mask, pad tokens placed AFTER the real
+Batching: windows of all documents are sorted by length and packed into batches of at most
+`batch_size * window` tokens (so `batch_size` full windows, or many more short ones), right-padded. No attention mask is passed: under a causal mask, pad tokens placed AFTER the real
 ones cannot change the real positions' logits, and the padded positions are never scored.
 """
 
@@ -147,13 +147,29 @@ def sequence_loglikelihoods(
     model.eval()
     totals = [0.0] * len(texts)
     try:
-        for start in range(0, len(windows), batch_size):
-            batch = windows[start : start + batch_size]
+        for batch in _batches(windows, batch_size * window):
             for w, ll in zip(batch, _score_batch(model, batch, device)):
                 totals[w.doc] += ll
     finally:
         model.train(was_training)
     return totals, [len(ids) for ids in encoded]
+
+
+def _batches(windows: list[Window], token_budget: int) -> Iterator[list[Window]]:
+    """Consecutive windows (longest first) packed while rows x longest row <= `token_budget`.
+
+    Full-length windows go `batch_size` at a time; short ones (minimal pairs, short documents)
+    share one forward pass instead of paying per-call overhead for a few tokens each.
+    """
+    batch: list[Window] = []
+    for w in windows:
+        width = len(batch[0].input_ids) if batch else len(w.input_ids)
+        if batch and (len(batch) + 1) * width > token_budget:
+            yield batch
+            batch = []
+        batch.append(w)
+    if batch:
+        yield batch
 
 
 def count_words(text: str) -> int:

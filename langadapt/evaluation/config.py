@@ -37,7 +37,7 @@ class EvaluationConfig(Config):
     stride: int | None = Field(None, ge=1)
     """Tokens newly scored per window after the first; None = window (lm-eval's disjoint windows)."""
     batch_size: int = Field(8, ge=1)
-    """Windows (bpb), pairs or requests (lm-eval) per forward pass."""
+    """Full-length windows per forward pass (shorter ones are packed to the same token budget); lm-eval batch size."""
     max_bytes_per_lang: int | None = Field(1_000_000, ge=1)
     """Cap on held-out UTF-8 bytes scored per language (whole documents, the last one cut); None = all."""
     compare: list[str] = []

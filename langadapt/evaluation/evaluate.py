@@ -1,0 +1,252 @@
+"""Run suites on several models and put the numbers side by side, with deltas against a reference.
+
+Models are loaded one at a time and released before the next, so evaluating base, init, stage-1
+and adapted checkpoints of a 7B model needs memory for one of them. All data (held-out text,
+minimal pairs, lm-eval availability) is prepared before the first model loads, so a bad suite
+fails in seconds, not after an hour of scoring.
+
+Results shape (stable; `models` and per-language `bits_per_byte` are read by other tools):
+
+    {"models":  {MODEL: {LANG: {"bits_per_byte", "nll_nats", "bytes", "tokens", "words",
+                                "word_perplexity", "tokens_per_second"}}},
+     "deltas":  {MODEL: {LANG: {"bits_per_byte": MODEL - reference, "relative": ...}}},
+     "tasks":   {"SUITE/TASK": {"kind", "lang", MODEL: {metric: value}}},
+     "task_deltas": {"SUITE/TASK": {MODEL: {metric: delta}}},
+     "tokenizers": {"used_by": {TOKENIZER: [MODEL, ...]}, "metrics": compare_tokenizers(...)},
+     "samples": {MODEL: {LANG: [{"prompt", "text"}]}},
+     "suites": {SUITE: {"source", "description", "langs", "tasks"}},
+     "langs": {LANG: {"documents", "bytes", "source"}},
+     "reference": MODEL, "notes": [str], "meta": {...}}
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import torch
+
+from langadapt import __version__
+from langadapt.errors import LangadaptError
+from langadapt.evaluation.bpb import bits_per_byte
+from langadapt.evaluation.config import EvaluationConfig
+from langadapt.evaluation.lm_eval_bridge import require_lm_eval, run_lm_eval
+from langadapt.evaluation.tables import flatten
+from langadapt.evaluation.suite import BpbTask, GenerateTask, LmEvalTask, MinimalPairsTask, Suite, TokenizerMetricsTask
+from langadapt.evaluation.tasks import cap_bytes, generate_samples, minimal_pairs_accuracy, read_minimal_pairs, read_texts
+
+RUN_MODELS = ("init", "init_random", "stage1", "adapted")
+"""Model names a run directory contributes (besides `base`)."""
+COUNTS = {"pairs", "sample_len"}
+"""Task outputs that are sizes, not metrics: no deltas for them."""
+
+ModelSpec = Union[Path, str, tuple[Any, Any], Callable[[], tuple[Any, Any]]]
+"""An HF folder (model + tokenizer), an in-memory (model, tokenizer), or a callable building one."""
+
+
+@dataclass
+class Plan:
+    """Everything the suites need, read and checked before any model is loaded."""
+
+    texts: dict[str, list[str]] = field(default_factory=dict)
+    """Held-out documents per language (capped), shared by bpb and tokenizer metrics."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where each language's text came from (run data or files)."""
+    tokenizer_langs: list[str] = field(default_factory=list)
+    """Languages for tokenizer metrics."""
+    pairs: dict[str, tuple[MinimalPairsTask, list[tuple[str, str]]]] = field(default_factory=dict)
+    """Minimal-pair tasks by key, with their pairs."""
+    lm_eval: dict[str, LmEvalTask] = field(default_factory=dict)
+    """lm-eval tasks by key."""
+    prompts: dict[str, list[str]] = field(default_factory=dict)
+    """Generation prompts per language (all generate tasks merged)."""
+    suites: dict[str, dict] = field(default_factory=dict)
+    """Per suite: source, description, languages, task keys (for the report)."""
+    notes: list[str] = field(default_factory=list)
+    """What was skipped and why."""
+
+
+def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config: EvaluationConfig) -> Plan:
+    """Gather and check every task's data; raise on problems a user must fix."""
+    plan = Plan()
+    for suite in suites:
+        info = plan.suites.setdefault(suite.name, {"source": suite.source, "description": suite.description,
+                                                  "langs": [], "tasks": []})
+        for task in suite.tasks:
+            key = f"{suite.name}/{task.name}"
+            info["tasks"].append(key)
+            if isinstance(task, BpbTask):
+                info["langs"] += _plan_bpb(plan, key, task, texts_by_lang, config)
+            elif isinstance(task, TokenizerMetricsTask):
+                plan.tokenizer_langs += [lang for lang in task.langs if lang not in plan.tokenizer_langs]
+            elif isinstance(task, MinimalPairsTask):
+                plan.pairs[key] = (task, read_minimal_pairs(task.path))
+            elif isinstance(task, LmEvalTask):
+                require_lm_eval(f"{suite.source}: task {task.name!r}")
+                plan.lm_eval[key] = task
+            elif isinstance(task, GenerateTask):
+                for lang, prompts in task.prompts.items():
+                    plan.prompts.setdefault(lang, []).extend(prompts)
+    for lang in plan.tokenizer_langs:
+        if lang not in plan.texts and texts_by_lang.get(lang):
+            plan.texts[lang] = cap_bytes(texts_by_lang[lang], config.max_bytes_per_lang)
+            plan.sources[lang] = "run data (valid)"
+    return plan
+
+
+def _plan_bpb(plan: Plan, key: str, task: BpbTask, texts_by_lang: dict, config: EvaluationConfig) -> list[str]:
+    """Register the languages of one bpb task; returns those that have text."""
+    found = []
+    wanted = [(lang, "run data (valid)", None) for lang in task.langs]
+    wanted += [(lang, ", ".join(Path(p).name for p in paths), paths) for lang, paths in task.files.items()]
+    for lang, source, paths in wanted:
+        texts = read_texts(paths) if paths else texts_by_lang.get(lang, [])
+        if not texts:
+            plan.notes.append(f"{key}: no held-out text for {lang!r} in the run's data; skipped")
+            continue
+        if lang in plan.sources and plan.sources[lang] != source:
+            raise LangadaptError(f"{key}: language {lang!r} already scored on {plan.sources[lang]}; use another label")
+        plan.texts[lang], plan.sources[lang] = cap_bytes(texts, config.max_bytes_per_lang), source
+        found.append(lang)
+    return found
+
+
+def resolve_device(config: EvaluationConfig) -> torch.device:
+    """The configured device, or cuda when available."""
+    return torch.device(config.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def resolve_dtype(config: EvaluationConfig, device: torch.device) -> torch.dtype:
+    """The configured dtype; auto = bfloat16 on GPU (memory), float32 on CPU (bf16 matmuls are slow there)."""
+    name = config.dtype if config.dtype != "auto" else ("bfloat16" if device.type == "cuda" else "float32")
+    return getattr(torch, name)
+
+
+def load_model(spec: ModelSpec, config: EvaluationConfig) -> tuple[Any, Any]:
+    """(model, tokenizer) in eval mode; folders are loaded onto the configured device and dtype."""
+    if isinstance(spec, tuple):
+        return spec
+    if callable(spec):
+        return spec()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path, device = Path(spec), resolve_device(config)
+    if not (path / "config.json").is_file():
+        raise LangadaptError(f"{path}: not a Hugging Face model folder (no config.json)")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(config, device)).to(device).eval()
+    return model, AutoTokenizer.from_pretrained(path)
+
+
+def _tokenizer_id(tokenizer: Any) -> str:
+    """A fingerprint of a tokenizer's vocabulary and rules (to score each distinct one once)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    blob = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _tokenizer_name(first_user: str, index: int) -> str:
+    """`base` for the base model's tokenizer, `new` for a run's own, else the model's name."""
+    if first_user == "base":
+        return "base"
+    return "new" if first_user in RUN_MODELS and index <= 1 else first_user
+
+
+def _score_model(model: Any, tok: Any, plan: Plan, config: EvaluationConfig, results: dict, name: str) -> None:
+    """Every task of the plan on one model, written into `results`."""
+    results["models"][name] = {
+        lang: bits_per_byte(model, tok, texts, config.window, config.effective_stride, config.batch_size)
+        for lang, texts in plan.texts.items() if lang in _bpb_langs(plan)
+    }
+    for key, (task, pairs) in plan.pairs.items():
+        results["tasks"].setdefault(key, {"kind": "minimal_pairs", "lang": task.lang})
+        results["tasks"][key][name] = minimal_pairs_accuracy(model, tok, pairs, config)
+    for key, task in plan.lm_eval.items():
+        results["tasks"].setdefault(key, {"kind": "lm_eval"})
+        results["tasks"][key][name] = run_lm_eval(model, tok, task, config)
+    if plan.prompts:
+        results["samples"][name] = generate_samples(model, tok, plan.prompts, config.generate)
+
+
+def _bpb_langs(plan: Plan) -> set[str]:
+    return {lang for info in plan.suites.values() for lang in info["langs"]}
+
+
+def evaluate_models(
+    models: dict[str, ModelSpec], suites: list[Suite], texts_by_lang: dict[str, list[str]], config: EvaluationConfig
+) -> dict:
+    """Run `suites` on every model (one in memory at a time); see the module docstring for the shape."""
+    if not models:
+        raise LangadaptError("evaluation: no models to evaluate")
+    plan = plan_suites(suites, texts_by_lang, config)
+    results: dict[str, Any] = {"models": {}, "deltas": {}, "tasks": {}, "task_deltas": {}, "tokenizers": {},
+                               "samples": {}, "notes": plan.notes}
+    tokenizers: dict[str, tuple[str, Any]] = {}
+    used_by: dict[str, list[str]] = {}
+    started = time.perf_counter()
+    for name, spec in models.items():
+        model, tok = load_model(spec, config)
+        _score_model(model, tok, plan, config, results, name)
+        fingerprint = _tokenizer_id(tok)
+        tokenizers.setdefault(fingerprint, (_tokenizer_name(name, len(tokenizers)), tok))
+        used_by.setdefault(tokenizers[fingerprint][0], []).append(name)
+        del model
+        gc.collect()
+    results["tokenizers"] = {"used_by": used_by, "metrics": _tokenizer_metrics(tokenizers, plan)}
+    reference = "base" if "base" in models else next(iter(models))
+    results["reference"] = reference
+    results["deltas"] = _deltas(results["models"], reference)
+    results["task_deltas"] = _task_deltas(results["tasks"], reference)
+    results["suites"] = plan.suites
+    results["langs"] = {lang: {"documents": len(t), "bytes": sum(len(x.encode("utf-8")) for x in t),
+                               "source": plan.sources[lang]} for lang, t in plan.texts.items()}
+    results["meta"] = {"window": config.window, "stride": config.effective_stride, "batch_size": config.batch_size,
+                       "max_bytes_per_lang": config.max_bytes_per_lang, "seconds": time.perf_counter() - started,
+                       "langadapt": __version__, "torch": torch.__version__}
+    return results
+
+
+def _tokenizer_metrics(tokenizers: dict[str, tuple[str, Any]], plan: Plan) -> dict | None:
+    """compare_tokenizers over each distinct tokenizer, or None (with a note) when unavailable."""
+    if not plan.tokenizer_langs:
+        return None
+    try:
+        from langadapt.tokenizer.metrics import compare_tokenizers
+    except ImportError as exc:
+        plan.notes.append(f"tokenizer_metrics: langadapt.tokenizer.metrics not importable ({exc}); skipped")
+        return None
+    texts = {lang: plan.texts[lang] for lang in plan.tokenizer_langs if lang in plan.texts}
+    for lang in sorted(set(plan.tokenizer_langs) - set(texts)):
+        plan.notes.append(f"tokenizer_metrics: no held-out text for {lang!r}; skipped")
+    return compare_tokenizers({name: tok for name, tok in tokenizers.values()}, texts) if texts else None
+
+
+def _deltas(models: dict[str, dict], reference: str) -> dict:
+    """Per model and language: bpb minus the reference's (negative = better than the reference)."""
+    ref = models.get(reference, {})
+    return {
+        name: {lang: {"bits_per_byte": m["bits_per_byte"] - ref[lang]["bits_per_byte"],
+                      "relative": m["bits_per_byte"] / ref[lang]["bits_per_byte"] - 1}
+               for lang, m in per_lang.items() if lang in ref}
+        for name, per_lang in models.items() if name != reference
+    }
+
+
+def _task_deltas(tasks: dict[str, dict], reference: str) -> dict:
+    """Per task and model: each numeric metric minus the reference model's."""
+    out: dict[str, dict] = {}
+    for key, per_model in tasks.items():
+        ref = per_model.get(reference)
+        if not isinstance(ref, dict):
+            continue
+        for name, metrics in per_model.items():
+            if name in (reference, "kind", "lang") or not isinstance(metrics, dict):
+                continue
+            flat_ref, flat = flatten(ref), flatten(metrics)
+            out.setdefault(key, {})[name] = {k: v - flat_ref[k] for k, v in flat.items()
+                                            if k in flat_ref and k.rsplit("/", 1)[-1] not in COUNTS}
+    return out

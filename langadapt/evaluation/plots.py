@@ -1,0 +1,145 @@
+"""The report's figures (matplotlib, Agg backend, PNG): bpb, deltas, fertility, training loss.
+
+Each function takes the results dict (or the run directory) and a path, draws one figure and
+returns the path, or None when there is nothing to draw (so the report simply leaves it out).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from langadapt.evaluation.tables import ordered_langs  # noqa: E402
+
+GAIN, LOSS = "#2a9d4b", "#c8452c"
+"""Bar colours for a lower (better) and a higher (worse) bpb than the reference."""
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_bpb(results: dict, path: Path) -> Path | None:
+    """Grouped bars: bits per byte per language, one bar per model."""
+    models, langs = list(results["models"]), ordered_langs(results)
+    if not langs:
+        return None
+    width = 0.8 / len(models)
+    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 0.5 * len(langs) * len(models) + 2)), 4.2))
+    colours = plt.get_cmap("tab10").colors
+    for i, name in enumerate(models):
+        values = [results["models"][name].get(lang, {}).get("bits_per_byte", np.nan) for lang in langs]
+        x = np.arange(len(langs)) - 0.4 + width * (i + 0.5)
+        bars = ax.bar(x, values, width, label=name, color=colours[i % len(colours)])
+        ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1, rotation=90 if len(models) > 3 else 0)
+    ax.set_xticks(np.arange(len(langs)), langs)
+    ax.set_ylabel("bits per byte (lower is better)")
+    ax.set_title("Held-out bits per byte per language")
+    ax.margins(y=0.15)
+    ax.legend(fontsize=8, ncols=min(len(models), 5), loc="upper left")
+    return _save(fig, path)
+
+
+def plot_deltas(results: dict, path: Path) -> Path | None:
+    """Bars of bpb minus the reference's: green = gained (lower), red = forgotten (higher)."""
+    deltas, langs = results.get("deltas", {}), ordered_langs(results)
+    models = [name for name in deltas if deltas[name]]
+    if not models or not langs:
+        return None
+    fig, axes = plt.subplots(1, len(models), figsize=(max(4.0, 2.6 * len(models) + 1), 3.6), sharey=True, squeeze=False)
+    for ax, name in zip(axes[0], models):
+        values = [deltas[name].get(lang, {}).get("bits_per_byte", np.nan) for lang in langs]
+        colours = [GAIN if v < 0 else LOSS for v in values]
+        bars = ax.bar(langs, values, color=colours)
+        ax.bar_label(bars, fmt="%+.2f", fontsize=7, padding=1)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_title(f"{name} vs {results.get('reference', 'reference')}", fontsize=10)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.margins(y=0.2)
+    axes[0][0].set_ylabel("Δ bits per byte (below 0 = gained)")
+    fig.suptitle("Gains (green) and forgetting (red) per language", fontsize=11)
+    return _save(fig, path)
+
+
+def plot_fertility(results: dict, path: Path) -> Path | None:
+    """Grouped bars of tokens per word per language, one bar per distinct tokenizer."""
+    metrics = (results.get("tokenizers") or {}).get("metrics") or {}
+    per_tok = metrics.get("tokenizers", {})
+    langs = [lang for lang in metrics.get("languages", []) if any("fertility" in m.get(lang, {}) for m in per_tok.values())]
+    if not per_tok or not langs:
+        return None
+    width = 0.8 / len(per_tok)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.0 * len(langs) + 2.5), 3.6))
+    for i, (name, per_lang) in enumerate(per_tok.items()):
+        values = [per_lang.get(lang, {}).get("fertility", np.nan) for lang in langs]
+        bars = ax.bar(np.arange(len(langs)) - 0.4 + width * (i + 0.5), values, width, label=_tokenizer_label(results, name))
+        ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
+    ax.set_xticks(np.arange(len(langs)), langs)
+    ax.set_ylabel("tokens per word (lower is better)")
+    ax.set_title("Tokenizer fertility on held-out text")
+    ax.margins(y=0.15)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _tokenizer_label(results: dict, name: str) -> str:
+    used_by = (results.get("tokenizers") or {}).get("used_by", {}).get(name, [name])
+    return f"{name} tokenizer ({', '.join(used_by)})"
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """Rows of a training metrics.jsonl with a finite loss; bad or cut-off lines are skipped."""
+    rows: dict[float, dict] = {}
+    if not path.is_file():
+        return []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        loss = row.get("loss") if isinstance(row, dict) else None
+        if isinstance(loss, (int, float)) and math.isfinite(loss) and "step" in row:
+            rows[row["step"]] = row  # a resumed run may rewrite steps: keep the last
+    return [rows[s] for s in sorted(rows)]
+
+
+def plot_training(run_dir: Path | None, path: Path) -> Path | None:
+    """Loss (and LR) of stage 1 then stage 2 on one step axis; missing stages are left out."""
+    if run_dir is None:
+        return None
+    stages = [(name, read_metrics(Path(run_dir) / name / "metrics.jsonl")) for name in ("stage1", "stage2")]
+    stages = [(name, rows) for name, rows in stages if rows]
+    if not stages:
+        return None
+    has_lr = any("lr" in r for _, rows in stages for r in rows)
+    fig, axes = plt.subplots(2 if has_lr else 1, 1, figsize=(7.5, 4.8 if has_lr else 3.4), sharex=True,
+                             squeeze=False, gridspec_kw={"height_ratios": [3, 1]} if has_lr else None)
+    offset = 0
+    for (name, rows), colour in zip(stages, ("#1f77b4", "#ff7f0e")):
+        steps = [offset + r["step"] for r in rows]
+        axes[0][0].plot(steps, [r["loss"] for r in rows], marker=".", color=colour, label=name)
+        if has_lr:
+            axes[1][0].plot(steps, [r.get("lr", np.nan) for r in rows], color=colour)
+        if offset:
+            for ax in axes[:, 0]:
+                ax.axvline(offset, color="grey", linestyle="--", linewidth=0.8)
+        offset = steps[-1]
+    axes[0][0].set_ylabel("training loss (nats/token)")
+    axes[0][0].set_title("Training loss: stage 1 (embeddings + head) then stage 2 (all weights)")
+    axes[0][0].legend()
+    if has_lr:
+        axes[1][0].set_ylabel("learning rate")
+        axes[1][0].ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    axes[-1][0].set_xlabel("optimizer step (stage 2 continues after stage 1)")
+    return _save(fig, path)

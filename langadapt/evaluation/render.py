@@ -1,0 +1,132 @@
+"""Render the report once as a list of blocks, then as Markdown or as self-contained HTML.
+
+Building the content once keeps the two formats from drifting apart; each renderer only knows
+how to draw a heading, a paragraph, a list, a table, a figure and a text sample.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from langadapt.evaluation import tables
+
+Block = tuple
+"""("h2"|"h3"|"p", text) | ("ul", [(text, css class)]) | ("table", header, rows) | ("img", key, alt) | ("pre", label, text)."""
+
+
+def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
+    """The report's content, in reading order: the answer first, method details last."""
+    models, ref, meta = list(results["models"]), results.get("reference"), results.get("meta", {})
+    head = tables.headline_model(results)
+    blocks: list[Block] = [("h1", title), ("p", f"Models: {', '.join(models)}. Reference: {ref}. "
+                                                 f"Window {meta.get('window')} tokens, stride {meta.get('stride')}.")]
+    if head:
+        items = [(line, "gain" if " gained " in line else "loss") for line in tables.verdicts(results)]
+        blocks += [("h2", f"What changed: {head} vs {ref}"), ("ul", items)]
+    header, rows = tables.bpb_rows(results)
+    blocks += [("h2", "Held-out bits per byte"), ("table", header, rows), ("p", tables.BPB_NOTE),
+               ("img", "bpb", "bits per byte per language and model"), ("img", "deltas", "bpb deltas vs reference")]
+    task_table = tables.task_rows(results)
+    if task_table is not None:
+        blocks += [("h2", "Tasks"), ("table", *task_table),
+                   ("p", "minimal_pairs accuracy = share of pairs where the grammatical sentence gets the higher "
+                         "log-likelihood (chance 0.5); higher is better.")]
+    blocks += _tokenizer_blocks(results)
+    if "training" in figures:
+        blocks += [("h2", "Training"), ("img", "training", "training loss of stage 1 and stage 2")]
+    blocks += _sample_blocks(results)
+    blocks += _data_blocks(results)
+    return blocks
+
+
+def _tokenizer_blocks(results: dict) -> list[Block]:
+    tok_table = tables.tokenizer_rows(results)
+    if tok_table is None:
+        return []
+    used_by = (results.get("tokenizers") or {}).get("used_by", {})
+    users = "; ".join(f"{name} tokenizer: {', '.join(models)}" for name, models in used_by.items())
+    return [("h2", "Tokenizers"), ("p", f"Used by — {users}. Fertility = tokens per word (lower is better)."),
+            ("table", *tok_table), ("img", "fertility", "tokenizer fertility per language")]
+
+
+def _sample_blocks(results: dict) -> list[Block]:
+    samples = results.get("samples") or {}
+    if not samples:
+        return []
+    blocks: list[Block] = [("h2", "Samples (fixed prompts and seed)")]
+    for model, per_lang in samples.items():
+        blocks.append(("h3", model))
+        blocks += [("pre", lang, s["text"]) for lang, items in per_lang.items() for s in items]
+    return blocks
+
+
+def _data_blocks(results: dict) -> list[Block]:
+    meta = results.get("meta", {})
+    rows = [[lang, str(info["documents"]), f"{info['bytes']:,}", info["source"]]
+            for lang, info in results.get("langs", {}).items()]
+    blocks: list[Block] = [("h2", "Held-out data and method"), ("table", ["lang", "documents", "bytes", "source"], rows),
+                           ("p", f"At most {meta.get('max_bytes_per_lang') or 'all'} bytes per language. "
+                                 f"langadapt {meta.get('langadapt')}, torch {meta.get('torch')}, "
+                                 f"{meta.get('seconds', 0):.0f} s.")]
+    if results.get("notes"):
+        blocks += [("h3", "Notes"), ("ul", [(note, "") for note in results["notes"]])]
+    return blocks
+
+
+def render_markdown(results: dict, figures: dict[str, Path], out: Path, title: str) -> str:
+    """GitHub-flavoured Markdown; figures are linked relative to the report."""
+    lines: list[str] = []
+    for block in build_blocks(results, title, set(figures)):
+        kind = block[0]
+        if kind in ("h1", "h2", "h3"):
+            lines += ["#" * int(kind[1]) + " " + block[1], ""]
+        elif kind == "p":
+            lines += [block[1], ""]
+        elif kind == "ul":
+            lines += [f"- {text}" for text, _ in block[1]] + [""]
+        elif kind == "table":
+            header, rows = block[1], block[2]
+            lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(row) + " |" for row in rows] + [""]
+        elif kind == "img" and block[1] in figures:
+            lines += [f"![{block[2]}]({figures[block[1]].relative_to(out).as_posix()})", ""]
+        elif kind == "pre":
+            lines += [f"**{block[1]}**", "", "```text", block[2].replace("```", "'''"), "```", ""]
+    return "\n".join(lines)
+
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1000px; margin: 2em auto;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #eee; }
+table { border-collapse: collapse; margin: .8em 0; font-size: 14px; }
+th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: right; }
+th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+li.gain { color: #1d7a3a; } li.loss { color: #b03a22; }
+img { max-width: 100%; margin: .6em 0; border: 1px solid #eee; }
+pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; font-size: 13px; margin: .2em 0 .8em; }
+.lang { font-weight: 600; font-size: 13px; color: #555; }
+"""
+
+
+def render_html(results: dict, images: dict[str, str], title: str) -> str:
+    """One HTML file with inline CSS and the figures embedded as data URIs (send it as it is)."""
+    esc = html.escape
+    body: list[str] = []
+    for block in build_blocks(results, title, set(images)):
+        kind = block[0]
+        if kind in ("h1", "h2", "h3", "p"):
+            body.append(f"<{kind}>{esc(block[1])}</{kind}>")
+        elif kind == "ul":
+            body.append("<ul>" + "".join(f'<li class="{c}">{esc(t)}</li>' for t, c in block[1]) + "</ul>")
+        elif kind == "table":
+            head = "".join(f"<th>{esc(h)}</th>" for h in block[1])
+            rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in block[2])
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif kind == "img" and block[1] in images:
+            body.append(f'<img src="{images[block[1]]}" alt="{esc(block[2])}">')
+        elif kind == "pre":
+            body.append(f'<div class="lang">{esc(block[1])}</div><pre>{esc(block[2])}</pre>')
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

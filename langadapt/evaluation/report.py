@@ -1,0 +1,33 @@
+"""Write `results.json`, `report.md` and a self-contained `report.html` (figures embedded).
+
+The report is what a user opens first, so it leads with the answer (what the adapted model
+gained and what it forgot, per language) and keeps method details for the end. The PNGs are
+also written under `plots/` so `report.md` can show them and they can go into papers as they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from langadapt.evaluation import plots
+from langadapt.evaluation.render import render_html, render_markdown
+
+
+def write_report(results: dict, out: Path, run_dir: Path | None = None, title: str = "langadapt evaluation") -> dict:
+    """Write results.json, plots/*.png, report.md and report.html into `out`; returns their paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str), "utf-8")
+    figures = {
+        "bpb": plots.plot_bpb(results, out / "plots" / "bpb.png"),
+        "deltas": plots.plot_deltas(results, out / "plots" / "deltas.png"),
+        "fertility": plots.plot_fertility(results, out / "plots" / "fertility.png"),
+        "training": plots.plot_training(run_dir, out / "plots" / "training.png"),
+    }
+    figures = {k: v for k, v in figures.items() if v is not None}
+    (out / "report.md").write_text(render_markdown(results, figures, out, title), "utf-8")
+    embedded = {k: "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii") for k, p in figures.items()}
+    (out / "report.html").write_text(render_html(results, embedded, title), "utf-8")
+    return {"results": out / "results.json", "markdown": out / "report.md", "html": out / "report.html", **figures}

@@ -1,0 +1,207 @@
+"""Evaluation suites: YAML lists of tasks, validated up front so a typo fails before any model loads.
+
+A suite file looks like
+
+    name: monolingual
+    description: the target language
+    tasks:
+      - {kind: bpb, langs: [nb, nn]}
+      - {kind: minimal_pairs, name: nb_pairs, lang: nb, path: data/nb_minimal_pairs.jsonl}
+
+Relative data paths resolve against the suite file's folder, so a suite and its data move
+together and nothing depends on the working directory. Every problem is one line naming the
+suite file (with the line), the task and what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Union
+
+import yaml
+from pydantic import Field, ValidationError
+
+from langadapt.config_base import Config
+from langadapt.config_errors import dotted, suggest, yaml_line
+from langadapt.errors import LangadaptError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout that holds `eval/` (relative suite paths fall back to it)."""
+
+
+class _Task(Config):
+    name: str = ""
+    """Task name used in results and the report; defaults to the kind (made unique per suite)."""
+
+
+class BpbTask(_Task):
+    """Held-out bits-per-byte and word perplexity per language."""
+
+    kind: Literal["bpb"]
+    """Task kind."""
+    langs: list[str] = []
+    """Languages scored on the run's held-out split (`data/valid`); absent ones are skipped with a note."""
+    files: dict[str, list[str]] = {}
+    """Language -> local files (.jsonl/.jsonl.gz with a `text` key, or plain text: one document per file)."""
+
+
+class TokenizerMetricsTask(_Task):
+    """Fertility, split share and bytes per token of every distinct tokenizer among the models."""
+
+    kind: Literal["tokenizer_metrics"]
+    """Task kind."""
+    langs: list[str]
+    """Languages measured on the held-out text that the bpb tasks use."""
+
+
+class MinimalPairsTask(_Task):
+    """Share of {"good", "bad"} sentence pairs where the model prefers the grammatical one."""
+
+    kind: Literal["minimal_pairs"]
+    """Task kind."""
+    lang: str
+    """Language of the pairs (for grouping in the report)."""
+    path: str
+    """JSONL file, one {"good": ..., "bad": ...} object a line."""
+
+
+class LmEvalTask(_Task):
+    """lm-evaluation-harness tasks run on the in-memory model (needs `pip install 'langadapt[eval]'`)."""
+
+    kind: Literal["lm_eval"]
+    """Task kind."""
+    tasks: list[str] = Field(min_length=1)
+    """lm-eval task or group names (e.g. ncb, norbelebele_p0) or names from `include_path`."""
+    include_path: str | None = None
+    """Folder of custom lm-eval task YAMLs (local data, no network)."""
+    include_defaults: bool = True
+    """Also index lm-eval's built-in tasks (slow to index; turn off for local-only tasks)."""
+    num_fewshot: int | None = None
+    """Few-shot examples; None = each task's default."""
+    limit: float | None = None
+    """Documents per task (int) or fraction (<1); None = all."""
+
+
+class GenerateTask(_Task):
+    """A few samples per language from fixed prompts (decoding options: `evaluation.generate`)."""
+
+    kind: Literal["generate"]
+    """Task kind."""
+    prompts: dict[str, list[str]]
+    """Language -> prompts."""
+
+
+Task = Union[BpbTask, TokenizerMetricsTask, MinimalPairsTask, LmEvalTask, GenerateTask]
+KINDS: dict[str, type[_Task]] = {
+    "bpb": BpbTask, "tokenizer_metrics": TokenizerMetricsTask, "minimal_pairs": MinimalPairsTask,
+    "lm_eval": LmEvalTask, "generate": GenerateTask,
+}
+
+
+class Suite(Config):
+    """A named list of tasks loaded from one YAML file."""
+
+    name: str
+    """Suite name (a section of the report)."""
+    description: str = ""
+    """What the suite measures, shown in the report."""
+    tasks: list[Task] = Field(min_length=1)
+    """The tasks, run in order on every model."""
+    source: str = ""
+    """The file the suite was loaded from (set by `load_suite`; used in messages)."""
+
+
+def resolve_suite_path(path: str | Path) -> Path:
+    """A suite path as given, else relative to the langadapt checkout (so recipes work from anywhere)."""
+    path = Path(path)
+    if path.is_file() or path.is_absolute():
+        return path
+    fallback = REPO_ROOT / path
+    return fallback if fallback.is_file() else path
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Load and validate a suite; data paths become absolute and must exist."""
+    path = resolve_suite_path(path)
+    if not path.is_file():
+        raise LangadaptError(f"{path}: suite file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        root, tree = yaml.compose(text), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise LangadaptError(f"{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(tree, dict) or not isinstance(tree.get("tasks"), list):
+        raise LangadaptError(f"{path}: a suite is a mapping with a `tasks:` list")
+    tasks = [_load_task(path, root, i, raw) for i, raw in enumerate(tree["tasks"])]
+    _name_tasks(tasks)
+    header = {k: v for k, v in tree.items() if k != "tasks"}
+    header.setdefault("name", path.stem)
+    try:
+        return Suite(**header, tasks=tasks, source=str(path))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        line = yaml_line(root, err["loc"])
+        raise LangadaptError(f"{path}:{line or 1}: {dotted(err['loc'])}: {err['msg']}") from None
+
+
+def _load_task(path: Path, root: yaml.Node, index: int, raw: object) -> Task:
+    """Validate one task entry; the message names the suite file, line, task and key."""
+    label = f"task #{index + 1}"
+    if isinstance(raw, dict) and raw.get("name"):
+        label += f" {raw['name']!r}"
+    where = f"{path}:{yaml_line(root, ('tasks', index)) or 1}"
+    if not isinstance(raw, dict) or "kind" not in raw:
+        raise LangadaptError(f"{where}: {label}: needs a `kind:` (one of {', '.join(KINDS)})")
+    model = KINDS.get(raw["kind"])
+    if model is None:
+        raise LangadaptError(f"{where}: {label}: unknown task kind {raw['kind']!r} (expected one of {', '.join(KINDS)})")
+    try:
+        task = model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ("tasks", index, *err["loc"])
+        where = f"{path}:{yaml_line(root, loc) or 1}"
+        what = "unknown key" + suggest(model, err["loc"]) if err["type"] == "extra_forbidden" else err["msg"]
+        raise LangadaptError(f"{where}: {label} ({raw['kind']}): {dotted(err['loc'])}: {what}") from None
+    return _resolve_paths(task, path.parent, f"{where}: {label} ({task.kind})")
+
+
+def _resolve_paths(task: Task, base: Path, where: str) -> Task:
+    """Make data paths absolute (relative to the suite's folder) and check that they exist."""
+
+    def check(value: str) -> str:
+        resolved = Path(value).expanduser()
+        resolved = resolved if resolved.is_absolute() else (base / resolved).resolve()
+        if not resolved.exists():
+            raise LangadaptError(f"{where}: data file not found: {resolved}")
+        return str(resolved)
+
+    if isinstance(task, MinimalPairsTask):
+        return task.model_copy(update={"path": check(task.path)})
+    if isinstance(task, BpbTask):
+        return task.model_copy(update={"files": {k: [check(p) for p in v] for k, v in task.files.items()}})
+    if isinstance(task, LmEvalTask) and task.include_path:
+        return task.model_copy(update={"include_path": check(task.include_path)})
+    return task
+
+
+def _name_tasks(tasks: list[Task]) -> None:
+    """Default names: the kind, numbered when a suite has several tasks of one kind."""
+    seen: dict[str, int] = {}
+    for task in tasks:
+        base = task.name or task.kind
+        seen[base] = seen.get(base, 0) + 1
+        task.name = base if seen[base] == 1 else f"{base}_{seen[base]}"
+
+
+def load_suites(paths: list[str | Path]) -> list[Suite]:
+    """Load several suites; suite names must differ (results key tasks as `suite/task`)."""
+    suites = [load_suite(p) for p in paths]
+    seen: dict[str, str] = {}
+    for suite in suites:
+        if suite.name in seen:
+            raise LangadaptError(f"{suite.source}: suite name {suite.name!r} is also used by {seen[suite.name]}")
+        seen[suite.name] = suite.source
+    return suites
