@@ -155,3 +155,24 @@ def test_bokmal_fertility_at_most_075_of_the_base(base, shared_texts) -> None:
     print(f"nb fertility: base {old['fertility']:.3f} -> new {new['fertility']:.3f} (ratio {ratio:.3f})")
     assert ratio <= 0.75
     assert new["bytes_per_token"] > old["bytes_per_token"]
+
+
+def test_bpe_training_is_identical_across_processes() -> None:
+    """Hash maps are seeded per process; the learned vocabulary and merges must not depend on that."""
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys; CORPUS = json.load(sys.stdin)\n"
+        "from langadapt.tokenizer.config import TokenizerConfig\n"
+        "from langadapt.tokenizer.families import blueprint\n"
+        "from langadapt.tokenizer.train import count_words, train_model\n"
+        "for kind in ('byte_bpe', 'sentencepiece_bpe'):\n"
+        "    config = TokenizerConfig(kind=kind, vocab_size=700, max_training_chars=20000)\n"
+        "    bp = blueprint(config, None)\n"
+        "    print(json.dumps(train_model(config, bp, count_words(config, bp, CORPUS, 5))))\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    runs = [subprocess.run([sys.executable, "-c", script], cwd=repo, input=json.dumps(CORPUS), capture_output=True,
+                           text=True, check=True) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and len(runs[0].stdout) > 1000

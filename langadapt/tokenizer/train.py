@@ -15,16 +15,18 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
 
 from langadapt.errors import LangadaptError
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.counting import ChunkCounter, feed, separator_for
 from langadapt.tokenizer.families import Blueprint, blueprint, remap_post_processor, training_pre_tokenizer
 from langadapt.tokenizer.sample import sample_documents
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 log = logging.getLogger("langadapt.tokenizer")
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
@@ -46,7 +48,7 @@ def train_tokenizer(
     _check_size(config, bp)
     start = time.perf_counter()
     words = count_words(config, bp, texts, seed)
-    model = _train_model(config, bp, words)
+    model = train_model(config, bp, words)
     tokenizer = assemble(bp, model)
     log.info("tokenizer: trained %s, %d tokens from %d distinct words in %.1f s", bp.family,
              len(tokenizer), len(words), time.perf_counter() - start)
@@ -80,7 +82,7 @@ def _check_size(config: TokenizerConfig, bp: Blueprint) -> None:
         raise LangadaptError("tokenizer.unk_token: kind unigram needs an unknown token among the special tokens")
 
 
-def _train_model(config: TokenizerConfig, bp: Blueprint, words: Counter[str]) -> dict:
+def train_model(config: TokenizerConfig, bp: Blueprint, words: Counter[str]) -> dict:
     """Train the model on counted words; returns the trained model's JSON."""
     budget = config.vocab_size - len(bp.specials) - (256 if bp.byte_fallback else 0)
     if bp.family == "unigram":
@@ -120,6 +122,8 @@ def _alphabet(words: Counter[str], coverage: float) -> list[str]:
 
 def assemble(bp: Blueprint, trained: dict) -> PreTrainedTokenizerFast:
     """The trained model behind the inherited special tokens, in the inherited pipeline."""
+    from transformers import PreTrainedTokenizerFast  # slow to import: only when a tokenizer is built
+
     specials = [entry["content"] for entry in bp.specials]
     fixed = specials + (BYTE_TOKENS if bp.byte_fallback else [])
     ids = {token: i for i, token in enumerate(fixed)}
