@@ -47,7 +47,7 @@ def plot_bpb(results: dict, path: Path) -> Path | None:
     ax.set_ylabel("bits per byte (lower is better)")
     ax.set_title("Held-out bits per byte per language")
     ax.margins(y=0.15)
-    ax.legend(fontsize=8, ncols=min(len(models), 5), loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, path)
 
 
@@ -89,7 +89,7 @@ def plot_fertility(results: dict, path: Path) -> Path | None:
     ax.set_ylabel("tokens per word (lower is better)")
     ax.set_title("Tokenizer fertility on held-out text")
     ax.margins(y=0.15)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, path)
 
 

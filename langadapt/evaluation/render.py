@@ -12,7 +12,9 @@ from pathlib import Path
 from langadapt.evaluation import tables
 
 Block = tuple
-"""("h2"|"h3"|"p", text) | ("ul", [(text, css class)]) | ("table", header, rows) | ("img", key, alt) | ("pre", label, text)."""
+"""("h1"|"h2"|"h3"|"p", text) | ("ul", [(text, css class)]) | ("table", header, rows) | ("img", key, alt)."""
+SAMPLE_HEADER = ["model", "continuation"]
+"""Header of the sample tables (their text cells are set in a monospace font)."""
 
 
 def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
@@ -51,13 +53,19 @@ def _tokenizer_blocks(results: dict) -> list[Block]:
 
 
 def _sample_blocks(results: dict) -> list[Block]:
-    samples = results.get("samples") or {}
-    if not samples:
+    """One small table per prompt, a row per model, so the continuations of a prompt sit together."""
+    by_prompt: dict[tuple[str, str], list[list[str]]] = {}
+    for model, per_lang in (results.get("samples") or {}).items():
+        for lang, items in per_lang.items():
+            for item in items:
+                # "…" marks the join, so a missing space after the prompt stays visible.
+                continuation = item["text"][len(item["prompt"]) :].replace("\n", " ↵ ").rstrip()
+                by_prompt.setdefault((lang, item["prompt"]), []).append([model, "…" + continuation])
+    if not by_prompt:
         return []
     blocks: list[Block] = [("h2", "Samples (fixed prompts and seed)")]
-    for model, per_lang in samples.items():
-        blocks.append(("h3", model))
-        blocks += [("pre", lang, s["text"]) for lang, items in per_lang.items() for s in items]
+    for (lang, prompt), rows in by_prompt.items():
+        blocks += [("h3", f"{lang}: {prompt.strip()} …"), ("table", SAMPLE_HEADER, rows)]
     return blocks
 
 
@@ -88,11 +96,9 @@ def render_markdown(results: dict, figures: dict[str, Path], out: Path, title: s
         elif kind == "table":
             header, rows = block[1], block[2]
             lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            lines += ["| " + " | ".join(row) + " |" for row in rows] + [""]
+            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows] + [""]
         elif kind == "img" and block[1] in figures:
             lines += [f"![{block[2]}]({figures[block[1]].relative_to(out).as_posix()})", ""]
-        elif kind == "pre":
-            lines += [f"**{block[1]}**", "", "```text", block[2].replace("```", "'''"), "```", ""]
     return "\n".join(lines)
 
 
@@ -105,8 +111,8 @@ th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
 li.gain { color: #1d7a3a; } li.loss { color: #b03a22; }
 img { max-width: 100%; margin: .6em 0; border: 1px solid #eee; }
-pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; font-size: 13px; margin: .2em 0 .8em; }
-.lang { font-weight: 600; font-size: 13px; color: #555; }
+table.samples th { text-align: left; }
+td.text { text-align: left; white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 13px; }
 """
 
 
@@ -122,11 +128,11 @@ def render_html(results: dict, images: dict[str, str], title: str) -> str:
             body.append("<ul>" + "".join(f'<li class="{c}">{esc(t)}</li>' for t, c in block[1]) + "</ul>")
         elif kind == "table":
             head = "".join(f"<th>{esc(h)}</th>" for h in block[1])
-            rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in block[2])
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            cell = '<td class="text">{}</td>' if block[1] == SAMPLE_HEADER else "<td>{}</td>"
+            rows = "".join("<tr>" + "".join(cell.format(esc(c)) for c in row) + "</tr>" for row in block[2])
+            css = ' class="samples"' if block[1] == SAMPLE_HEADER else ""
+            body.append(f"<table{css}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif kind == "img" and block[1] in images:
             body.append(f'<img src="{images[block[1]]}" alt="{esc(block[2])}">')
-        elif kind == "pre":
-            body.append(f'<div class="lang">{esc(block[1])}</div><pre>{esc(block[2])}</pre>')
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
