@@ -176,3 +176,29 @@ def test_bpe_training_is_identical_across_processes() -> None:
     runs = [subprocess.run([sys.executable, "-c", script], cwd=repo, input=json.dumps(CORPUS), capture_output=True,
                            text=True, check=True) for _ in range(2)]
     assert runs[0].stdout == runs[1].stdout and len(runs[0].stdout) > 1000
+
+
+def test_llama3_style_base_specials_move_to_low_ids_and_bos_follows() -> None:
+    """A Llama-3-like base: regex Split + ByteLevel, specials after the vocabulary, BOS template."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    backend = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[], ignore_merges=True))
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+"), "isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(["<|begin_of_text|>", "<|end_of_text|>"])  # ids 256, 257
+    backend.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", 256)])
+    base = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|begin_of_text|>",
+                                   eos_token="<|end_of_text|>")
+    tok = train_tokenizer(TokenizerConfig(vocab_size=700), CORPUS, base)
+    assert tok.convert_ids_to_tokens([0, 1]) == ["<|begin_of_text|>", "<|end_of_text|>"]
+    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (0, 1, None)
+    assert tok("Hei 12345").input_ids[0] == 0
+    pieces = [p for p, _ in tok.backend_tokenizer.pre_tokenizer.pre_tokenize_str("12345")]
+    assert pieces == ["123", "45"]  # the base's regex (digits in threes) came along
+    assert json.loads(tok.backend_tokenizer.to_str())["model"]["ignore_merges"] is True
+    assert tok.decode(tok(TRICKY[1]).input_ids, skip_special_tokens=True) == TRICKY[1]

@@ -65,8 +65,9 @@ def count_words(
     for lang, text in sample_documents(texts, config.language_weights, config.max_training_chars, seed):
         counter.add(lang, text)
     if counter.documents == 0:
-        which = f"languages {sorted(config.language_weights)}" if config.language_weights else "any language"
-        raise LangadaptError(f"tokenizer: no training text in {which} (check data sources and tokenizer.language_weights)")
+        which = (f"languages {sorted(config.language_weights)} (tokenizer.language_weights)"
+                 if config.language_weights else "the target-role sources (data.sources[].role: target)")
+        raise LangadaptError(f"tokenizer: no training text in {which}")
     return counter.word_counts(config.language_weights)
 
 
