@@ -24,7 +24,8 @@ _EXPORTS = {
     "plot_fertility": "metrics",
     "run": "stage",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["TokenizerConfig", "compare_tokenizers", "plot_fertility", "render_table", "run", "tokenizer_metrics",
+           "train_tokenizer"]
 
 
 def __getattr__(name: str) -> Any:

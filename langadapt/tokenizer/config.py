@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from langadapt.config_base import Config
 
@@ -24,7 +24,7 @@ class TokenizerConfig(Config):
     """inherit: the base tokenizer's family and conventions; byte_bpe: GPT-2/Llama-3 style; sentencepiece_bpe: Llama-2/Mistral style (▁ + byte fallback); unigram: SentencePiece unigram with byte fallback; keep_base: no new tokenizer (plain continual pretraining)."""
     special_tokens: list[str] | None = None
     """Special tokens placed at ids 0.. in this order; None keeps the base tokenizer's (scratch: <s>, </s>, <pad>; plus <unk> first for the SentencePiece-style kinds)."""
-    added_tokens: list[str] = []
+    added_tokens: list[str] = Field(default_factory=list)
     """Extra never-split tokens placed right after the special tokens (e.g. chat or code markers); not special, so decoding keeps them."""
     vocab_size: int = 32768
     """Total vocabulary size including special, added and byte-fallback tokens (NorMistral-7B: 32,768)."""
