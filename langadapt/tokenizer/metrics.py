@@ -131,14 +131,14 @@ def plot_fertility(metrics: dict[str, Any], path: str | Path) -> Path:
 
     names = list(metrics["tokenizers"])
     langs = sorted({lang for per in metrics["tokenizers"].values() for lang, m in per.items() if "fertility" in m})
-    width = 0.8 / max(1, len(names))
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(langs) + 2), 3.5))
+    width = min(0.35, 0.8 / max(1, len(names)))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(langs) + 2), 3.5))
     for i, name in enumerate(names):
         values = [metrics["tokenizers"][name].get(lang, {}).get("fertility", np.nan) for lang in langs]
-        ax.bar(np.arange(len(langs)) + i * width - 0.4 + width / 2, values, width, label=name)
+        ax.bar(np.arange(len(langs)) + (i - (len(names) - 1) / 2) * width, values, width, label=name)
     ax.set_xticks(np.arange(len(langs)), langs)
     ax.set_ylabel("tokens per word")
-    ax.set_title("Tokenizer fertility on held-out text (lower is better)")
+    ax.set_title("Fertility on held-out text (lower is better)", fontsize=10)
     ax.legend()
     fig.tight_layout()
     path = Path(path)
