@@ -15,7 +15,9 @@ from langadapt.evaluation.bpb import bits_per_byte, rolling_windows, sequence_lo
 @pytest.fixture(scope="module")
 def model_and_tok(tiny_en_llama):
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_pretrained(tiny_en_llama).eval(), AutoTokenizer.from_pretrained(tiny_en_llama)
+    return AutoModelForCausalLM.from_pretrained(tiny_en_llama).eval(), AutoTokenizer.from_pretrained(
+        tiny_en_llama
+    )
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,9 @@ def test_first_token_is_conditioned_on_bos(model_and_tok):
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert ids[0] != tok.bos_token_id  # the text is scored without special tokens ...
     with torch.inference_mode():  # ... and its first token is predicted from BOS alone
-        first = torch.log_softmax(model(input_ids=torch.tensor([[tok.bos_token_id]])).logits[0, -1], -1)[ids[0]]
+        first = torch.log_softmax(model(input_ids=torch.tensor([[tok.bos_token_id]])).logits[0, -1], -1)[
+            ids[0]
+        ]
     lls, lengths = sequence_loglikelihoods(model, tok, [text])
     assert lengths == [len(ids)]
     assert lls[0] == pytest.approx(whole_document_loglikelihood(model, tok, text), abs=1e-4)

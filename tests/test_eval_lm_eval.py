@@ -28,33 +28,44 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_lm_eval_tasks_from_a_local_include_path_match_our_own_scores(tmp_path, monkeypatch, tiny_en_llama, shared_texts):
+def test_lm_eval_tasks_from_a_local_include_path_match_our_own_scores(
+    tmp_path, monkeypatch, tiny_en_llama, shared_texts
+):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     pairs = read_minimal_pairs(REPO_ROOT / "eval" / "data" / "nb_minimal_pairs.jsonl")
     pairs_json = tmp_path / "pairs.jsonl"
-    pairs_json.write_text("".join(json.dumps({"good": g, "bad": b}, ensure_ascii=False) + "\n" for g, b in pairs), "utf-8")
+    pairs_json.write_text(
+        "".join(json.dumps({"good": g, "bad": b}, ensure_ascii=False) + "\n" for g, b in pairs), "utf-8"
+    )
     docs = [t[:700] for t in shared_texts("nn.gimp-help.valid", 3)]
     docs_json = tmp_path / "docs.jsonl"
     docs_json.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in docs), "utf-8")
     tasks = tmp_path / "lm_eval_tasks"
     tasks.mkdir()
-    common = f"dataset_path: json\ntest_split: test\ndataset_kwargs:\n  cache_dir: {tmp_path / 'hf_cache'}\n  data_files:\n"
+    cache = tmp_path / "hf_cache"
+    common = f"dataset_path: json\ntest_split: test\ndataset_kwargs:\n  cache_dir: {cache}\n  data_files:\n"
     # NCB-style multiple choice with an empty context and no delimiter: lm-eval scores BOS + sentence,
     # exactly what our minimal_pairs task does, so its acc must equal our accuracy.
     (tasks / "pairs.yaml").write_text(
         f"task: local_nb_pairs\n{common}    test: {pairs_json}\noutput_type: multiple_choice\n"
         "doc_to_text: ''\ntarget_delimiter: ''\ndoc_to_target: 0\ndoc_to_choice: '{{[good, bad]}}'\n"
-        "metric_list:\n  - metric: acc\n", "utf-8")
+        "metric_list:\n  - metric: acc\n",
+        "utf-8",
+    )
     (tasks / "rolling.yaml").write_text(
         f"task: local_nn_bpb\n{common}    test: {docs_json}\noutput_type: loglikelihood_rolling\n"
-        "doc_to_text: ''\ndoc_to_target: '{{text}}'\nmetric_list:\n  - metric: bits_per_byte\n", "utf-8")
+        "doc_to_text: ''\ndoc_to_target: '{{text}}'\nmetric_list:\n  - metric: bits_per_byte\n",
+        "utf-8",
+    )
     suite = tmp_path / "bridge.yaml"
     suite.write_text(
         "name: bridge\ntasks:\n"
         f"  - {{kind: minimal_pairs, name: ours, lang: nb, path: {pairs_json}}}\n"
         f"  - {{kind: bpb, files: {{nn_local: [{docs_json}]}}}}\n"
         f"  - kind: lm_eval\n    name: harness\n    tasks: [local_nb_pairs, local_nn_bpb]\n"
-        f"    include_path: {tasks}\n    include_defaults: false\n", "utf-8")
+        f"    include_path: {tasks}\n    include_defaults: false\n",
+        "utf-8",
+    )
     model = AutoModelForCausalLM.from_pretrained(tiny_en_llama).eval()
     tok = AutoTokenizer.from_pretrained(tiny_en_llama)
     config = EvaluationConfig(window=64, batch_size=4, max_bytes_per_lang=None)  # 64: several windows per doc
@@ -66,4 +77,5 @@ def test_lm_eval_tasks_from_a_local_include_path_match_our_own_scores(tmp_path, 
     ours = results["tasks"]["bridge/ours"]["tiny"]["accuracy"]
     assert harness["local_nb_pairs"]["acc"] == pytest.approx(ours, abs=1e-9)
     assert harness["local_nn_bpb"]["bits_per_byte"] == pytest.approx(
-        results["models"]["tiny"]["nn_local"]["bits_per_byte"], abs=1e-4)
+        results["models"]["tiny"]["nn_local"]["bits_per_byte"], abs=1e-4
+    )

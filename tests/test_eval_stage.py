@@ -42,10 +42,16 @@ def run_dir(tmp_path_factory, tiny_en_llama, shared_texts) -> Path:
     from langadapt.embeddings import EmbeddingConfig, transfer_embeddings
 
     root = tmp_path_factory.mktemp("run") / "demo"
-    valid = {"nb": shared_texts("nb.debian-handbook.valid", 2), "nn": shared_texts("nn.gimp-help.valid", 2),
-             "en": shared_texts("en.gimp-help.valid", 3)}
+    valid = {
+        "nb": shared_texts("nb.debian-handbook.valid", 2),
+        "nn": shared_texts("nn.gimp-help.valid", 2),
+        "en": shared_texts("en.gimp-help.valid", 3),
+    }
     for lang, texts in valid.items():
-        docs = ({"id": f"{lang}{i}", "text": t, "lang": lang, "source": lang, "role": "target"} for i, t in enumerate(texts))
+        docs = (
+            {"id": f"{lang}{i}", "text": t, "lang": lang, "source": lang, "role": "target"}
+            for i, t in enumerate(texts)
+        )
         write_documents(root / "data" / "valid" / f"{lang}.jsonl.gz", docs)
     old = AutoTokenizer.from_pretrained(tiny_en_llama)
     train = shared_texts("nb.debian-handbook.train", 15)
@@ -58,11 +64,15 @@ def run_dir(tmp_path_factory, tiny_en_llama, shared_texts) -> Path:
     _save(model, new, root / "stage2" / "model")
     for stage, n in (("stage1", 3), ("stage2", 4)):
         rows = [{"step": 10 * (i + 1), "loss": 6.0 - i, "lr": 1e-3, "tokens": 1000 * i} for i in range(n)]
-        (root / stage / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 9', "utf-8")
+        (root / stage / "metrics.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 9', "utf-8"
+        )
     return root
 
 
-def _train_a_little(model, tokenizer, texts: list[str], steps: int = 8, rows: int = 4, width: int = 97) -> None:
+def _train_a_little(
+    model, tokenizer, texts: list[str], steps: int = 8, rows: int = 4, width: int = 97
+) -> None:
     """A few AdamW steps on fresh Bokmål batches (enough to lower held-out nb bpb clearly)."""
     ids = tokenizer("\n".join(texts), add_special_tokens=False)["input_ids"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -78,8 +88,13 @@ def _train_a_little(model, tokenizer, texts: list[str], steps: int = 8, rows: in
 @pytest.fixture(scope="module")
 def stage_results(run_dir, tiny_en_llama) -> tuple[dict, dict]:
     config = EvaluationConfig(max_bytes_per_lang=1500, window=128, generate={"max_new_tokens": 6})
-    ctx = StageContext(run_dir=run_dir, stage="evaluate", seed=0, base_model=str(tiny_en_llama),
-                       log=logging.getLogger("test"))
+    ctx = StageContext(
+        run_dir=run_dir,
+        stage="evaluate",
+        seed=0,
+        base_model=str(tiny_en_llama),
+        log=logging.getLogger("test"),
+    )
     ctx.out.mkdir(exist_ok=True)
     summary = run(config, ctx)
     return summary, json.loads((ctx.out / "results.json").read_text("utf-8"))
@@ -91,8 +106,14 @@ def test_stage_scores_every_model_of_the_run(stage_results):
     for name, per_lang in results["models"].items():
         assert set(per_lang) == {"nb", "nn", "en"}, name
         for metrics in per_lang.values():
-            assert BPB_KEYS <= set(metrics) and math.isfinite(metrics["bits_per_byte"]) and metrics["bits_per_byte"] > 0
-    assert summary["bits_per_byte"]["base"]["nb"] == pytest.approx(results["models"]["base"]["nb"]["bits_per_byte"], abs=1e-4)
+            assert (
+                BPB_KEYS <= set(metrics)
+                and math.isfinite(metrics["bits_per_byte"])
+                and metrics["bits_per_byte"] > 0
+            )
+    assert summary["bits_per_byte"]["base"]["nb"] == pytest.approx(
+        results["models"]["base"]["nb"]["bits_per_byte"], abs=1e-4
+    )
     # the demo's claims, on a tiny scale: the mean init beats random rows, training helps further
     nb = {name: results["models"][name]["nb"]["bits_per_byte"] for name in results["models"]}
     assert nb["init"] < nb["init_random"]
@@ -104,13 +125,22 @@ def test_results_schema_deltas_tasks_tokenizers_samples(stage_results):
     assert results["reference"] == "base"
     for name in ("init", "init_random", "stage1", "adapted"):
         for lang, delta in results["deltas"][name].items():
-            expected = results["models"][name][lang]["bits_per_byte"] - results["models"]["base"][lang]["bits_per_byte"]
+            expected = (
+                results["models"][name][lang]["bits_per_byte"]
+                - results["models"]["base"][lang]["bits_per_byte"]
+            )
             assert delta["bits_per_byte"] == pytest.approx(expected)
     pairs = results["tasks"]["monolingual/nb_minimal_pairs"]
     assert pairs["kind"] == "minimal_pairs" and pairs["lang"] == "nb"
     assert pairs["base"]["pairs"] == 24 and 0 <= pairs["adapted"]["accuracy"] <= 1
-    assert set(results["task_deltas"]["monolingual/nb_minimal_pairs"]["adapted"]) == {"accuracy", "mean_margin_nats"}
-    assert results["tokenizers"]["used_by"] == {"base": ["base"], "new": ["init", "init_random", "stage1", "adapted"]}
+    assert set(results["task_deltas"]["monolingual/nb_minimal_pairs"]["adapted"]) == {
+        "accuracy",
+        "mean_margin_nats",
+    }
+    assert results["tokenizers"]["used_by"] == {
+        "base": ["base"],
+        "new": ["init", "init_random", "stage1", "adapted"],
+    }
     fertility = results["tokenizers"]["metrics"]["tokenizers"]
     assert fertility["new"]["nb"]["fertility"] < fertility["base"]["nb"]["fertility"]
     assert set(results["samples"]["adapted"]) == {"nb", "nn", "en", "sv", "da", "fi", "code"}
@@ -121,8 +151,15 @@ def test_results_schema_deltas_tasks_tokenizers_samples(stage_results):
 
 def test_report_files_are_written_and_self_contained(run_dir):
     out = run_dir / "evaluate"
-    for name in ("results.json", "report.md", "report.html", "plots/bpb.png", "plots/deltas.png",
-                 "plots/fertility.png", "plots/training.png"):
+    for name in (
+        "results.json",
+        "report.md",
+        "report.html",
+        "plots/bpb.png",
+        "plots/deltas.png",
+        "plots/fertility.png",
+        "plots/training.png",
+    ):
         assert (out / name).is_file(), name
     html = (out / "report.html").read_text("utf-8")
     assert html.count("data:image/png;base64,") == 4 and 'src="plots/' not in html

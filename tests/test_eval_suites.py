@@ -10,7 +10,7 @@ import pytest
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation import EvaluationConfig, load_suite
-from langadapt.evaluation.evaluate import plan_suites
+from langadapt.evaluation.plan import plan_suites
 from langadapt.evaluation.suite import REPO_ROOT, BpbTask, MinimalPairsTask, load_suites
 from langadapt.evaluation.tasks import cap_bytes, read_minimal_pairs, read_texts
 from langadapt.recipe import load_recipe
@@ -52,25 +52,39 @@ def test_minimal_pair_data_is_well_formed():
 
 
 def test_unknown_task_kind_names_suite_line_and_task(tmp_path):
-    suite = write(tmp_path / "s.yaml", "name: s\ntasks:\n  - {kind: bpb, langs: [nb]}\n  - kind: perplexityy\n    name: oops\n")
+    suite = write(
+        tmp_path / "s.yaml",
+        "name: s\ntasks:\n  - {kind: bpb, langs: [nb]}\n  - kind: perplexityy\n    name: oops\n",
+    )
     with pytest.raises(LangadaptError) as err:
         load_suite(suite)
     message = str(err.value)
-    assert message.startswith(f"{suite}:4: task #2 'oops': unknown task kind 'perplexityy'") and "\n" not in message
+    assert (
+        message.startswith(f"{suite}:4: task #2 'oops': unknown task kind 'perplexityy'")
+        and "\n" not in message
+    )
     assert "minimal_pairs" in message  # lists the valid kinds
 
 
 def test_unknown_key_suggests_the_right_one(tmp_path):
     suite = write(tmp_path / "s.yaml", "name: s\ntasks:\n  - kind: bpb\n    lang: [nb]\n")
-    with pytest.raises(LangadaptError, match=r"s.yaml:4: task #1 \(bpb\): lang: unknown key; did you mean langs\?"):
+    with pytest.raises(
+        LangadaptError, match=r"s.yaml:4: task #1 \(bpb\): lang: unknown key; did you mean langs\?"
+    ):
         load_suite(suite)
 
 
 def test_missing_data_file_names_suite_and_task(tmp_path):
-    suite = write(tmp_path / "s.yaml", "name: s\ntasks:\n  - {kind: minimal_pairs, name: nb_pairs, lang: nb, path: nope.jsonl}\n")
+    suite = write(
+        tmp_path / "s.yaml",
+        "name: s\ntasks:\n  - {kind: minimal_pairs, name: nb_pairs, lang: nb, path: nope.jsonl}\n",
+    )
     with pytest.raises(LangadaptError) as err:
         load_suite(suite)
-    assert str(err.value) == f"{suite}:3: task #1 'nb_pairs' (minimal_pairs): data file not found: {tmp_path / 'nope.jsonl'}"
+    assert (
+        str(err.value)
+        == f"{suite}:3: task #1 'nb_pairs' (minimal_pairs): data file not found: {tmp_path / 'nope.jsonl'}"
+    )
 
 
 def test_missing_suite_and_malformed_yaml(tmp_path):
@@ -95,7 +109,9 @@ def test_malformed_minimal_pairs_line_gives_file_and_line(tmp_path):
 
 def test_malformed_pairs_fail_while_planning_before_any_model(tmp_path):
     pairs = write(tmp_path / "p.jsonl", "not json\n")
-    suite = write(tmp_path / "s.yaml", f"name: s\ntasks:\n  - {{kind: minimal_pairs, lang: nb, path: {pairs}}}\n")
+    suite = write(
+        tmp_path / "s.yaml", f"name: s\ntasks:\n  - {{kind: minimal_pairs, lang: nb, path: {pairs}}}\n"
+    )
     with pytest.raises(LangadaptError, match=r"p.jsonl:1: malformed JSON"):
         plan_suites([load_suite(suite)], {}, EvaluationConfig())
 
@@ -117,11 +133,19 @@ def test_lm_eval_task_without_lm_eval_gives_the_install_hint(tmp_path, monkeypat
 
 
 def test_plan_reads_files_caps_bytes_and_notes_missing_languages(tmp_path):
-    docs = write(tmp_path / "docs.jsonl", "".join(json.dumps({"text": t}) + "\n" for t in ["æøå " * 50, "abc " * 50]))
+    docs = write(
+        tmp_path / "docs.jsonl", "".join(json.dumps({"text": t}) + "\n" for t in ["æøå " * 50, "abc " * 50])
+    )
     plain = write(tmp_path / "code.py", "def f():\n    return 1\n")
-    suite = write(tmp_path / "s.yaml", "name: s\ntasks:\n  - kind: bpb\n    langs: [nb, sv]\n"
-                  f"    files: {{xx: [{docs.name}], code: [{plain.name}]}}\n  - {{kind: tokenizer_metrics, langs: [nb, xx]}}\n")
-    plan = plan_suites([load_suite(suite)], {"nb": ["Hei på deg. " * 100]}, EvaluationConfig(max_bytes_per_lang=301))
+    suite = write(
+        tmp_path / "s.yaml",
+        "name: s\ntasks:\n  - kind: bpb\n    langs: [nb, sv]\n"
+        f"    files: {{xx: [{docs.name}], code: [{plain.name}]}}\n"
+        "  - {kind: tokenizer_metrics, langs: [nb, xx]}\n",
+    )
+    plan = plan_suites(
+        [load_suite(suite)], {"nb": ["Hei på deg. " * 100]}, EvaluationConfig(max_bytes_per_lang=301)
+    )
     assert plan.suites["s"]["langs"] == ["nb", "xx", "code"]
     assert sum(len(t.encode()) for t in plan.texts["xx"]) <= 301 and plan.texts["code"] == [plain.read_text()]
     assert plan.tokenizer_langs == ["nb", "xx"]

@@ -27,7 +27,16 @@ _EXPORTS = {
     "evaluate_cli": "stage",
     "run": "stage",
 }
-__all__ = sorted([*_EXPORTS, "EvaluationConfig"])
+__all__ = [
+    "EvaluationConfig",
+    "bits_per_byte",
+    "evaluate_cli",
+    "evaluate_models",
+    "load_suite",
+    "load_suites",
+    "run",
+    "write_report",
+]
 
 
 def __getattr__(name: str) -> Any:

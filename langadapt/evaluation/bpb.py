@@ -31,7 +31,8 @@ lengths are scored alike; it is capped at the model's context length. Note that 
 on shorter sequences than the window (tiny-en-llama: 256) is scored partly out of distribution.
 
 Batching: windows of all documents are sorted by length and packed into batches of at most
-`batch_size * window` tokens (so `batch_size` full windows, or many more short ones), right-padded. No attention mask is passed: under a causal mask, pad tokens placed AFTER the real
+`batch_size * window` tokens (so `batch_size` full windows, or many more short ones),
+right-padded. No attention mask is passed: under a causal mask, pad tokens placed AFTER the real
 ones cannot change the real positions' logits, and the padded positions are never scored.
 """
 

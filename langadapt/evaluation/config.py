@@ -30,17 +30,17 @@ class EvaluationConfig(Config):
     `max_length=512`.
     """
 
-    suites: list[str] = ["eval/monolingual.yaml", "eval/multilingual.yaml"]
+    suites: list[str] = Field(default_factory=lambda: ["eval/monolingual.yaml", "eval/multilingual.yaml"])
     """Suite YAML files; relative paths resolve against the working directory, then the langadapt checkout."""
     window: int = Field(512, ge=2)
     """Tokens the model sees per scoring window (capped at the model's context length)."""
     stride: int | None = Field(None, ge=1)
     """Tokens newly scored per window after the first; None = window (lm-eval's disjoint windows)."""
     batch_size: int = Field(8, ge=1)
-    """Full-length windows per forward pass (shorter ones are packed to the same token budget); lm-eval batch size."""
+    """Full-length windows per forward pass (shorter ones packed to the same tokens); lm-eval batch size."""
     max_bytes_per_lang: int | None = Field(1_000_000, ge=1)
     """Cap on held-out UTF-8 bytes scored per language (whole documents, the last one cut); None = all."""
-    compare: list[str] = []
+    compare: list[str] = Field(default_factory=list)
     """Extra run directories or Hugging Face model folders evaluated beside this run's models."""
     random_baseline: bool = True
     """Also score `init_random`: the same warm model with the new rows drawn by the `random` method."""
@@ -48,11 +48,11 @@ class EvaluationConfig(Config):
     """Torch device (cpu, cuda, cuda:1); None = cuda when available, else cpu."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights dtype when loading models; auto = bfloat16 on GPU, float32 on CPU."""
-    generate: GenerateOptions = GenerateOptions()
+    generate: GenerateOptions = Field(default_factory=GenerateOptions)
     """Decoding options of the `generate` task."""
 
     @model_validator(mode="after")
-    def _stride_fits(self) -> "EvaluationConfig":
+    def _stride_fits(self) -> EvaluationConfig:
         if self.stride is not None and self.stride > self.window:
             raise ValueError(f"stride ({self.stride}) must not exceed window ({self.window})")
         return self

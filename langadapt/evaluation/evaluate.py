@@ -25,9 +25,8 @@ import gc
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import torch
 
@@ -35,85 +34,19 @@ from langadapt import __version__
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import bits_per_byte
 from langadapt.evaluation.config import EvaluationConfig
-from langadapt.evaluation.lm_eval_bridge import require_lm_eval, run_lm_eval
+from langadapt.evaluation.lm_eval_bridge import run_lm_eval
+from langadapt.evaluation.plan import Plan, bpb_langs, plan_suites
+from langadapt.evaluation.suite import Suite
 from langadapt.evaluation.tables import flatten
-from langadapt.evaluation.suite import BpbTask, GenerateTask, LmEvalTask, MinimalPairsTask, Suite, TokenizerMetricsTask
-from langadapt.evaluation.tasks import cap_bytes, generate_samples, minimal_pairs_accuracy, read_minimal_pairs, read_texts
+from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
 
 RUN_MODELS = ("init", "init_random", "stage1", "adapted")
 """Model names a run directory contributes (besides `base`)."""
 COUNTS = {"pairs", "sample_len"}
 """Task outputs that are sizes, not metrics: no deltas for them."""
 
-ModelSpec = Union[Path, str, tuple[Any, Any], Callable[[], tuple[Any, Any]]]
+ModelSpec = Path | str | tuple[Any, Any] | Callable[[], tuple[Any, Any]]
 """An HF folder (model + tokenizer), an in-memory (model, tokenizer), or a callable building one."""
-
-
-@dataclass
-class Plan:
-    """Everything the suites need, read and checked before any model is loaded."""
-
-    texts: dict[str, list[str]] = field(default_factory=dict)
-    """Held-out documents per language (capped), shared by bpb and tokenizer metrics."""
-    sources: dict[str, str] = field(default_factory=dict)
-    """Where each language's text came from (run data or files)."""
-    tokenizer_langs: list[str] = field(default_factory=list)
-    """Languages for tokenizer metrics."""
-    pairs: dict[str, tuple[MinimalPairsTask, list[tuple[str, str]]]] = field(default_factory=dict)
-    """Minimal-pair tasks by key, with their pairs."""
-    lm_eval: dict[str, LmEvalTask] = field(default_factory=dict)
-    """lm-eval tasks by key."""
-    prompts: dict[str, list[str]] = field(default_factory=dict)
-    """Generation prompts per language (all generate tasks merged)."""
-    suites: dict[str, dict] = field(default_factory=dict)
-    """Per suite: source, description, languages, task keys (for the report)."""
-    notes: list[str] = field(default_factory=list)
-    """What was skipped and why."""
-
-
-def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config: EvaluationConfig) -> Plan:
-    """Gather and check every task's data; raise on problems a user must fix."""
-    plan = Plan()
-    for suite in suites:
-        info = plan.suites.setdefault(suite.name, {"source": suite.source, "description": suite.description,
-                                                  "langs": [], "tasks": []})
-        for task in suite.tasks:
-            key = f"{suite.name}/{task.name}"
-            info["tasks"].append(key)
-            if isinstance(task, BpbTask):
-                info["langs"] += _plan_bpb(plan, key, task, texts_by_lang, config)
-            elif isinstance(task, TokenizerMetricsTask):
-                plan.tokenizer_langs += [lang for lang in task.langs if lang not in plan.tokenizer_langs]
-            elif isinstance(task, MinimalPairsTask):
-                plan.pairs[key] = (task, read_minimal_pairs(task.path))
-            elif isinstance(task, LmEvalTask):
-                require_lm_eval(f"{suite.source}: task {task.name!r}")
-                plan.lm_eval[key] = task
-            elif isinstance(task, GenerateTask):
-                for lang, prompts in task.prompts.items():
-                    plan.prompts.setdefault(lang, []).extend(prompts)
-    for lang in plan.tokenizer_langs:
-        if lang not in plan.texts and texts_by_lang.get(lang):
-            plan.texts[lang] = cap_bytes(texts_by_lang[lang], config.max_bytes_per_lang)
-            plan.sources[lang] = "run data (valid)"
-    return plan
-
-
-def _plan_bpb(plan: Plan, key: str, task: BpbTask, texts_by_lang: dict, config: EvaluationConfig) -> list[str]:
-    """Register the languages of one bpb task; returns those that have text."""
-    found = []
-    wanted = [(lang, "run data (valid)", None) for lang in task.langs]
-    wanted += [(lang, ", ".join(Path(p).name for p in paths), paths) for lang, paths in task.files.items()]
-    for lang, source, paths in wanted:
-        texts = read_texts(paths) if paths else texts_by_lang.get(lang, [])
-        if not texts:
-            plan.notes.append(f"{key}: no held-out text for {lang!r} in the run's data; skipped")
-            continue
-        if lang in plan.sources and plan.sources[lang] != source:
-            raise LangadaptError(f"{key}: language {lang!r} already scored on {plan.sources[lang]}; use another label")
-        plan.texts[lang], plan.sources[lang] = cap_bytes(texts, config.max_bytes_per_lang), source
-        found.append(lang)
-    return found
 
 
 def resolve_device(config: EvaluationConfig) -> torch.device:
@@ -156,11 +89,14 @@ def _tokenizer_name(first_user: str, index: int) -> str:
     return "new" if first_user in RUN_MODELS and index <= 1 else first_user
 
 
-def _score_model(model: Any, tok: Any, plan: Plan, config: EvaluationConfig, results: dict, name: str) -> None:
+def _score_model(
+    model: Any, tok: Any, plan: Plan, config: EvaluationConfig, results: dict, name: str
+) -> None:
     """Every task of the plan on one model, written into `results`."""
     results["models"][name] = {
         lang: bits_per_byte(model, tok, texts, config.window, config.effective_stride, config.batch_size)
-        for lang, texts in plan.texts.items() if lang in _bpb_langs(plan)
+        for lang, texts in plan.texts.items()
+        if lang in bpb_langs(plan)
     }
     for key, (task, pairs) in plan.pairs.items():
         results["tasks"].setdefault(key, {"kind": "minimal_pairs", "lang": task.lang})
@@ -172,19 +108,25 @@ def _score_model(model: Any, tok: Any, plan: Plan, config: EvaluationConfig, res
         results["samples"][name] = generate_samples(model, tok, plan.prompts, config.generate)
 
 
-def _bpb_langs(plan: Plan) -> set[str]:
-    return {lang for info in plan.suites.values() for lang in info["langs"]}
-
-
 def evaluate_models(
-    models: dict[str, ModelSpec], suites: list[Suite], texts_by_lang: dict[str, list[str]], config: EvaluationConfig
+    models: dict[str, ModelSpec],
+    suites: list[Suite],
+    texts_by_lang: dict[str, list[str]],
+    config: EvaluationConfig,
 ) -> dict:
     """Run `suites` on every model (one in memory at a time); see the module docstring for the shape."""
     if not models:
         raise LangadaptError("evaluation: no models to evaluate")
     plan = plan_suites(suites, texts_by_lang, config)
-    results: dict[str, Any] = {"models": {}, "deltas": {}, "tasks": {}, "task_deltas": {}, "tokenizers": {},
-                               "samples": {}, "notes": plan.notes}
+    results: dict[str, Any] = {
+        "models": {},
+        "deltas": {},
+        "tasks": {},
+        "task_deltas": {},
+        "tokenizers": {},
+        "samples": {},
+        "notes": plan.notes,
+    }
     tokenizers: dict[str, tuple[str, Any]] = {}
     used_by: dict[str, list[str]] = {}
     started = time.perf_counter()
@@ -202,11 +144,23 @@ def evaluate_models(
     results["deltas"] = _deltas(results["models"], reference)
     results["task_deltas"] = _task_deltas(results["tasks"], reference)
     results["suites"] = plan.suites
-    results["langs"] = {lang: {"documents": len(t), "bytes": sum(len(x.encode("utf-8")) for x in t),
-                               "source": plan.sources[lang]} for lang, t in plan.texts.items()}
-    results["meta"] = {"window": config.window, "stride": config.effective_stride, "batch_size": config.batch_size,
-                       "max_bytes_per_lang": config.max_bytes_per_lang, "seconds": time.perf_counter() - started,
-                       "langadapt": __version__, "torch": torch.__version__}
+    results["langs"] = {
+        lang: {
+            "documents": len(t),
+            "bytes": sum(len(x.encode("utf-8")) for x in t),
+            "source": plan.sources[lang],
+        }
+        for lang, t in plan.texts.items()
+    }
+    results["meta"] = {
+        "window": config.window,
+        "stride": config.effective_stride,
+        "batch_size": config.batch_size,
+        "max_bytes_per_lang": config.max_bytes_per_lang,
+        "seconds": time.perf_counter() - started,
+        "langadapt": __version__,
+        "torch": torch.__version__,
+    }
     return results
 
 
@@ -229,10 +183,16 @@ def _deltas(models: dict[str, dict], reference: str) -> dict:
     """Per model and language: bpb minus the reference's (negative = better than the reference)."""
     ref = models.get(reference, {})
     return {
-        name: {lang: {"bits_per_byte": m["bits_per_byte"] - ref[lang]["bits_per_byte"],
-                      "relative": m["bits_per_byte"] / ref[lang]["bits_per_byte"] - 1}
-               for lang, m in per_lang.items() if lang in ref}
-        for name, per_lang in models.items() if name != reference
+        name: {
+            lang: {
+                "bits_per_byte": m["bits_per_byte"] - ref[lang]["bits_per_byte"],
+                "relative": m["bits_per_byte"] / ref[lang]["bits_per_byte"] - 1,
+            }
+            for lang, m in per_lang.items()
+            if lang in ref
+        }
+        for name, per_lang in models.items()
+        if name != reference
     }
 
 
@@ -247,6 +207,9 @@ def _task_deltas(tasks: dict[str, dict], reference: str) -> dict:
             if name in (reference, "kind", "lang") or not isinstance(metrics, dict):
                 continue
             flat_ref, flat = flatten(ref), flatten(metrics)
-            out.setdefault(key, {})[name] = {k: v - flat_ref[k] for k, v in flat.items()
-                                            if k in flat_ref and k.rsplit("/", 1)[-1] not in COUNTS}
+            out.setdefault(key, {})[name] = {
+                k: v - flat_ref[k]
+                for k, v in flat.items()
+                if k in flat_ref and k.rsplit("/", 1)[-1] not in COUNTS
+            }
     return out

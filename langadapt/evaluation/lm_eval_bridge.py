@@ -46,8 +46,14 @@ def run_lm_eval(model: Any, tokenizer: Any, task: LmEvalTask, config: Evaluation
     limit = int(task.limit) if task.limit is not None and task.limit >= 1 else task.limit
     try:
         out = lm_eval.simple_evaluate(
-            model=lm, tasks=list(task.tasks), num_fewshot=task.num_fewshot, limit=limit,
-            task_manager=manager, log_samples=False, bootstrap_iters=0, random_seed=0,
+            model=lm,
+            tasks=list(task.tasks),
+            num_fewshot=task.num_fewshot,
+            limit=limit,
+            task_manager=manager,
+            log_samples=False,
+            bootstrap_iters=0,
+            random_seed=0,
         )
     except (KeyError, ValueError) as exc:  # lm-eval reports unknown task names this way
         raise LangadaptError(f"lm_eval task {task.name!r}: {exc}".replace("\n", " ")) from None

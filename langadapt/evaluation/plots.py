@@ -13,10 +13,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from langadapt.evaluation.tables import ordered_langs  # noqa: E402
+from langadapt.evaluation.tables import ordered_langs
 
 GAIN, LOSS = "#2a9d4b", "#c8452c"
 """Bar colours for a lower (better) and a higher (worse) bpb than the reference."""
@@ -57,7 +57,9 @@ def plot_deltas(results: dict, path: Path) -> Path | None:
     models = [name for name in deltas if deltas[name]]
     if not models or not langs:
         return None
-    fig, axes = plt.subplots(1, len(models), figsize=(max(4.0, 2.6 * len(models) + 1), 3.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(models), figsize=(max(4.0, 2.6 * len(models) + 1), 3.6), sharey=True, squeeze=False
+    )
     for ax, name in zip(axes[0], models):
         values = [deltas[name].get(lang, {}).get("bits_per_byte", np.nan) for lang in langs]
         colours = [GAIN if v < 0 else LOSS for v in values]
@@ -76,14 +78,23 @@ def plot_fertility(results: dict, path: Path) -> Path | None:
     """Grouped bars of tokens per word per language, one bar per distinct tokenizer."""
     metrics = (results.get("tokenizers") or {}).get("metrics") or {}
     per_tok = metrics.get("tokenizers", {})
-    langs = [lang for lang in metrics.get("languages", []) if any("fertility" in m.get(lang, {}) for m in per_tok.values())]
+    langs = [
+        lang
+        for lang in metrics.get("languages", [])
+        if any("fertility" in m.get(lang, {}) for m in per_tok.values())
+    ]
     if not per_tok or not langs:
         return None
     width = 0.8 / len(per_tok)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.0 * len(langs) + 2.5), 3.6))
     for i, (name, per_lang) in enumerate(per_tok.items()):
         values = [per_lang.get(lang, {}).get("fertility", np.nan) for lang in langs]
-        bars = ax.bar(np.arange(len(langs)) - 0.4 + width * (i + 0.5), values, width, label=_tokenizer_label(results, name))
+        bars = ax.bar(
+            np.arange(len(langs)) - 0.4 + width * (i + 0.5),
+            values,
+            width,
+            label=_tokenizer_label(results, name),
+        )
         ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
     ax.set_xticks(np.arange(len(langs)), langs)
     ax.set_ylabel("tokens per word (lower is better)")
@@ -123,8 +134,14 @@ def plot_training(run_dir: Path | None, path: Path) -> Path | None:
     if not stages:
         return None
     has_lr = any("lr" in r for _, rows in stages for r in rows)
-    fig, axes = plt.subplots(2 if has_lr else 1, 1, figsize=(7.5, 4.8 if has_lr else 3.4), sharex=True,
-                             squeeze=False, gridspec_kw={"height_ratios": [3, 1]} if has_lr else None)
+    fig, axes = plt.subplots(
+        2 if has_lr else 1,
+        1,
+        figsize=(7.5, 4.8 if has_lr else 3.4),
+        sharex=True,
+        squeeze=False,
+        gridspec_kw={"height_ratios": [3, 1]} if has_lr else None,
+    )
     offset = 0
     for (name, rows), colour in zip(stages, ("#1f77b4", "#ff7f0e")):
         steps = [offset + r["step"] for r in rows]

@@ -21,19 +21,40 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
     """The report's content, in reading order: the answer first, method details last."""
     models, ref, meta = list(results["models"]), results.get("reference"), results.get("meta", {})
     head = tables.headline_model(results)
-    blocks: list[Block] = [("h1", title), ("p", f"Models: {', '.join(models)}. Reference: {ref}. "
-                                                 f"Window {meta.get('window')} tokens, stride {meta.get('stride')}.")]
+    blocks: list[Block] = [
+        ("h1", title),
+        (
+            "p",
+            (
+                f"Models: {', '.join(models)}. Reference: {ref}. "
+                f"Window {meta.get('window')} tokens, stride {meta.get('stride')}."
+            ),
+        ),
+    ]
     if head:
         items = [(line, "gain" if " gained " in line else "loss") for line in tables.verdicts(results)]
         blocks += [("h2", f"What changed: {head} vs {ref}"), ("ul", items)]
     header, rows = tables.bpb_rows(results)
-    blocks += [("h2", "Held-out bits per byte"), ("table", header, rows), ("p", tables.BPB_NOTE),
-               ("img", "bpb", "bits per byte per language and model"), ("img", "deltas", "bpb deltas vs reference")]
+    blocks += [
+        ("h2", "Held-out bits per byte"),
+        ("table", header, rows),
+        ("p", tables.BPB_NOTE),
+        ("img", "bpb", "bits per byte per language and model"),
+        ("img", "deltas", "bpb deltas vs reference"),
+    ]
     task_table = tables.task_rows(results)
     if task_table is not None:
-        blocks += [("h2", "Tasks"), ("table", *task_table),
-                   ("p", "minimal_pairs accuracy = share of pairs where the grammatical sentence gets the higher "
-                         "log-likelihood (chance 0.5); higher is better.")]
+        blocks += [
+            ("h2", "Tasks"),
+            ("table", *task_table),
+            (
+                "p",
+                (
+                    "minimal_pairs accuracy = share of pairs where the grammatical sentence gets the higher "
+                    "log-likelihood (chance 0.5); higher is better."
+                ),
+            ),
+        ]
     blocks += _tokenizer_blocks(results)
     if "training" in figures:
         blocks += [("h2", "Training"), ("img", "training", "training loss of stage 1 and stage 2")]
@@ -48,8 +69,12 @@ def _tokenizer_blocks(results: dict) -> list[Block]:
         return []
     used_by = (results.get("tokenizers") or {}).get("used_by", {})
     users = "; ".join(f"{name} tokenizer: {', '.join(models)}" for name, models in used_by.items())
-    return [("h2", "Tokenizers"), ("p", f"Used by — {users}. Fertility = tokens per word (lower is better)."),
-            ("table", *tok_table), ("img", "fertility", "tokenizer fertility per language")]
+    return [
+        ("h2", "Tokenizers"),
+        ("p", f"Used by — {users}. Fertility = tokens per word (lower is better)."),
+        ("table", *tok_table),
+        ("img", "fertility", "tokenizer fertility per language"),
+    ]
 
 
 def _sample_blocks(results: dict) -> list[Block]:
@@ -71,12 +96,22 @@ def _sample_blocks(results: dict) -> list[Block]:
 
 def _data_blocks(results: dict) -> list[Block]:
     meta = results.get("meta", {})
-    rows = [[lang, str(info["documents"]), f"{info['bytes']:,}", info["source"]]
-            for lang, info in results.get("langs", {}).items()]
-    blocks: list[Block] = [("h2", "Held-out data and method"), ("table", ["lang", "documents", "bytes", "source"], rows),
-                           ("p", f"At most {meta.get('max_bytes_per_lang') or 'all'} bytes per language. "
-                                 f"langadapt {meta.get('langadapt')}, torch {meta.get('torch')}, "
-                                 f"{meta.get('seconds', 0):.0f} s.")]
+    rows = [
+        [lang, str(info["documents"]), f"{info['bytes']:,}", info["source"]]
+        for lang, info in results.get("langs", {}).items()
+    ]
+    blocks: list[Block] = [
+        ("h2", "Held-out data and method"),
+        ("table", ["lang", "documents", "bytes", "source"], rows),
+        (
+            "p",
+            (
+                f"At most {meta.get('max_bytes_per_lang') or 'all'} bytes per language. "
+                f"langadapt {meta.get('langadapt')}, torch {meta.get('torch')}, "
+                f"{meta.get('seconds', 0):.0f} s."
+            ),
+        ),
+    ]
     if results.get("notes"):
         blocks += [("h3", "Notes"), ("ul", [(note, "") for note in results["notes"]])]
     return blocks
@@ -105,7 +140,8 @@ def render_markdown(results: dict, figures: dict[str, Path], out: Path, title: s
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1000px; margin: 2em auto;
        padding: 0 1em; color: #222; line-height: 1.45; }
-h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #eee; }
+h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
+h2 { margin-top: 1.8em; border-bottom: 1px solid #eee; }
 table { border-collapse: collapse; margin: .8em 0; font-size: 14px; }
 th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
@@ -134,5 +170,7 @@ def render_html(results: dict, images: dict[str, str], title: str) -> str:
             body.append(f"<table{css}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif kind == "img" and block[1] in images:
             body.append(f'<img src="{images[block[1]]}" alt="{esc(block[2])}">')
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )

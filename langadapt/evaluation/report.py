@@ -15,7 +15,9 @@ from langadapt.evaluation import plots
 from langadapt.evaluation.render import render_html, render_markdown
 
 
-def write_report(results: dict, out: Path, run_dir: Path | None = None, title: str = "langadapt evaluation") -> dict:
+def write_report(
+    results: dict, out: Path, run_dir: Path | None = None, title: str = "langadapt evaluation"
+) -> dict:
     """Write results.json, plots/*.png, report.md and report.html into `out`; returns their paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -28,6 +30,14 @@ def write_report(results: dict, out: Path, run_dir: Path | None = None, title: s
     }
     figures = {k: v for k, v in figures.items() if v is not None}
     (out / "report.md").write_text(render_markdown(results, figures, out, title), "utf-8")
-    embedded = {k: "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii") for k, p in figures.items()}
+    embedded = {
+        k: "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")
+        for k, p in figures.items()
+    }
     (out / "report.html").write_text(render_html(results, embedded, title), "utf-8")
-    return {"results": out / "results.json", "markdown": out / "report.md", "html": out / "report.html", **figures}
+    return {
+        "results": out / "results.json",
+        "markdown": out / "report.md",
+        "html": out / "report.html",
+        **figures,
+    }

@@ -46,13 +46,17 @@ def random_init_model(base: Path, init: Path, config: EvaluationConfig, seed: in
         new_tokenizer = AutoTokenizer.from_pretrained(init)
         dtype = next(model.parameters()).dtype
         # Surgery in float32 (the mean/covariance of the source rows), then back to the eval dtype.
-        model, _ = transfer_embeddings(model.float(), old_tokenizer, new_tokenizer, EmbeddingConfig(method="random"), seed=seed)
+        model, _ = transfer_embeddings(
+            model.float(), old_tokenizer, new_tokenizer, EmbeddingConfig(method="random"), seed=seed
+        )
         return model.to(dtype).eval(), new_tokenizer
 
     return build
 
 
-def run_models(run_dir: Path, base_model: str | None, config: EvaluationConfig, seed: int) -> dict[str, ModelSpec]:
+def run_models(
+    run_dir: Path, base_model: str | None, config: EvaluationConfig, seed: int
+) -> dict[str, ModelSpec]:
     """The models of a run directory that exist, in pipeline order (see the module docstring)."""
     models: dict[str, ModelSpec] = {}
     base = Path(base_model) if base_model else None
@@ -78,9 +82,13 @@ def compare_models(entries: list[str], config: EvaluationConfig) -> dict[str, Mo
         if _is_model(path):
             models[path.name] = path
             continue
-        found = [m for m in run_models(path, None, config.model_copy(update={"random_baseline": False}), 0).items()]
+        found = [
+            m for m in run_models(path, None, config.model_copy(update={"random_baseline": False}), 0).items()
+        ]
         if not found:
-            raise LangadaptError(f"compare: {entry}: neither a Hugging Face model folder nor a run directory with models")
+            raise LangadaptError(
+                f"compare: {entry}: neither a Hugging Face model folder nor a run directory with models"
+            )
         name, spec = found[-1]
         models[f"{path.name}:{name}"] = spec
     return models
@@ -94,9 +102,14 @@ def held_out_texts(run_dir: Path | None) -> dict[str, list[str]]:
 
 
 def _summary(results: dict) -> dict:
-    return {"bits_per_byte": {name: {lang: round(m["bits_per_byte"], 4) for lang, m in per.items()}
-                              for name, per in results["models"].items()},
-            "reference": results.get("reference"), "notes": results.get("notes", [])}
+    return {
+        "bits_per_byte": {
+            name: {lang: round(m["bits_per_byte"], 4) for lang, m in per.items()}
+            for name, per in results["models"].items()
+        },
+        "reference": results.get("reference"),
+        "notes": results.get("notes", []),
+    }
 
 
 def run(config: EvaluationConfig, ctx: StageContext) -> dict:
@@ -108,7 +121,9 @@ def run(config: EvaluationConfig, ctx: StageContext) -> dict:
     models = run_models(ctx.run_dir, ctx.base_model, config, ctx.seed)
     models.update(compare_models(config.compare, config))
     if not models:
-        raise LangadaptError(f"evaluate: no model folders found in {ctx.run_dir} (embeddings/, stage1/, stage2/)")
+        raise LangadaptError(
+            f"evaluate: no model folders found in {ctx.run_dir} (embeddings/, stage1/, stage2/)"
+        )
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
     write_report(results, ctx.out, run_dir=ctx.run_dir, title=f"langadapt evaluation: {ctx.run_dir.name}")
@@ -131,9 +146,14 @@ def _run_base_and_seed(run_dir: Path) -> tuple[str | None, int]:
     return base, seed
 
 
-def evaluate_cli(model_or_run: str, suites: list[str], out: Path, compare: list[str],
-                 config: EvaluationConfig | None = None) -> dict:
-    """`langadapt eval`: a run directory's models, or one HF folder, plus `compare`; writes the report to `out`.
+def evaluate_cli(
+    model_or_run: str,
+    suites: list[str],
+    out: Path,
+    compare: list[str],
+    config: EvaluationConfig | None = None,
+) -> dict:
+    """`langadapt eval`: a run directory's models, or one HF folder, plus `compare`; report into `out`.
 
     Held-out text comes from the first run directory among the arguments (its data stage);
     an HF folder on its own can only run suites whose tasks name explicit files.
@@ -149,7 +169,9 @@ def evaluate_cli(model_or_run: str, suites: list[str], out: Path, compare: list[
         base, seed = _run_base_and_seed(target)
         models, run_dir = run_models(target, base, config, seed), target
         if not models:
-            raise LangadaptError(f"{model_or_run}: neither a Hugging Face model folder nor a run directory with models")
+            raise LangadaptError(
+                f"{model_or_run}: neither a Hugging Face model folder nor a run directory with models"
+            )
     models.update(compare_models(compare, config))
     data_dir = run_dir or next((Path(c) for c in compare if (Path(c) / "data" / "valid").is_dir()), None)
     results = evaluate_models(models, load_suites(suites), held_out_texts(data_dir), config)

@@ -16,7 +16,7 @@ suite file (with the line), the task and what is wrong.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 import yaml
 from pydantic import Field, ValidationError
@@ -39,9 +39,9 @@ class BpbTask(_Task):
 
     kind: Literal["bpb"]
     """Task kind."""
-    langs: list[str] = []
+    langs: list[str] = Field(default_factory=list)
     """Languages scored on the run's held-out split (`data/valid`); absent ones are skipped with a note."""
-    files: dict[str, list[str]] = {}
+    files: dict[str, list[str]] = Field(default_factory=dict)
     """Language -> local files (.jsonl/.jsonl.gz with a `text` key, or plain text: one document per file)."""
 
 
@@ -91,10 +91,13 @@ class GenerateTask(_Task):
     """Language -> prompts."""
 
 
-Task = Union[BpbTask, TokenizerMetricsTask, MinimalPairsTask, LmEvalTask, GenerateTask]
+Task = BpbTask | TokenizerMetricsTask | MinimalPairsTask | LmEvalTask | GenerateTask
 KINDS: dict[str, type[_Task]] = {
-    "bpb": BpbTask, "tokenizer_metrics": TokenizerMetricsTask, "minimal_pairs": MinimalPairsTask,
-    "lm_eval": LmEvalTask, "generate": GenerateTask,
+    "bpb": BpbTask,
+    "tokenizer_metrics": TokenizerMetricsTask,
+    "minimal_pairs": MinimalPairsTask,
+    "lm_eval": LmEvalTask,
+    "generate": GenerateTask,
 }
 
 
@@ -156,7 +159,9 @@ def _load_task(path: Path, root: yaml.Node, index: int, raw: object) -> Task:
         raise LangadaptError(f"{where}: {label}: needs a `kind:` (one of {', '.join(KINDS)})")
     model = KINDS.get(raw["kind"])
     if model is None:
-        raise LangadaptError(f"{where}: {label}: unknown task kind {raw['kind']!r} (expected one of {', '.join(KINDS)})")
+        raise LangadaptError(
+            f"{where}: {label}: unknown task kind {raw['kind']!r} (expected one of {', '.join(KINDS)})"
+        )
     try:
         task = model.model_validate(raw)
     except ValidationError as exc:
@@ -202,6 +207,8 @@ def load_suites(paths: list[str | Path]) -> list[Suite]:
     seen: dict[str, str] = {}
     for suite in suites:
         if suite.name in seen:
-            raise LangadaptError(f"{suite.source}: suite name {suite.name!r} is also used by {seen[suite.name]}")
+            raise LangadaptError(
+                f"{suite.source}: suite name {suite.name!r} is also used by {seen[suite.name]}"
+            )
         seen[suite.name] = suite.source
     return suites

@@ -36,7 +36,9 @@ def bpb_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the bits-per-byte table (one row per language, one column per model)."""
     models, ref, head = list(results["models"]), results.get("reference"), headline_model(results)
     header = ["lang", "suite", *models] + ([f"Δ {head} vs {ref}"] if head else [])
-    suite_of = {lang: name for name, info in results.get("suites", {}).items() for lang in info.get("langs", [])}
+    suite_of = {
+        lang: name for name, info in results.get("suites", {}).items() for lang in info.get("langs", [])
+    }
     rows = []
     for lang in ordered_langs(results):
         row = [lang, suite_of.get(lang, "")]
@@ -54,8 +56,10 @@ def verdicts(results: dict) -> list[str]:
     lines = []
     for lang, delta in results.get("deltas", {}).get(head, {}).items():
         word = "gained" if delta["bits_per_byte"] < 0 else "forgot"
-        lines.append(f"{lang}: {head} {word} {abs(delta['bits_per_byte']):.3f} bits/byte vs {ref} "
-                     f"({delta['relative']:+.1%})")
+        lines.append(
+            f"{lang}: {head} {word} {abs(delta['bits_per_byte']):.3f} bits/byte vs {ref} "
+            f"({delta['relative']:+.1%})"
+        )
     return lines
 
 
@@ -75,7 +79,10 @@ def task_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
         for metric in metrics:
             values = [flatten(per_model.get(m) or {}).get(metric) for m in models]
             delta = (results.get("task_deltas", {}).get(key, {}).get(head) or {}).get(metric)
-            rows.append([label, metric, *map(fmt, values)] + ([f"{delta:+.3f}" if delta is not None else "–"] if head else []))
+            rows.append(
+                [label, metric, *map(fmt, values)]
+                + ([f"{delta:+.3f}" if delta is not None else "–"] if head else [])
+            )
     if not rows:
         return None
     return ["task", "metric", *models] + ([f"Δ {head} vs {ref}"] if head else []), rows
@@ -99,6 +106,13 @@ def tokenizer_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
     if not per_tok:
         return None
     header = ["lang"] + [f"{name} {what}" for name in per_tok for what in ("fertility", "bytes/token")]
-    rows = [[lang] + [fmt(per_tok[n].get(lang, {}).get(k), ".2f") for n in per_tok for k in ("fertility", "bytes_per_token")]
-            for lang in metrics.get("languages", [])]
+    rows = [
+        [lang]
+        + [
+            fmt(per_tok[n].get(lang, {}).get(k), ".2f")
+            for n in per_tok
+            for k in ("fertility", "bytes_per_token")
+        ]
+        for lang in metrics.get("languages", [])
+    ]
     return header, rows

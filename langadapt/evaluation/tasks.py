@@ -41,7 +41,9 @@ def _jsonl_rows(path: Path, required: tuple[str, ...]):
                 raise LangadaptError(f"{path}:{number}: malformed JSON ({exc.msg})") from None
             missing = [k for k in required if not isinstance(row, dict) or not isinstance(row.get(k), str)]
             if missing:
-                raise LangadaptError(f"{path}:{number}: expected an object with string key(s) {', '.join(missing)}")
+                raise LangadaptError(
+                    f"{path}:{number}: expected an object with string key(s) {', '.join(missing)}"
+                )
             yield number, row
 
 
@@ -104,7 +106,10 @@ def generate_samples(model, tokenizer, prompts: dict[str, list[str]], options: G
     mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=device)
     sampling = {"do_sample": True, "temperature": options.temperature, "top_p": options.top_p}
     out = model.generate(
-        input_ids, attention_mask=mask, max_new_tokens=options.max_new_tokens, pad_token_id=pad,
+        input_ids,
+        attention_mask=mask,
+        max_new_tokens=options.max_new_tokens,
+        pad_token_id=pad,
         **(sampling if options.temperature > 0 else {"do_sample": False}),
     )
     samples: dict[str, list[dict]] = {}

@@ -1,0 +1,100 @@
+"""Planning: read and check every suite's data before the first model is loaded.
+
+A typo in a suite, a missing file or a malformed minimal-pairs line should cost seconds, not the
+hour it takes to score a 7B model before reaching the broken task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from langadapt.errors import LangadaptError
+from langadapt.evaluation.config import EvaluationConfig
+from langadapt.evaluation.lm_eval_bridge import require_lm_eval
+from langadapt.evaluation.suite import (
+    BpbTask,
+    GenerateTask,
+    LmEvalTask,
+    MinimalPairsTask,
+    Suite,
+    TokenizerMetricsTask,
+)
+from langadapt.evaluation.tasks import cap_bytes, read_minimal_pairs, read_texts
+
+
+@dataclass
+class Plan:
+    """Everything the suites need, read and checked before any model is loaded."""
+
+    texts: dict[str, list[str]] = field(default_factory=dict)
+    """Held-out documents per language (capped), shared by bpb and tokenizer metrics."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where each language's text came from (run data or files)."""
+    tokenizer_langs: list[str] = field(default_factory=list)
+    """Languages for tokenizer metrics."""
+    pairs: dict[str, tuple[MinimalPairsTask, list[tuple[str, str]]]] = field(default_factory=dict)
+    """Minimal-pair tasks by key, with their pairs."""
+    lm_eval: dict[str, LmEvalTask] = field(default_factory=dict)
+    """lm-eval tasks by key."""
+    prompts: dict[str, list[str]] = field(default_factory=dict)
+    """Generation prompts per language (all generate tasks merged)."""
+    suites: dict[str, dict] = field(default_factory=dict)
+    """Per suite: source, description, languages, task keys (for the report)."""
+    notes: list[str] = field(default_factory=list)
+    """What was skipped and why."""
+
+
+def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config: EvaluationConfig) -> Plan:
+    """Gather and check every task's data; raise on problems a user must fix."""
+    plan = Plan()
+    for suite in suites:
+        info = plan.suites.setdefault(
+            suite.name, {"source": suite.source, "description": suite.description, "langs": [], "tasks": []}
+        )
+        for task in suite.tasks:
+            key = f"{suite.name}/{task.name}"
+            info["tasks"].append(key)
+            if isinstance(task, BpbTask):
+                info["langs"] += _plan_bpb(plan, key, task, texts_by_lang, config)
+            elif isinstance(task, TokenizerMetricsTask):
+                plan.tokenizer_langs += [lang for lang in task.langs if lang not in plan.tokenizer_langs]
+            elif isinstance(task, MinimalPairsTask):
+                plan.pairs[key] = (task, read_minimal_pairs(task.path))
+            elif isinstance(task, LmEvalTask):
+                require_lm_eval(f"{suite.source}: task {task.name!r}")
+                plan.lm_eval[key] = task
+            elif isinstance(task, GenerateTask):
+                for lang, prompts in task.prompts.items():
+                    plan.prompts.setdefault(lang, []).extend(prompts)
+    for lang in plan.tokenizer_langs:
+        if lang not in plan.texts and texts_by_lang.get(lang):
+            plan.texts[lang] = cap_bytes(texts_by_lang[lang], config.max_bytes_per_lang)
+            plan.sources[lang] = "run data (valid)"
+    return plan
+
+
+def _plan_bpb(
+    plan: Plan, key: str, task: BpbTask, texts_by_lang: dict, config: EvaluationConfig
+) -> list[str]:
+    """Register the languages of one bpb task; returns those that have text."""
+    found = []
+    wanted = [(lang, "run data (valid)", None) for lang in task.langs]
+    wanted += [(lang, ", ".join(Path(p).name for p in paths), paths) for lang, paths in task.files.items()]
+    for lang, source, paths in wanted:
+        texts = read_texts(paths) if paths else texts_by_lang.get(lang, [])
+        if not texts:
+            plan.notes.append(f"{key}: no held-out text for {lang!r} in the run's data; skipped")
+            continue
+        if lang in plan.sources and plan.sources[lang] != source:
+            raise LangadaptError(
+                f"{key}: language {lang!r} already scored on {plan.sources[lang]}; use another label"
+            )
+        plan.texts[lang], plan.sources[lang] = cap_bytes(texts, config.max_bytes_per_lang), source
+        found.append(lang)
+    return found
+
+
+def bpb_langs(plan: Plan) -> set[str]:
+    """Languages some bpb task scores (tokenizer-only languages excluded)."""
+    return {lang for info in plan.suites.values() for lang in info["langs"]}
