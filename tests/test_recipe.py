@@ -103,3 +103,8 @@ def test_every_field_is_documented() -> None:
     undocumented = [key for key, _, _, doc in reference_rows(Recipe) if not doc.strip()]
     assert undocumented == []
     assert "| `stage2.optimizer.lr` |" in markdown_reference(Recipe)
+
+
+def test_reference_doc_matches_the_schema() -> None:
+    doc = (REPO / "docs" / "recipe_reference.md").read_text()
+    assert markdown_reference(Recipe) in doc, "regenerate: langadapt reference (see docs/recipe_reference.md)"
