@@ -41,7 +41,7 @@ def _unavailable(reason: str) -> None:
 def _node_idle() -> bool:
     if shutil.which("sinfo") is None:
         return False
-    done = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, timeout=20)
+    done = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, timeout=20, check=False)
     return done.returncode == 0 and "idle" in done.stdout.split()
 
 
@@ -56,20 +56,20 @@ def slurm() -> None:
             _unavailable(f"Slurm not installed (apt-get install -y {' '.join(PACKAGES)}; "
                          "or set LANGADAPT_TEST_INSTALL_SLURM=1 as root to let this test install it)")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=300)
+        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=300, check=False)
         done = subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True,
-                              text=True, timeout=600)
+                              text=True, timeout=600, check=False)
         if done.returncode != 0:
             _unavailable(f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip()[-300:]}")
     if not is_root:
         _unavailable("Slurm is installed but not running, and starting it needs root")
-    done = subprocess.run(["bash", str(HELPERS / "start_slurm.sh")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(["bash", str(HELPERS / "start_slurm.sh")], capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0 or not _node_idle():
         _unavailable(f"could not start Slurm: {done.stderr.strip() or done.stdout.strip()}")
 
 
 def _job_state(job: str) -> dict[str, str]:
-    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=False).stdout
     return dict(item.partition("=")[::2] for item in out.split() if "=" in item)
 
 
@@ -80,7 +80,7 @@ def _wait(job: str, until: set[str], timeout: float) -> dict[str, str]:
         if state.get("JobState") in until:
             return state
         time.sleep(0.5)
-    subprocess.run(["scancel", job])
+    subprocess.run(["scancel", job], check=False)
     pytest.fail(f"job {job} not in {until} after {timeout} s: {_job_state(job)}")
 
 

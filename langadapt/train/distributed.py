@@ -329,6 +329,8 @@ def init_distributed(
     if use_deepspeed:
         import deepspeed
 
+        if info.device().type == "cpu":
+            _skip_deepspeed_shm_comm()
         deepspeed.init_distributed(
             dist_backend=info.backend,
             auto_mpi_discovery=False,
@@ -359,3 +361,16 @@ def destroy() -> None:
     """Tear the group down (lets a process start a new one, and avoids NCCL's exit warnings)."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _skip_deepspeed_shm_comm() -> None:
+    """Keep DeepSpeed on CPU from JIT-compiling its shared-memory all-reduce; gloo does the job.
+
+    Its comm layer builds that C++ op the first time on every machine: it needs a compiler and
+    ninja, costs a minute, and waits forever on the lock file an interrupted build leaves behind.
+    CPU runs here are tests and demos, where the gain is nil. Marking the op incompatible is
+    the switch DeepSpeed itself consults (`deepspeed.comm.torch.build_shm_op`).
+    """
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
