@@ -151,3 +151,12 @@ def tiny_model(family: str, vocab_size: int, tied: bool, seed: int = 0):
 def piece_bytes(tokenizer, ids: list[int]) -> bytes:
     """What a list of ids decodes to, as bytes (independent of the code under test)."""
     return tokenizer.decode(ids, skip_special_tokens=False).encode("utf-8")
+
+
+def test_helper_tokenizers_round_trip_and_have_the_advertised_layout():
+    sp, bl = sentencepiece_tokenizer(EN_TEXT), byte_level_tokenizer(EN_TEXT)
+    assert sp.convert_ids_to_tokens([0, 1, 2, 3, 258]) == ["<unk>", "<s>", "</s>", "<0x00>", "<0xFF>"]
+    assert "å" not in sp.get_vocab() and "Ã¥" not in bl.get_vocab()  # English-only: å exists only as bytes
+    for tok in (sp, bl):
+        text = "Både små filer på disken"
+        assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
