@@ -108,7 +108,9 @@ class Checkpointer:
     def time_due(self) -> float:
         """1.0 when `every_minutes` passed since the last save (rank 0's clock decides)."""
         minutes = self.config.every_minutes
-        return float(minutes is not None and time.monotonic() - self._last_save >= 60 * minutes)
+        if self.rank != 0 or minutes is None:  # summed over ranks: one clock, one vote
+            return 0.0
+        return float(time.monotonic() - self._last_save >= 60 * minutes)
 
     def save(self, state: TrainState, engine: Engine, stream: Stateful) -> Path:
         """Write checkpoint `step_<step>` on every rank; returns its final path."""
