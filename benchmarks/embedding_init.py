@@ -124,7 +124,7 @@ def stage1(model, stream: torch.Tensor, args) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     ap.add_argument("--methods", default="random,mean,align,focus")
@@ -135,53 +135,33 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--eval-chars", type=int, default=4000, help="characters kept of each nb-valid document")
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    base = args.shared / "models" / "tiny-en-llama"
+    return ap.parse_args()
 
-    old = AutoTokenizer.from_pretrained(base)
-    train = [("nb", t) for t in read(args.shared, "nb.debian-handbook.train")] + [
-        ("nn", t) for t in read(args.shared, "nn.gimp-help.train")
-    ]
+
+def run_method(method: str, base: Path, old, new, mapping, data: dict, args) -> dict:
+    """Init one fresh copy of the base model with `method`, score it, train stage 1, score again."""
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     stamp = time.perf_counter()
-    new, how = new_tokenizer(old, train)
-    print(f"new tokenizer: {len(new)} tokens via {how} in {time.perf_counter() - stamp:.1f} s")
-    mapping = build_mapping(old, new)
-    print("mapping:", mapping.summary())
+    config = EmbeddingConfig(**METHOD_CONFIGS[method])
+    model, report = transfer_embeddings(model, old, new, config, corpus=data["corpus"], mapping=mapping)
+    init_s = time.perf_counter() - stamp
+    step0 = bits_per_byte(model, data["eval"], data["bytes"])
+    train_s = stage1(model, data["stream"], args)
+    after = bits_per_byte(model, data["eval"], data["bytes"])
+    print(
+        f"  {method:7s} init {init_s:6.1f} s  bpb step0 {step0:.4f}  after stage 1 {after:.4f}  ({train_s:.0f} s)",
+        flush=True,
+    )
+    return {
+        "init_s": init_s,
+        "step0": step0,
+        "after": after,
+        "train_s": train_s,
+        "extra": report.get(method, {}),
+    }
 
-    valid = [t[: args.eval_chars] for t in read(args.shared, "nb.debian-handbook.valid")]
-    n_bytes = sum(len(t.encode("utf-8")) for t in valid)
-    eval_new = windows(new, valid, args.seq)
-    ids = [i for _, t in train for i in new(t, add_special_tokens=False)["input_ids"] + [new.eos_token_id]]
-    stream = torch.tensor(ids)
-    base_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    base_bpb = bits_per_byte(base_model, windows(old, valid, args.seq), n_bytes)
-    print(f"eval: {n_bytes} bytes of nb valid, {len(eval_new)} windows; train stream {len(ids)} tokens")
 
-    results = {}
-    for method in args.methods.split(","):
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-        stamp = time.perf_counter()
-        corpus = [t for _, t in train]
-        model, report = transfer_embeddings(
-            model, old, new, EmbeddingConfig(**METHOD_CONFIGS[method]), corpus=corpus, mapping=mapping
-        )
-        init_s = time.perf_counter() - stamp
-        step0 = bits_per_byte(model, eval_new, n_bytes)
-        train_s = stage1(model, stream, args)
-        after = bits_per_byte(model, eval_new, n_bytes)
-        results[method] = {
-            "init_s": init_s,
-            "step0": step0,
-            "after": after,
-            "train_s": train_s,
-            "extra": report.get(method, {}),
-        }
-        print(
-            f"  {method:7s} init {init_s:6.1f} s  bpb step0 {step0:.4f}  after stage 1 {after:.4f}  ({train_s:.0f} s)",
-            flush=True,
-        )
-
+def print_results(results: dict, base_bpb: float, args) -> None:
     print(
         f"\nnb-valid bits/byte; stage 1 = {args.steps} steps x {args.batch} x {args.seq} tokens, lr {args.lr}"
     )
@@ -194,20 +174,40 @@ def main() -> None:
     for method, r in results.items():
         if r["extra"]:
             print(f"{method} details: {r['extra']}")
-    value, baseline = results.get("mean", {}).get("after"), ref
-    ratio = round(value / baseline, 4) if value and baseline else None
+    value = results.get("mean", {}).get("after")
+    ratio = round(value / ref, 4) if value and ref else None
+    line = {"benchmark": "embedding_init", "metric": "nb_bpb_after_stage1", "value": value, "baseline": ref}
+    print(json.dumps({**line, "ratio": ratio, "unit": "bits/byte"}))
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    base = args.shared / "models" / "tiny-en-llama"
+    old = AutoTokenizer.from_pretrained(base)
+    train = [("nb", t) for t in read(args.shared, "nb.debian-handbook.train")]
+    train += [("nn", t) for t in read(args.shared, "nn.gimp-help.train")]
+    stamp = time.perf_counter()
+    new, how = new_tokenizer(old, train)
+    print(f"new tokenizer: {len(new)} tokens via {how} in {time.perf_counter() - stamp:.1f} s")
+    mapping = build_mapping(old, new)
+    print("mapping:", mapping.summary())
+
+    valid = [t[: args.eval_chars] for t in read(args.shared, "nb.debian-handbook.valid")]
+    ids = [i for _, t in train for i in new(t, add_special_tokens=False)["input_ids"] + [new.eos_token_id]]
+    data = {
+        "corpus": [t for _, t in train],
+        "eval": windows(new, valid, args.seq),
+        "bytes": sum(len(t.encode("utf-8")) for t in valid),
+        "stream": torch.tensor(ids),
+    }
+    base_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    base_bpb = bits_per_byte(base_model, windows(old, valid, args.seq), data["bytes"])
     print(
-        json.dumps(
-            {
-                "benchmark": "embedding_init",
-                "metric": "nb_bpb_after_stage1",
-                "value": value,
-                "baseline": baseline,
-                "ratio": ratio,
-                "unit": "bits/byte",
-            }
-        )
+        f"eval: {data['bytes']} bytes of nb valid, {len(data['eval'])} windows; train stream {len(ids)} tokens"
     )
+    results = {m: run_method(m, base, old, new, mapping, data, args) for m in args.methods.split(",")}
+    print_results(results, base_bpb, args)
 
 
 if __name__ == "__main__":

@@ -93,22 +93,8 @@ def loop_baseline(model, mapping) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
-    ap.add_argument("--focus-mb", type=float, default=100.0)
-    ap.add_argument("--skip-focus", action="store_true")
-    args = ap.parse_args()
-    print(f"torch threads: {torch.get_num_threads()}")
-
-    stamp = time.perf_counter()
-    old_tok = bpe(texts(args.shared, EN), VOCAB)
-    nordic = texts(args.shared, NORDIC)
-    new_tok = bpe(nordic, VOCAB)
-    print(
-        f"tokenizers: old {len(old_tok)}, new {len(new_tok)} ({time.perf_counter() - stamp:.1f} s to train)"
-    )
-
+def time_mean(old_tok, new_tok) -> tuple[float, float, object]:
+    """(mean's total seconds, the per-row loop's seconds, mapping), side by side on one model."""
     model = big_model(len(old_tok))
     stamp = time.perf_counter()
     mapping = build_mapping(old_tok, new_tok)
@@ -119,44 +105,53 @@ def main() -> None:
         model, old_tok, new_tok, EmbeddingConfig(method="mean"), mapping=mapping
     )
     mean_s = map_s + time.perf_counter() - stamp
+    timings = report["timings_s"]
     print(f"mapping: {mapping.summary()}")
     print(
-        f"mean, {len(new_tok)} x {HIDDEN}, input + untied head: {mean_s:.1f} s "
-        f"(mapping {map_s:.1f} s, plan {report['timings_s']['plan_s']:.1f} s, apply+resize "
-        f"{report['timings_s']['apply_s']:.1f} s); per-row loop for the same two matrices: {loop_s:.1f} s"
+        f"mean, {len(new_tok)} x {HIDDEN}, input + untied head: {mean_s:.1f} s (mapping {map_s:.1f} s, plan "
+        f"{timings['plan_s']:.1f} s, apply+resize {timings['apply_s']:.1f} s); per-row loop for the same two "
+        f"matrices: {loop_s:.1f} s"
     )
-    del model
+    return mean_s, loop_s, mapping
 
-    if not args.skip_focus:
-        budget = int(args.focus_mb * 1e6)
-        corpus, size = [], 0
-        for text in cycle(nordic):
-            corpus.append(text)
-            size += len(text.encode("utf-8"))
-            if size >= budget:
-                break
-        model = big_model(len(old_tok))
-        stamp = time.perf_counter()
-        config = EmbeddingConfig(method="focus", max_corpus_mb=args.focus_mb)
-        model, report = transfer_embeddings(model, old_tok, new_tok, config, corpus=corpus, mapping=mapping)
-        focus_s = time.perf_counter() - stamp
-        print(
-            f"focus on {size / 1e6:.0f} MB (budget {config.fasttext_time_budget_s:.0f} s for fastText incl. "
-            f"tokenising): {focus_s:.1f} s total; {report['focus']}"
-        )
 
+def time_focus(old_tok, new_tok, mapping, nordic: list[str], megabytes: float) -> None:
+    """FOCUS with its fastText step on `megabytes` of text (the Nordic texts repeated to size)."""
+    corpus, size = [], 0
+    for text in cycle(nordic):
+        corpus.append(text)
+        size += len(text.encode("utf-8"))
+        if size >= megabytes * 1e6:
+            break
+    model = big_model(len(old_tok))
+    stamp = time.perf_counter()
+    config = EmbeddingConfig(method="focus", max_corpus_mb=megabytes)
+    model, report = transfer_embeddings(model, old_tok, new_tok, config, corpus=corpus, mapping=mapping)
     print(
-        json.dumps(
-            {
-                "benchmark": "embedding_init_cost",
-                "metric": "mean_init_s_32k_x_4096",
-                "value": round(mean_s, 2),
-                "baseline": round(loop_s, 2),
-                "ratio": round(mean_s / loop_s, 3),
-                "unit": "s",
-            }
-        )
+        f"focus on {size / 1e6:.0f} MB (budget {config.fasttext_time_budget_s:.0f} s for fastText incl. "
+        f"tokenising): {time.perf_counter() - stamp:.1f} s total; {report['focus']}"
     )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    ap.add_argument("--focus-mb", type=float, default=100.0)
+    ap.add_argument("--skip-focus", action="store_true")
+    args = ap.parse_args()
+    print(f"torch threads: {torch.get_num_threads()}")
+    stamp = time.perf_counter()
+    old_tok = bpe(texts(args.shared, EN), VOCAB)
+    nordic = texts(args.shared, NORDIC)
+    new_tok = bpe(nordic, VOCAB)
+    print(
+        f"tokenizers: old {len(old_tok)}, new {len(new_tok)} ({time.perf_counter() - stamp:.1f} s to train)"
+    )
+    mean_s, loop_s, mapping = time_mean(old_tok, new_tok)
+    if not args.skip_focus:
+        time_focus(old_tok, new_tok, mapping, nordic, args.focus_mb)
+    line = {"benchmark": "embedding_init_cost", "metric": "mean_init_s_32k_x_4096", "value": round(mean_s, 2)}
+    print(json.dumps({**line, "baseline": round(loop_s, 2), "ratio": round(mean_s / loop_s, 3), "unit": "s"}))
 
 
 if __name__ == "__main__":

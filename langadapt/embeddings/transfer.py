@@ -19,7 +19,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import VocabMapping, build_mapping
 from langadapt.embeddings.methods import PlanInputs, build_plan
-from langadapt.embeddings.plan import USE_MEAN, USE_RANDOM, apply_plan
+from langadapt.embeddings.plan import USE_MEAN, USE_RANDOM, RowPlan, apply_plan
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
 
@@ -32,6 +32,16 @@ def _check_mapping(mapping: VocabMapping, old_rows: int) -> None:
             f"old tokenizer id {highest} has no row in the model's {old_rows}-row embedding matrix: "
             "is the old tokenizer the base model's own?"
         )
+
+
+def apply_to_matrices(plan: RowPlan, old: EmbeddingMatrices, seed: int) -> EmbeddingMatrices:
+    """The plan applied to each matrix with that matrix's own rows (and statistics for random rows)."""
+    generator = torch.Generator().manual_seed(seed)
+    return EmbeddingMatrices(
+        input=apply_plan(plan, old.input, generator),
+        output=None if old.tied else apply_plan(plan, old.output, generator),
+        bias=None if old.bias is None else apply_plan(plan, old.bias[:, None], generator)[:, 0],
+    )
 
 
 def transfer_embeddings(
@@ -49,33 +59,23 @@ def transfer_embeddings(
     that already built (and saved) one skip rebuilding it. Modifies `model` in place and returns
     it with a JSON-serialisable report (mapping summary, method, row counts, timings).
     """
-    timings: dict[str, float] = {}
     start = time.perf_counter()
-    if mapping is None:
-        mapping = build_mapping(old_tokenizer, new_tokenizer)
-    timings["mapping_s"] = time.perf_counter() - start
+    mapping = mapping or build_mapping(old_tokenizer, new_tokenizer)
+    timings = {"mapping_s": time.perf_counter() - start}
 
     old = read_matrices(model)
     old_rows, dim = old.input.shape
     _check_mapping(mapping, old_rows)
-    multiple = config.pad_vocab_to_multiple_of
-    rows = math.ceil(mapping.new_size / multiple) * multiple
+    rows = math.ceil(mapping.new_size / config.pad_vocab_to_multiple_of) * config.pad_vocab_to_multiple_of
+    seed += config.seed_offset
     stamp = time.perf_counter()
-    plan, info = build_plan(
-        PlanInputs(
-            mapping, rows, old_rows, old_tokenizer, new_tokenizer, config, corpus, seed + config.seed_offset
-        )
-    )
+    inputs = PlanInputs(mapping, rows, old_rows, old_tokenizer, new_tokenizer, config, corpus, seed)
+    plan, info = build_plan(inputs)
     timings["plan_s"] = time.perf_counter() - stamp
 
     stamp = time.perf_counter()
-    generator = torch.Generator().manual_seed(seed + config.seed_offset)
-    new = EmbeddingMatrices(
-        input=apply_plan(plan, old.input, generator),
-        output=None if old.tied else apply_plan(plan, old.output, generator),
-        bias=None if old.bias is None else apply_plan(plan, old.bias[:, None], generator)[:, 0],
-    )
-    del old  # the old matrices can be freed once the model drops them in the resize
+    new = apply_to_matrices(plan, old, seed)
+    del old  # the old matrices are freed once the resize drops them from the model
     write_matrices(model, new)
     special_ids = set_special_ids(model, new_tokenizer)
     timings["apply_s"] = time.perf_counter() - stamp
