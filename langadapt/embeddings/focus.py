@@ -123,8 +123,8 @@ def train_fasttext(sentences: list[list[str]], inputs: PlanInputs, deadline: flo
     return model, info
 
 
-def _unit_rows(vectors: np.ndarray, centre: torch.Tensor | float) -> torch.Tensor:
-    x = torch.as_tensor(vectors, dtype=torch.float32) - centre
+def _unit_rows(vectors: np.ndarray, centre: np.ndarray | float) -> torch.Tensor:
+    x = torch.as_tensor(vectors - centre, dtype=torch.float32)
     return x / x.norm(dim=1, keepdim=True).clamp(min=1e-8)
 
 
