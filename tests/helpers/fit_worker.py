@@ -1,0 +1,85 @@
+"""One training stage through the real loop (`langadapt.train.loop.fit`), under any launcher.
+
+    torchrun --nproc_per_node 2 fit_worker.py OUT --engine deepspeed --zero 2 --stage stage2
+
+The tiny Llama and the synthetic stream come from `langadapt.train.synthetic`: the same
+initial weights on every rank, and row i of the data depends on i only, so runs with different
+world sizes see the same global batches. `fit` itself picks up the rank layout from the
+launcher's environment (DistInfo), resumes from OUT/checkpoints/latest when it exists, and
+writes OUT/metrics.jsonl and OUT/model. This worker adds (rank 0):
+    OUT/initial.pt          the weights before training (the frozen-tensor check compares with it)
+    OUT/dist-<rank>.json    each rank's DistInfo, as it read it from its launcher
+    OUT/result.json         fit's TrainResult (resumed_from: the step it resumed from, or null)
+With --step-sleep each data fetch sleeps, so a test can kill the run at a step of its choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from langadapt.train.config import (
+    CheckpointConfig,
+    EngineConfig,
+    OptimizerConfig,
+    ScheduleConfig,
+    TrainStageConfig,
+)
+from langadapt.train.distributed import DistInfo
+from langadapt.train.loop import fit
+from langadapt.train.synthetic import SyntheticStream, tiny_llama
+
+VOCAB, SEQ, GLOBAL_BATCH = 96, 16, 8
+
+
+class SlowStream(SyntheticStream):
+    """The synthetic stream, sleeping before each batch (gives a killer time to aim)."""
+
+    def __init__(self, *args, sleep: float = 0.0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.sleep = sleep
+
+    def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1):
+        time.sleep(self.sleep)
+        return super().next_batch(global_batch_size, rank, world_size)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--engine", choices=["torch", "deepspeed"], default="deepspeed")
+    parser.add_argument("--zero", type=int, default=2)
+    parser.add_argument("--stage", choices=["stage1", "stage2"], default="stage2")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--save-every", type=int, default=None)
+    parser.add_argument("--step-sleep", type=float, default=0.0)
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    dist = DistInfo.from_env()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"dist-{dist.rank}.json").write_text(json.dumps(dataclasses.asdict(dist)))
+    model = tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0)
+    if dist.rank == 0 and not (args.out / "initial.pt").exists():
+        torch.save({k: v.clone() for k, v in model.state_dict().items()}, args.out / "initial.pt")
+    world = dist.world_size
+    config = TrainStageConfig(
+        steps=args.steps, micro_batch_size=GLOBAL_BATCH // world, grad_accum_steps=1, seq_len=SEQ,
+        optimizer=OptimizerConfig(lr=3e-3), schedule=ScheduleConfig(kind="constant", warmup_steps=2),
+        checkpoint=CheckpointConfig(every_steps=args.save_every or args.steps, keep_last=2), log_every=1,
+    )
+    engine = EngineConfig(kind=args.engine, zero_stage=args.zero if args.engine == "deepspeed" else 0,
+                          attn_implementation="eager")
+    stream = SlowStream(VOCAB, SEQ, seed=7, sleep=args.step_sleep)
+    result = fit(model, stream, config, engine, args.out, seed=0, dist=dist, stage_name=args.stage)
+    if dist.rank == 0:
+        (args.out / "result.json").write_text(json.dumps(dataclasses.asdict(result), default=str))
+
+
+if __name__ == "__main__":
+    main()
