@@ -49,6 +49,30 @@ class SlowStream(SyntheticStream):
         return super().next_batch(global_batch_size, rank, world_size)
 
 
+def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "stage2", steps: int = 8,
+          save_every: int | None = None, step_sleep: float = 0.0, load_universal: bool = False) -> None:
+    """One `fit` in this process, on whatever ranks the environment describes (see module doc)."""
+    torch.set_num_threads(1)
+    dist = DistInfo.from_env()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"dist-{dist.rank}.json").write_text(json.dumps(dataclasses.asdict(dist)))
+    model = tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0)
+    if dist.rank == 0 and not (out / "initial.pt").exists():
+        torch.save({k: v.clone() for k, v in model.state_dict().items()}, out / "initial.pt")
+    config = TrainStageConfig(
+        steps=steps, micro_batch_size=GLOBAL_BATCH // dist.world_size, grad_accum_steps=1, seq_len=SEQ,
+        optimizer=OptimizerConfig(lr=3e-3), schedule=ScheduleConfig(kind="constant", warmup_steps=2),
+        checkpoint=CheckpointConfig(every_steps=save_every or steps, keep_last=2), log_every=1,
+    )
+    universal = {"checkpoint": {"load_universal": True}} if load_universal else None
+    engine_config = EngineConfig(kind=engine, zero_stage=zero if engine == "deepspeed" else 0,
+                                 attn_implementation="eager", deepspeed_config=universal)
+    stream = SlowStream(VOCAB, SEQ, seed=7, sleep=step_sleep)
+    result = fit(model, stream, config, engine_config, out, seed=0, dist=dist, stage_name=stage)
+    if dist.rank == 0:
+        (out / "result.json").write_text(json.dumps(dataclasses.asdict(result), default=str))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -58,27 +82,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--save-every", type=int, default=None)
     parser.add_argument("--step-sleep", type=float, default=0.0)
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    dist = DistInfo.from_env()
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"dist-{dist.rank}.json").write_text(json.dumps(dataclasses.asdict(dist)))
-    model = tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0)
-    if dist.rank == 0 and not (args.out / "initial.pt").exists():
-        torch.save({k: v.clone() for k, v in model.state_dict().items()}, args.out / "initial.pt")
-    world = dist.world_size
-    config = TrainStageConfig(
-        steps=args.steps, micro_batch_size=GLOBAL_BATCH // world, grad_accum_steps=1, seq_len=SEQ,
-        optimizer=OptimizerConfig(lr=3e-3), schedule=ScheduleConfig(kind="constant", warmup_steps=2),
-        checkpoint=CheckpointConfig(every_steps=args.save_every or args.steps, keep_last=2), log_every=1,
-    )
-    engine = EngineConfig(kind=args.engine, zero_stage=args.zero if args.engine == "deepspeed" else 0,
-                          attn_implementation="eager")
-    stream = SlowStream(VOCAB, SEQ, seed=7, sleep=args.step_sleep)
-    result = fit(model, stream, config, engine, args.out, seed=0, dist=dist, stage_name=args.stage)
-    if dist.rank == 0:
-        (args.out / "result.json").write_text(json.dumps(dataclasses.asdict(result), default=str))
+    parser.add_argument("--load-universal", action="store_true",
+                        help="resume from a DeepSpeed universal checkpoint (a different world size)")
+    train(**{k.replace("-", "_"): v for k, v in vars(parser.parse_args()).items()})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+"""Resume with a different world size: a checkpoint written by 2 ranks, resumed by 1 process.
+
+- torch engine (DDP): the checkpoint holds the full model and optimizer state, and the data
+  position is global, so a 1-process run simply continues.
+- DeepSpeed ZeRO-2: the optimizer state is sharded per rank and DeepSpeed refuses another
+  world size as it stands; after `ds_to_universal` (DeepSpeed's universal checkpoint) and
+  `"checkpoint": {"load_universal": true}` in the DeepSpeed config, it continues as well.
+Both must end within the multi-rank tolerances of an uninterrupted single-process run (the
+reference runs in this process, torch engine: it computes the same AdamW steps).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import fit_worker
+from helpers import multiproc as mp
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("deepspeed")
+
+HALF, STEPS = 4, 8
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("reference") / "run"
+    fit_worker.train(out, engine="torch", steps=STEPS)
+    return out
+
+
+@pytest.mark.parametrize("engine", ["torch", "deepspeed"])
+def test_two_ranks_then_one_process(engine: str, reference: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    mp.two_ranks(out, "--engine", engine, "--zero", "2", "--steps", str(HALF))
+    resume = ["--engine", engine, "--zero", "2", "--steps", str(STEPS)]
+    if engine == "deepspeed":
+        mp.to_universal(out / "checkpoints" / f"step_{HALF:08d}")
+        resume.append("--load-universal")
+    mp.single(out, *resume)
+    assert json.loads((out / "result.json").read_text())["resumed_from"] == HALF
+    assert mp.dist_infos(out)[0]["world_size"] == 1  # rewritten by the 1-process run
+    mp.assert_losses_close(mp.losses(out), mp.losses(reference))
+    assert mp.max_weight_diff(mp.weights(out), mp.weights(reference)) <= mp.WEIGHT_ATOL
