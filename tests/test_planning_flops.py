@@ -31,20 +31,23 @@ def test_palm_540b_model_flops_utilisation() -> None:
 
 def test_full_training_is_6n_plus_attention() -> None:
     m = load_model_dims("Mistral-7B-v0.1")
-    assert flops_per_token(m, 4096, "all", attention=False) == 6 * m.num_params()
-    assert flops_per_token(m, 4096, "all") - 6 * m.num_params() == 12 * 32 * 4096 * 4096
+    n = m.num_params() - m.vocab * m.hidden  # the untied input table is a lookup, not a matmul
+    assert flops_per_token(m, 4096, "all", attention=False) == 6 * n
+    assert flops_per_token(m, 4096, "all") - 6 * n == 12 * 32 * 4096 * 4096
     assert training_flops(m, 1e9, 4096) == pytest.approx(1e9 * flops_per_token(m, 4096))
 
 
 def test_frozen_body_stage_costs_about_two_thirds_of_a_full_step() -> None:
     m = load_model_dims("Mistral-7B-v0.1")
     frozen = flops_per_token(m, 4096, "embeddings", attention=False)
-    assert frozen == 4 * m.body_params() + 6 * m.embedding_params()
+    head = m.vocab * m.hidden
+    assert frozen == 4 * (m.body_params() + head) + 2 * head
     assert frozen / flops_per_token(m, 4096, "all", attention=False) == pytest.approx(2 / 3, abs=0.02)
-    # When the embeddings are half the model (tiny-en-llama) the saving shrinks, as measured (0.88).
+    # When the embeddings are half the model (tiny-en-llama) the saving shrinks: 0.80 in FLOPs;
+    # the 0.88 measured in wall time also pays for non-matmul work (the softmax over 8k logits).
     tiny = load_model_dims("tiny-en-llama")
     ratio = flops_per_token(tiny, 256, "embeddings") / flops_per_token(tiny, 256, "all")
-    assert 0.8 < ratio < 0.9
+    assert 0.78 < ratio < 0.9
     with pytest.raises(ValueError):
         flops_per_token(m, 4096, "body")  # type: ignore[arg-type]
 

@@ -1,18 +1,8 @@
-"""Training FLOPs per token and peak device FLOP/s, for MFU.
+"""Training FLOPs per token of a live model, and peak device FLOP/s, for the trainer's MFU.
 
-Per token, a weight matrix with n entries costs 2n FLOPs forward, 2n backward for the
-gradient of its input (activation gradient) and 2n backward for the gradient of its weight.
-With N the parameters that take part in matmuls (all parameters minus the input-embedding
-table, which is a lookup) and N_t the trainable part of them:
-
-    flops/token = 2 N (forward) + 2 N (activation grads) + 2 N_t (weight grads) + attention
-    attention   = 12 * n_layers * d_attn * seq_len        (QK^T and AV, forward + backward;
-                                                           PaLM appendix B, causal mask ignored)
-
-Full training (N_t = N) gives the familiar 6N; stage 1 (body frozen, only embeddings and the
-LM head train) gives about 4N: the activation gradients must still flow through the frozen
-body down to the input embeddings, only the body's weight gradients are skipped. Hence a
-stage-1 step costs about 2/3 of a stage-2 step when the body dominates N.
+The formula (and why: 4N + 2N_trainable + attention, the input lookup not counted) lives in
+`langadapt.planning.flops`, so the MFU a run measures and the one `langadapt plan` assumes are
+computed the same way; here we only count N and N_trainable on the real module.
 
 MFU = (flops/token * tokens/s per device) / peak FLOP/s per device, with the dense bf16 peak
 (no sparsity) from `PEAK_TFLOPS`; fp32 runs and unknown devices report n/a unless a peak is
@@ -23,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from langadapt.planning.flops import attention_flops_per_token, dense_flops_per_token
 from langadapt.train.policy import TrainableParams, numel
 
 PEAK_TFLOPS = {
@@ -52,15 +43,11 @@ def flops_per_token(model: torch.nn.Module, selection: TrainableParams, seq_len:
             continue
         n_mm += numel(param)
         n_trainable += numel(param) if id(param) in trainable else 0
-    return 4.0 * n_mm + 2.0 * n_trainable + attention_flops_per_token(model.config, seq_len)
-
-
-def attention_flops_per_token(config: object, seq_len: int) -> float:
-    """12 * layers * attention width * seq_len: the score and mixing matmuls, fwd + bwd."""
-    layers = getattr(config, "num_hidden_layers", 0)
+    config = model.config
     heads = getattr(config, "num_attention_heads", 0)
     head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // max(heads, 1)
-    return 12.0 * layers * heads * head_dim * seq_len
+    attention = attention_flops_per_token(getattr(config, "num_hidden_layers", 0), heads * head_dim, seq_len)
+    return dense_flops_per_token(n_mm, n_trainable) + attention
 
 
 def peak_flops(device: torch.device, precision: str, override_tflops: float | None = None) -> float | None:
