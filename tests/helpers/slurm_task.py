@@ -1,35 +1,36 @@
-"""A tiny task for the real-Slurm tests, run by a generated sbatch script under srun.
+"""Tasks for the real-Slurm tests, run by a generated sbatch script under srun.
 
 The generated script runs `COMMAND RECIPE RUN_ARGS...`: the recipe is ignored here.
 
     slurm_task.py allreduce RECIPE OUT_DIR   each rank writes rank-<r>.json with its DistInfo
                                              and the gloo all-reduce of (rank + 1)
-    slurm_task.py requeue RECIPE OUT_DIR     first run: wait for SIGUSR1 (forwarded by the
-                                             script from Slurm's time-limit warning), write
-                                             got-usr1-<r>, exit REQUEUE_EXIT_CODE; after the
-                                             requeue (SLURM_RESTART_COUNT >= 1): resumed-<r>
+    slurm_task.py fit RECIPE OUT_DIR         the real training loop (fit_worker.train, DeepSpeed
+                                             ZeRO-2) over srun's ranks; slow steps on the first
+                                             run so Slurm's time-limit warning lands mid-run,
+                                             full speed after the requeue (SLURM_RESTART_COUNT)
 """
 
 from __future__ import annotations
 
+import os
 import signal
 
 # First thing, before the slow imports: Slurm's warning may come seconds after the job starts,
-# and an unhandled SIGUSR1 kills the process.
-_GOT: list[int] = []
-signal.signal(signal.SIGUSR1, lambda signum, frame: _GOT.append(signum))
+# before `fit` has installed its own handler, and an unhandled SIGUSR1 kills the process. An
+# early signal is kept and delivered again once the loop runs (see EarlySignalStream).
+_EARLY: list[int] = []
+signal.signal(signal.SIGUSR1, lambda signum, frame: _EARLY.append(signum))
 
 import dataclasses
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
+import fit_worker
 import torch
 import torch.distributed as dist
 
-from langadapt.train.distributed import REQUEUE_EXIT_CODE, DistInfo, destroy, init_distributed
+from langadapt.train.distributed import DistInfo, destroy, init_distributed
 
 
 def allreduce(out: Path) -> None:
@@ -41,20 +42,25 @@ def allreduce(out: Path) -> None:
     destroy()
 
 
-def requeue(out: Path) -> None:
-    info = DistInfo.from_env()
-    if int(os.environ.get("SLURM_RESTART_COUNT", "0")) >= 1:
-        (out / f"resumed-{info.rank}").write_text("ok")
-        return
-    (out / f"started-{info.rank}").write_text(str(time.time()))
-    deadline = time.time() + 300
-    while not _GOT and time.time() < deadline:
-        time.sleep(0.1)
-    (out / f"got-usr1-{info.rank}").write_text(str(bool(_GOT)))
-    sys.exit(REQUEUE_EXIT_CODE if _GOT else 3)
+class EarlySignalStream(fit_worker.SlowStream):
+    """Re-raises a SIGUSR1 that arrived before fit's handler existed, from inside the loop."""
+
+    def next_batch(self, *args, **kwargs):
+        if _EARLY:
+            _EARLY.clear()
+            os.kill(os.getpid(), signal.SIGUSR1)
+        return super().next_batch(*args, **kwargs)
+
+
+def fit(out: Path) -> None:
+    first_run = os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+    fit_worker.SlowStream = EarlySignalStream  # fit_worker.train builds the stream by this name
+    # 100 steps at 0.5 s outlast the one-minute limit, so the warning always comes mid-run; the
+    # only checkpoints are the signal's and the final one.
+    fit_worker.train(out, steps=100, save_every=1000, step_sleep=0.5 if first_run else 0.0)
 
 
 if __name__ == "__main__":
     mode, out_dir = sys.argv[1], Path(sys.argv[-1])  # the recipe path sits between them
     out_dir.mkdir(parents=True, exist_ok=True)
-    {"allreduce": allreduce, "requeue": requeue}[mode](out_dir)
+    {"allreduce": allreduce, "fit": fit}[mode](out_dir)

@@ -6,9 +6,10 @@
 # (or the slurm-wlm metapackage). No systemd and no cgroups are needed: proctrack/linuxproc,
 # task/none and no accounting, so it works in containers and microVMs.
 #
-# Idempotent: if `sinfo` already answers and the node is usable it does nothing; a config it
-# wrote earlier is rewritten only when the host's name or CPU count changed. Exit 0 when the
-# node is idle and accepting jobs, non-zero with one line on stderr otherwise.
+# Idempotent: with its config in place and the node usable it does nothing; a config it wrote
+# earlier that differs (another host name, CPU count, or a newer version of this script) is
+# rewritten and the daemons restarted. Exit 0 when the node is idle and accepting jobs,
+# non-zero with one line on stderr otherwise.
 set -euo pipefail
 
 CONF_DIR=/etc/slurm
@@ -29,11 +30,6 @@ node_ready() {
   state="$(sinfo -h -N -n "$HOST" -o '%t' 2>/dev/null | head -n 1)" || return 1
   case "$state" in idle|mix|alloc|comp) return 0 ;; *) return 1 ;; esac
 }
-
-if node_ready; then
-  echo "start_slurm.sh: slurm already running on $HOST"
-  exit 0
-fi
 
 # Slurm schedules at least 4 CPUs even on a 2-core machine so that 2-4 task test jobs fit;
 # SlurmdParameters=config_overrides lets the configured count exceed the real one.
@@ -58,17 +54,19 @@ fi
 # --- slurm.conf -------------------------------------------------------------------------
 mkdir -p "$CONF_DIR" /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/slurm
 chown slurm:slurm /var/spool/slurmctld /var/log/slurm
-WANT="NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN"
+NODE="NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN"
 if [ -f "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
   die "$CONF exists and was not written by this script; refusing to overwrite it"
 fi
-if ! { [ -f "$CONF" ] && grep -qxF "$WANT" "$CONF"; }; then
-  cat > "$CONF" <<EOF
+WANT="$(cat <<EOF
 $MARK
 ClusterName=langadapt-test
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmUser=slurm
 AuthType=auth/munge
+# Credentials live 10 s instead of 120: a requeued job may start again after that long (the
+# tests requeue on purpose and should not wait two minutes).
+AuthInfo=cred_expire=10
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
 SlurmctldPidFile=/run/slurm/slurmctld.pid
@@ -85,22 +83,28 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
 MpiDefault=none
-# Requeued jobs become eligible again at once (tests requeue on purpose).
 JobRequeue=1
 KillWait=5
 MinJobAge=300
-$WANT
+$NODE
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
+)"
+if [ "$(cat "$CONF" 2>/dev/null)" != "$WANT" ]; then
+  printf '%s\n' "$WANT" > "$CONF"
   # A changed config must reach running daemons: restart them below.
-  pkill_pidfile() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null || true; }
-  pkill_pidfile /run/slurm/slurmd.pid
-  pkill_pidfile /run/slurm/slurmctld.pid
-  sleep 1
+  for pidfile in /run/slurm/slurmd.pid /run/slurm/slurmctld.pid; do
+    if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
+  done
+  sleep 2
 fi
 
 # --- daemons ----------------------------------------------------------------------------
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+if node_ready && pid_alive /run/slurm/slurmctld.pid && pid_alive /run/slurm/slurmd.pid; then
+  echo "start_slurm.sh: slurm already running on $HOST"
+  exit 0
+fi
 pid_alive /run/slurm/slurmctld.pid || slurmctld
 for _ in $(seq 1 20); do scontrol ping >/dev/null 2>&1 && break; sleep 0.5; done
 scontrol ping | grep -q UP || die "slurmctld did not come up; see /var/log/slurm/slurmctld.log"
