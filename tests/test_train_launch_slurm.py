@@ -112,6 +112,21 @@ def test_two_tasks_find_each_other_and_all_reduce(slurm: None, tmp_path: Path) -
     assert ranks[0]["master_addr"] == ranks[1]["master_addr"] != ""
 
 
+def test_scancel_is_not_requeued(slurm: None, tmp_path: Path) -> None:
+    # scancel sends SIGTERM to the tasks (which checkpoint and exit with the requeue code) and to
+    # the batch shell, which dies with it: a cancelled job must stay cancelled.
+    job = submit(_script(tmp_path, "wait", time="5", signal_seconds=60))
+    deadline = time.time() + 60
+    while not all((tmp_path / "out" / f"started-{r}").exists() for r in (0, 1)):
+        assert time.time() < deadline, _job_state(job)
+        time.sleep(0.2)
+    subprocess.run(["scancel", job], check=True)
+    state = _wait(job, {"CANCELLED", "COMPLETED", "FAILED", "PENDING"}, timeout=60)
+    time.sleep(3)  # a requeue would show by now
+    state = _job_state(job)
+    assert (state["JobState"], state["Restarts"]) == ("CANCELLED", "0"), state
+
+
 def test_time_limit_warning_checkpoints_requeues_and_resumes_training(slurm: None, tmp_path: Path) -> None:
     # The whole chain with the real training loop on 2 srun ranks (DeepSpeed ZeRO-2, gloo):
     # one-minute limit, warning 55 s before it (Slurm's timer is coarse: it lands 5-35 s in);

@@ -52,7 +52,6 @@ class SlowStream(SyntheticStream):
 def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "stage2", steps: int = 8,
           save_every: int | None = None, step_sleep: float = 0.0, load_universal: bool = False) -> None:
     """One `fit` in this process, on whatever ranks the environment describes (see module doc)."""
-    torch.set_num_threads(1)
     dist = DistInfo.from_env()
     out.mkdir(parents=True, exist_ok=True)
     (out / f"dist-{dist.rank}.json").write_text(json.dumps(dataclasses.asdict(dist)))
@@ -84,6 +83,7 @@ def main() -> None:
     parser.add_argument("--step-sleep", type=float, default=0.0)
     parser.add_argument("--load-universal", action="store_true",
                         help="resume from a DeepSpeed universal checkpoint (a different world size)")
+    torch.set_num_threads(1)  # two ranks share two cores
     train(**{k.replace("-", "_"): v for k, v in vars(parser.parse_args()).items()})
 
 

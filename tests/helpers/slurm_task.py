@@ -8,6 +8,8 @@ The generated script runs `COMMAND RECIPE RUN_ARGS...`: the recipe is ignored he
                                              ZeRO-2) over srun's ranks; slow steps on the first
                                              run so Slurm's time-limit warning lands mid-run,
                                              full speed after the requeue (SLURM_RESTART_COUNT)
+    slurm_task.py wait RECIPE OUT_DIR        write started-<r>, then wait; SIGTERM exits with the
+                                             requeue code, as the training loop does
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ signal.signal(signal.SIGUSR1, lambda signum, frame: _EARLY.append(signum))
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 
-import fit_worker
+import fit_worker  # tests/helpers is this script's sys.path[0]
 import torch
 import torch.distributed as dist
 
-from langadapt.train.distributed import DistInfo, destroy, init_distributed
+from langadapt.train.distributed import REQUEUE_EXIT_CODE, DistInfo, destroy, init_distributed
 
 
 def allreduce(out: Path) -> None:
@@ -40,6 +43,17 @@ def allreduce(out: Path) -> None:
     record = {**dataclasses.asdict(info), "allreduce": value.item(), "device": str(info.device())}
     (out / f"rank-{info.rank}.json").write_text(json.dumps(record))
     destroy()
+
+
+def wait(out: Path) -> None:
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    rank = DistInfo.from_env().rank
+    (out / f"started-{rank}").write_text("ok")
+    deadline = time.time() + 120
+    while not stop and time.time() < deadline:
+        time.sleep(0.1)
+    sys.exit(REQUEUE_EXIT_CODE if stop else 0)
 
 
 class EarlySignalStream(fit_worker.SlowStream):
@@ -63,4 +77,4 @@ def fit(out: Path) -> None:
 if __name__ == "__main__":
     mode, out_dir = sys.argv[1], Path(sys.argv[-1])  # the recipe path sits between them
     out_dir.mkdir(parents=True, exist_ok=True)
-    {"allreduce": allreduce, "fit": fit}[mode](out_dir)
+    {"allreduce": allreduce, "fit": fit, "wait": wait}[mode](out_dir)
