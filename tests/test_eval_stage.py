@@ -62,6 +62,7 @@ def run_dir(tmp_path_factory, tiny_en_llama, shared_texts) -> Path:
     _save(model, new, root / "stage1" / "model")
     _train_a_little(model, new, train)
     _save(model, new, root / "stage2" / "model")
+    (root / "embeddings" / "manifest.json").write_text(json.dumps({"base_model": str(tiny_en_llama)}), "utf-8")
     for stage, n in (("stage1", 3), ("stage2", 4)):
         rows = [{"step": 10 * (i + 1), "loss": 6.0 - i, "lr": 1e-3, "tokens": 1000 * i} for i in range(n)]
         (root / stage / "metrics.jsonl").write_text(
@@ -177,3 +178,15 @@ def test_evaluate_cli_on_a_model_folder_with_explicit_files(run_dir, tmp_path):
     results = evaluate_cli(str(run_dir / "stage2" / "model"), [str(suite)], tmp_path / "out", [])
     assert list(results["models"]) == ["model"] and "nb_local" in results["models"]["model"]
     assert (tmp_path / "out" / "report.html").is_file()
+
+
+def test_evaluate_cli_on_a_run_directory_finds_base_and_compares(run_dir, tmp_path, tiny_en_llama):
+    """Outside the pipeline the base model comes from the run's manifests; compare adds a folder."""
+    suite = tmp_path / "nb.yaml"
+    suite.write_text("name: nb\ntasks:\n  - {kind: bpb, langs: [nb]}\n", "utf-8")
+    config = EvaluationConfig(max_bytes_per_lang=600, window=128, random_baseline=False)
+    results = evaluate_cli(str(run_dir), [str(suite)], tmp_path / "out", [str(tiny_en_llama)], config=config)
+    assert list(results["models"]) == ["base", "init", "stage1", "adapted", "tiny-en-llama"]
+    base, again = results["models"]["base"]["nb"], results["models"]["tiny-en-llama"]["nb"]
+    assert base["bits_per_byte"] == pytest.approx(again["bits_per_byte"], abs=1e-6)
+    assert (tmp_path / "out" / "plots" / "training.png").is_file()

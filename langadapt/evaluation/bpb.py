@@ -114,10 +114,12 @@ def _score_batch(model: torch.nn.Module, batch: list[Window], device: torch.devi
         inputs[row, :n] = torch.tensor(w.input_ids)
         labels[row, n - w.n_scored : n] = torch.tensor(w.labels[n - w.n_scored :])
     logits = model(input_ids=inputs.to(device), use_cache=False).logits.float()
+    # Cross-entropy over the flattened (rows x positions, vocab) matrix: the [B, V, T] layout
+    # that a transpose gives is strided and about 4x slower on CPU.
     nll = torch.nn.functional.cross_entropy(
-        logits.transpose(1, 2), labels.to(device), ignore_index=-100, reduction="none"
+        logits.view(-1, logits.size(-1)), labels.to(device).view(-1), ignore_index=-100, reduction="none"
     )
-    return (-nll.double().sum(dim=1)).tolist()
+    return (-nll.view(len(batch), width).double().sum(dim=1)).tolist()
 
 
 def sequence_loglikelihoods(
