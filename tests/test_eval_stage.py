@@ -62,7 +62,9 @@ def run_dir(tmp_path_factory, tiny_en_llama, shared_texts) -> Path:
     _save(model, new, root / "stage1" / "model")
     _train_a_little(model, new, train)
     _save(model, new, root / "stage2" / "model")
-    (root / "embeddings" / "manifest.json").write_text(json.dumps({"base_model": str(tiny_en_llama)}), "utf-8")
+    (root / "embeddings" / "manifest.json").write_text(
+        json.dumps({"base_model": str(tiny_en_llama)}), "utf-8"
+    )
     for stage, n in (("stage1", 3), ("stage2", 4)):
         rows = [{"step": 10 * (i + 1), "loss": 6.0 - i, "lr": 1e-3, "tokens": 1000 * i} for i in range(n)]
         (root / stage / "metrics.jsonl").write_text(
