@@ -35,13 +35,16 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
         items = [(line, "gain" if " gained " in line else "loss") for line in tables.verdicts(results)]
         blocks += [("h2", f"What changed: {head} vs {ref}"), ("ul", items)]
     header, rows = tables.bpb_rows(results)
-    blocks += [
-        ("h2", "Held-out bits per byte"),
-        ("table", header, rows),
-        ("p", tables.BPB_NOTE),
-        ("img", "bpb", "bits per byte per language and model"),
-        ("img", "deltas", "bpb deltas vs reference"),
-    ]
+    blocks.append(("h2", "Held-out bits per byte"))
+    if not rows:  # e.g. `langadapt eval FOLDER` with suites that read a run's held-out data
+        blocks.append(("p", "No held-out text was scored (see the notes at the end)."))
+    else:
+        blocks += [
+            ("table", header, rows),
+            ("p", tables.BPB_NOTE),
+            ("img", "bpb", "bits per byte per language and model"),
+            ("img", "deltas", "bpb deltas vs reference"),
+        ]
     task_table = tables.task_rows(results)
     if task_table is not None:
         blocks += [
