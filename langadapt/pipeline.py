@@ -139,7 +139,10 @@ def fingerprints(loaded: LoadedRecipe, stages: list[Stage]) -> dict[str, str]:
     for stage in stages:
         inputs: dict[str, Any] = {}
         if stage.name == "data":
-            inputs = rundir.file_fingerprints([Path(p) for s in recipe.data.sources for p in _paths(s.path)])
+            # A fetched source is defined by its `fetch` spec (hashed with the section); its file may
+            # not exist yet when this runs, so hashing the file would change the print after a fetch.
+            local = [s for s in recipe.data.sources if s.fetch is None]
+            inputs = rundir.file_fingerprints([Path(p) for s in local for p in _paths(s.path)])
         elif stage.name == "tokenizer" and recipe.base_model.path and Path(recipe.base_model.path).is_dir():
             inputs = rundir.file_fingerprints([Path(recipe.base_model.path)])
         key = {"sections": loaded.section_hash(*stage.sections), "seed": recipe.seed,

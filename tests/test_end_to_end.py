@@ -36,6 +36,15 @@ data:
        valid_path: {shared}/corpora/nb.debian-handbook.valid.jsonl.gz, lang: nb, role: target, weight: 0.8}}
     - {{name: en, path: {shared}/corpora/en.debian-handbook.train.jsonl.gz,
        valid_path: {shared}/corpora/en.debian-handbook.valid.jsonl.gz, lang: en, role: replay, weight: 0.2}}
+    # evaluation-only neighbours (weight 0): the report covers nb/nn/en/sv/da/fi
+    - {{name: nn, path: {shared}/corpora/nn.gimp-help.train.jsonl.gz, valid_path: {shared}/corpora/nn.gimp-help.valid.jsonl.gz,
+       lang: nn, role: replay, weight: 0, max_docs: 2}}
+    - {{name: sv, path: {shared}/corpora/sv.gimp-help.train.jsonl.gz, valid_path: {shared}/corpora/sv.gimp-help.valid.jsonl.gz,
+       lang: sv, role: replay, weight: 0, max_docs: 2}}
+    - {{name: da, path: {shared}/corpora/da.gimp-help.train.jsonl.gz, valid_path: {shared}/corpora/da.gimp-help.valid.jsonl.gz,
+       lang: da, role: replay, weight: 0, max_docs: 2}}
+    - {{name: fi, path: {shared}/corpora/fi.gimp-help.train.jsonl.gz, valid_path: {shared}/corpora/fi.gimp-help.valid.jsonl.gz,
+       lang: fi, role: replay, weight: 0, max_docs: 2}}
 tokenizer:
   kind: inherit
   vocab_size: 2048
@@ -91,7 +100,7 @@ def test_every_stage_left_its_artifacts(run_dir: Path) -> None:
 def test_results_show_learning_and_an_informative_init(run_dir: Path) -> None:
     models = json.loads((run_dir / "evaluate" / "results.json").read_text())["models"]
     for name in ("base", "adapted"):
-        for lang in ("nb", "en"):
+        for lang in ("nb", "nn", "en", "sv", "da", "fi"):
             assert isinstance(models[name][lang]["bits_per_byte"], float)
     bpb = {name: per_lang["nb"]["bits_per_byte"] for name, per_lang in models.items()}
     assert bpb["adapted"] < bpb["base"]  # it learned Norwegian

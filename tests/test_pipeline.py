@@ -139,3 +139,15 @@ def test_unknown_stage_name(stub) -> None:
     path, _, _ = stub
     with pytest.raises(LangadaptError, match="--only stage3: unknown stage; stages are data, tokenizer"):
         run_pipeline(load_recipe(path), only="stage3")
+
+
+def test_fetched_sources_do_not_change_the_fingerprint_once_fetched(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    target = tmp_path / "nb.jsonl.gz"
+    recipe.write_text(RECIPE.format(root=tmp_path).replace(
+        f"path: {tmp_path}/nb.txt, lang: nb", f"path: {target}, lang: nb, fetch: {{debian_package: x, locale: nb}}"))
+    loaded = load_recipe(recipe)
+    before = pipeline.fingerprints(loaded, pipeline.stage_table(loaded.recipe))
+    target.write_bytes(b"fetched later")
+    after = pipeline.fingerprints(loaded, pipeline.stage_table(loaded.recipe))
+    assert before == after
