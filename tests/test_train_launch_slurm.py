@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,7 +150,10 @@ def test_time_limit_warning_checkpoints_requeues_and_resumes_training(slurm: Non
     state = _wait(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=150)
     log = (tmp_path / "logs" / f"fit-{job}.out").read_text()
     assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", log
-    assert "SIGUSR1 (time limit near)" in log and f"srun exited with {REQUEUE_EXIT_CODE}" in log
+    # srun reports 75, or 143 when --kill-on-bad-exit stopped the slower rank after the first one
+    # exited with 75: the script's trap flag requeues either way.
+    assert "SIGUSR1 (time limit near)" in log
+    assert re.search(rf"srun exited with ({REQUEUE_EXIT_CODE}|143)", log), log
     assert "requeueing job" in log and "restart 1" in log  # both runs appended to one log
     out = tmp_path / "out"
     result = json.loads((out / "result.json").read_text())
