@@ -79,6 +79,8 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/backfill
+# Look at pending jobs every 2 s (default 60): a requeued job then starts as soon as it may.
+SchedulerParameters=sched_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
