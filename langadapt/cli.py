@@ -57,12 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     launch = commands.add_parser("launch", help="write an sbatch script for a multi-node run")
     _recipe_args(launch)
     launch.add_argument("--slurm", action="store_true", required=True, help="write a Slurm batch script")
-    launch.add_argument("--nodes", type=int, default=1)
-    launch.add_argument("--preset", default="nvidia-4", help="lumi-g, nvidia-4 or nvidia-8")
-    launch.add_argument("--time", default="48:00:00", help="Slurm time limit")
-    launch.add_argument("--account", default=None)
-    launch.add_argument("--partition", default=None)
-    launch.add_argument("--out", default=None, help="script path (default: <run_dir>/launch.sbatch)")
+    from langadapt.train.launch import add_launch_arguments
+
+    add_launch_arguments(launch)
 
     commands.add_parser("reference", help="print the recipe reference (Markdown) generated from the schema")
     return parser
@@ -124,12 +121,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
-    from langadapt.train.launch import write_sbatch
+    from langadapt.train.launch import write_sbatch_from_args
 
-    loaded = load_recipe(args.recipe, args.overrides)
-    out = Path(args.out) if args.out else loaded.recipe.run_dir / "launch.sbatch"
-    path = write_sbatch(args.recipe, preset=args.preset, nodes=args.nodes, time=args.time,
-                        account=args.account, partition=args.partition, out_path=out)
+    load_recipe(args.recipe, args.overrides)  # fail here, not after the queue wait
+    run_args = [part for override in args.overrides for part in ("--set", override)]
+    path = write_sbatch_from_args(args.recipe, args, run_args)
     print(f"wrote {path}; submit with: sbatch {path}")
     return 0
 

@@ -129,3 +129,13 @@ def test_plan_json_of_the_real_recipe() -> None:
     assert stage2["gpu_hours"] > 0 and stage2["energy_kwh"] > 0 and stage2["zero_stage"] == 3
     table = langadapt("plan", "recipes/norwegian_warm.yaml")
     assert "ZeRO-3" in table.stdout and "norwegian" in table.stdout
+
+
+def test_launch_writes_a_script_that_carries_the_overrides(tmp_path: Path) -> None:
+    out = tmp_path / "job.sbatch"
+    result = langadapt("launch", "recipes/norwegian_warm.yaml", "--slurm", "--preset", "lumi-g", "--nodes", "8",
+                       "--set", "stage2.steps=100", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    script = out.read_text()
+    assert "#SBATCH --nodes=8" in script and "--set stage2.steps=100" in script
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
