@@ -79,7 +79,7 @@ class DeepSpeedEngine(Engine):
                  stage_name: str = "stage") -> None:
         import deepspeed
 
-        self.device, self.model, self.accum, self.zero = device, model, stage.grad_accum_steps, config.zero_stage
+        self.device, self.model, self.accum, self.zero = device, model.train(), stage.grad_accum_steps, config.zero_stage
         self.params, self.fp32 = selection.params, config.precision == "fp32"
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

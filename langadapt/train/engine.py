@@ -103,7 +103,7 @@ class TorchEngine(Engine):
 
     def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
                  config: EngineConfig, dist: DistInfo, device: torch.device) -> None:
-        self.device, self.model, self.accum = device, model.to(device), stage.grad_accum_steps
+        self.device, self.model, self.accum = device, model.to(device).train(), stage.grad_accum_steps
         self.params, self.grad_clip = selection.params, stage.grad_clip or math.inf
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
