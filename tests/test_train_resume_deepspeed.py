@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from test_train_resume import (
-    MICRO,
     ACCUM,
-    VOCAB,
+    MICRO,
     SEQ,
+    VOCAB,
     assert_bit_identical,
     final_weights,
     latest_step,
@@ -46,10 +45,11 @@ def test_deepspeed_sigkill_then_resume_is_bit_identical(tmp_path: Path, zero: in
 
 
 def test_deepspeed_stage1_keeps_the_frozen_body_bit_identical(tmp_path: Path) -> None:
+    from test_train_resume import stage_config
+
     from langadapt.train.config import EngineConfig
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
-    from test_train_resume import stage_config
 
     model = tiny_llama(VOCAB)
     before = {k: v.clone() for k, v in model.state_dict().items()}

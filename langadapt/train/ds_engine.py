@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as torch_dist
 
 from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, TrainStageConfig

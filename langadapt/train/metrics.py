@@ -20,7 +20,6 @@ import math
 import resource
 import time
 from pathlib import Path
-from types import TracebackType
 
 import torch
 from rich.console import Console
@@ -79,7 +78,7 @@ class Metrics:
         if path.is_file():  # a resumed run: drop rows logged after the checkpoint it resumes from
             kept = [r for r in path.read_text().splitlines() if _step_of(r) <= self.start_step]
             path.write_text("".join(r + "\n" for r in kept))
-        self._jsonl = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self._jsonl = open(path, "a", encoding="utf-8")
         from torch.utils.tensorboard import SummaryWriter
 
         self._writer = SummaryWriter(str(self.out_dir / "tensorboard"))
@@ -94,7 +93,7 @@ class Metrics:
         self.start(self.start_step)
         return self
 
-    def __exit__(self, *exc: tuple[type | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
         for handle in (self._jsonl, self._writer):
