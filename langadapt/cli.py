@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 
@@ -86,8 +85,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from langadapt.planning.recipe_plan import plan_recipe
     from langadapt.planning.plan import render_plan
+    from langadapt.planning.recipe_plan import plan_recipe
     from langadapt.recipe import load_recipe
 
     loaded = load_recipe(args.recipe, args.overrides)

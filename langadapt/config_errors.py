@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from langadapt.errors import LangadaptError
+
 
 def dotted(loc: tuple[Any, ...]) -> str:
     """('data', 'sources', 0, 'path') -> 'data.sources[0].path'."""
@@ -42,6 +44,22 @@ def yaml_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+def read_yaml_mapping(path: Path, kind: str) -> tuple[dict[str, Any], yaml.Node | None]:
+    """A YAML file as (mapping, node tree): the nodes keep line numbers for located errors."""
+    if not path.is_file():
+        raise LangadaptError(f"{path}: {kind} file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        root, tree = yaml.compose(text), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise LangadaptError(f"{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(tree, dict):
+        raise LangadaptError(f"{path}: a {kind} must be a YAML mapping")
+    return tree, root
+
+
 def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The pydantic model class that owns the last key of `loc` (for "did you mean")."""
     current: Any = model
@@ -53,16 +71,16 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
         field = current.model_fields.get(part)
         if field is None:
             return None
-        current = _unwrap(field.annotation)
+        current = nested_model(field.annotation)
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _unwrap(annotation: Any) -> Any:
+def nested_model(annotation: Any) -> type[BaseModel] | None:
     """Find the BaseModel inside Optional[...] / list[...] / dict[str, ...] annotations."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
-        found = _unwrap(arg)
+        found = nested_model(arg)
         if found is not None:
             return found
     return None

@@ -22,7 +22,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from langadapt.config_base import Config
-from langadapt.config_errors import format_validation_error
+from langadapt.config_errors import format_validation_error, read_yaml_mapping
 from langadapt.data.config import DataConfig
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.errors import LangadaptError
@@ -100,7 +100,7 @@ class Recipe(Config):
     """The exported Hugging Face folder, model card and optional Hub push."""
 
     @model_validator(mode="after")
-    def _check_init(self) -> "Recipe":
+    def _check_init(self) -> Recipe:
         if self.init == "warm" and not self.base_model.path:
             raise ValueError("init: warm needs base_model.path (the model to adapt)")
         if self.init == "scratch" and not (self.base_model.architecture or self.base_model.path):
@@ -161,21 +161,6 @@ def inherit_stage2(tree: dict[str, Any]) -> dict[str, list[str]]:
     }
 
 
-def _read_yaml(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
-    if not path.is_file():
-        raise LangadaptError(f"{path}: recipe file not found")
-    text = path.read_text(encoding="utf-8")
-    try:
-        root, tree = yaml.compose(text), yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise LangadaptError(f"{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(tree, dict):
-        raise LangadaptError(f"{path}: a recipe must be a YAML mapping of sections")
-    return tree, root
-
-
 class LoadedRecipe:
     """A validated recipe plus where it came from and what stage 2 inherited."""
 
@@ -197,7 +182,7 @@ class LoadedRecipe:
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedRecipe:
     """Load, override, inherit and validate a recipe; every problem is one LangadaptError line."""
     path = Path(path)
-    tree, root = _read_yaml(path)
+    tree, root = read_yaml_mapping(path, "recipe")
     tree = apply_overrides(tree, overrides or [])
     inheritance = inherit_stage2(tree)
     try:

@@ -13,15 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-
-def _nested_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _nested_model(arg)
-        if found is not None:
-            return found
-    return None
+from langadapt.config_errors import nested_model
 
 
 def _type_name(annotation: Any) -> str:
@@ -34,7 +26,7 @@ def reference_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, 
     rows = []
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
-        nested = _nested_model(field.annotation)
+        nested = nested_model(field.annotation)
         default = "required" if field.default is PydanticUndefined and field.default_factory is None else (
             "" if nested else repr(field.default if field.default_factory is None else field.default_factory()))
         rows.append((key, _type_name(field.annotation), default, field.description or ""))

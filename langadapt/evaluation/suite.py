@@ -22,7 +22,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from langadapt.config_base import Config
-from langadapt.config_errors import dotted, suggest, yaml_line
+from langadapt.config_errors import dotted, read_yaml_mapping, suggest, yaml_line
 from langadapt.errors import LangadaptError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -126,15 +126,7 @@ def resolve_suite_path(path: str | Path) -> Path:
 def load_suite(path: str | Path) -> Suite:
     """Load and validate a suite; data paths become absolute and must exist."""
     path = resolve_suite_path(path)
-    if not path.is_file():
-        raise LangadaptError(f"{path}: suite file not found")
-    text = path.read_text(encoding="utf-8")
-    try:
-        root, tree = yaml.compose(text), yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise LangadaptError(f"{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    tree, root = read_yaml_mapping(path, "suite")
     if not isinstance(tree, dict) or not isinstance(tree.get("tasks"), list):
         raise LangadaptError(f"{path}: a suite is a mapping with a `tasks:` list")
     tasks = [_load_task(path, root, i, raw) for i, raw in enumerate(tree["tasks"])]

@@ -8,7 +8,6 @@ shards when the tokenizer stage has run, else from the sources' declared `unique
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from langadapt.data.config import stream_mixture
