@@ -53,9 +53,17 @@ def deepspeed_config(stage: TrainStageConfig, stage_name: str, engine: EngineCon
                                  f"{source} = {value!r}; set it in one place")
         parent[key] = value
     config["zero_allow_untested_optimizer"] = True  # our torch AdamW under ZeRO
+    if offloads_optimizer(config):  # torch AdamW steps the CPU partitions (no C++ CPUAdam build)
+        config.setdefault("zero_force_ds_cpu_optimizer", False)
     if engine.zero_stage == 3:  # export gathers the full weights on rank 0
         config["zero_optimization"].setdefault("stage3_gather_16bit_weights_on_model_save", True)
     return config
+
+
+def offloads_optimizer(config: dict) -> bool:
+    """ZeRO-Offload: the optimizer state (and step) lives on the CPU."""
+    offload = (config.get("zero_optimization") or {}).get("offload_optimizer") or {}
+    return offload.get("device", "none") not in ("none", None)
 
 
 def init_deepspeed_group(dist: DistInfo, device: torch.device) -> None:
@@ -82,10 +90,11 @@ class DeepSpeedEngine(Engine):
         self.params, self.fp32 = selection.params, config.precision == "fp32"
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.optimizer = build_optimizer(selection, stage.optimizer, device)
+        ds_config = deepspeed_config(stage, stage_name, config, dist.world_size)
+        step_device = torch.device("cpu") if offloads_optimizer(ds_config) else device
+        self.optimizer = build_optimizer(selection, stage.optimizer, step_device)
         self.ds, _, _, _ = deepspeed.initialize(
-            model=model, model_parameters=selection.params, optimizer=self.optimizer,
-            config=deepspeed_config(stage, stage_name, config, dist.world_size),
+            model=model, model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
         )
         self._micro = 0
 
