@@ -132,3 +132,24 @@ def test_a_crash_mid_write_leaves_latest_on_the_previous_complete_checkpoint(tmp
     assert ckpt.latest() == root / "step_00000004"
     assert Checkpointer(root, CheckpointConfig()).latest() == root / "step_00000004"
     assert not (root / "step_00000006.tmp").exists()  # a new start sweeps the incomplete one
+
+
+def test_metrics_mfu_per_device_and_resume_drops_rows_after_the_checkpoint(tmp_path: Path) -> None:
+    from langadapt.train.metrics import Metrics
+
+    def metrics(start: int) -> Metrics:
+        return Metrics(tmp_path, total_steps=4, log_every=1, tokens_per_step=1000, flops_per_token=6e6,
+                       peak_flops=1e12, world_size=2, device=torch.device("cpu"), start_step=start)
+
+    with metrics(0) as m:
+        for step in (1, 2, 3):
+            row = m.record(step, loss=2.0, lr=1e-4, grad_norm=0.5, skipped=0)
+    assert row["tokens_per_second_per_device"] == pytest.approx(row["tokens_per_second"] / 2)
+    assert row["mfu"] == pytest.approx(6e6 * row["tokens_per_second_per_device"] / 1e12)
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 4, "lo')  # a row cut short by SIGKILL
+    with metrics(2) as m:  # resumed from the step-2 checkpoint
+        m.record(3, loss=float("nan"), lr=1e-4, grad_norm=float("inf"), skipped=1)
+    logged = rows(tmp_path)
+    assert [r["step"] for r in logged] == [1, 2, 3]
+    assert logged[-1]["loss"] is None and logged[-1]["grad_norm"] is None  # strict JSON, no NaN
