@@ -58,3 +58,37 @@ def test_deepspeed_stage1_keeps_the_frozen_body_bit_identical(tmp_path: Path) ->
     after = final_weights(tmp_path)
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved == {"model.embed_tokens.weight", "lm_head.weight"}
+
+
+@pytest.mark.parametrize("zero", [0, 1])
+def test_deepspeed_skips_a_nan_step_without_touching_weights_or_moments(tmp_path: Path, zero: int) -> None:
+    from langadapt.train.config import CheckpointConfig, EngineConfig
+    from langadapt.train.loop import fit
+    from langadapt.train.synthetic import SyntheticStream, tiny_llama
+    from test_train_fit import nan_on_steps
+    from test_train_resume import stage_config
+
+    model = tiny_llama(VOCAB)
+    nan_on_steps(model, {2}, accum=ACCUM)
+    config = stage_config(3).model_copy(update={"checkpoint": CheckpointConfig(every_steps=1, keep_last=5)})
+    result = fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(kind="deepspeed", zero_stage=zero),
+                 tmp_path, seed=0)
+    assert result.skipped_steps == 1
+
+    def saved(step: int) -> dict:
+        folder = tmp_path / "checkpoints" / f"step_{step:08d}" / "deepspeed"
+        return {f.name: torch.load(f, weights_only=False) for f in folder.glob("*.pt")}
+
+    def tensors(state: object) -> list[torch.Tensor]:
+        if isinstance(state, torch.Tensor):
+            return [state]
+        if isinstance(state, dict):
+            return [t for key in sorted(state, key=str) for t in tensors(state[key])]
+        if isinstance(state, (list, tuple)):
+            return [t for item in state for t in tensors(item)]
+        return []
+
+    one, two, three = saved(1), saved(2), saved(3)
+    assert len(tensors(one)) == len(tensors(two)) > 20
+    assert all(torch.equal(a, b) for a, b in zip(tensors(one), tensors(two)))  # weights and Adam moments
+    assert not all(torch.equal(a, b) for a, b in zip(tensors(two), tensors(three)))
