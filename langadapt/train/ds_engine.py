@@ -67,14 +67,8 @@ def offloads_optimizer(config: dict) -> bool:
 
 
 def init_deepspeed_group(dist: DistInfo, device: torch.device) -> None:
-    """DeepSpeed's process group (also for one process), without compiling anything on CPU."""
-    if device.type == "cpu":
-        import deepspeed.ops
-
-        # DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce op (needs a compiler,
-        # takes minutes, and a killed build leaves a lock that hangs every later run); gloo
-        # does the same job without it.
-        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    """DeepSpeed's process group, also for one process (init_distributed keeps DeepSpeed on CPU
+    from JIT-compiling its shared-memory all-reduce: gloo does that job)."""
     init_distributed(dist, use_deepspeed=True)
 
 
