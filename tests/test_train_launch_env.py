@@ -15,9 +15,6 @@ from langadapt.errors import LangadaptError
 from langadapt.train import distributed as D
 from langadapt.train.distributed import DistInfo, expand_nodelist, expand_tasks_per_node
 
-_TORCH_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
 def test_no_launcher_is_single_process() -> None:
     info = DistInfo.from_env({})
     assert (info.rank, info.world_size, info.launcher, info.distributed) == (0, 1, "none", False)
@@ -148,9 +145,13 @@ def test_expand_tasks_per_node() -> None:
         expand_tasks_per_node("8(2)")
 
 
-def test_single_process_needs_no_group() -> None:
+def test_single_process_needs_no_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (An in-process DeepSpeed test may have left this process's group up: count calls instead.)
+    calls = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: calls.append((a, k)))
     info = D.init_distributed(DistInfo())
-    assert info.backend == "gloo" and not dist.is_initialized()
+    assert info.backend == "gloo" and calls == []
     assert D.is_main() and info.device().type == "cpu"
     D.barrier()  # no group: a no-op
     D.destroy()
@@ -158,11 +159,12 @@ def test_single_process_needs_no_group() -> None:
 
 def test_init_distributed_single_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
     # A world of one still gets a real gloo group when asked for (DeepSpeed's case), on a free port.
-    for name in (*_TORCH_VARS, "LOCAL_SIZE"):
+    for name in D.EXPORTED_ENV_VARS:
         monkeypatch.setenv(name, "recorded")  # so teardown restores the original (absent) state
         monkeypatch.delenv(name)
     monkeypatch.setattr(D, "free_port", lambda: 29555)
     calls = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
     monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: calls.append((a, k)))
     info = D.init_distributed(DistInfo(), use_deepspeed=False)
     assert calls == []  # one process without DeepSpeed: nothing to start

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import torch
 
+from langadapt.train.distributed import EXPORTED_ENV_VARS
+
 REPO = Path(__file__).resolve().parents[1]
 VOCAB, SEQ, MICRO, ACCUM = 128, 16, 2, 2
-DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def stage_config(steps: int):
@@ -72,7 +73,7 @@ def logged_step(out: Path) -> int:
 def run_worker(out: Path, steps: int, kind: str, zero: int, stop_at: int | None = None,
                sig: int = signal.SIGKILL, timeout: float = 240) -> tuple[int, dict | None]:
     """Start a worker; send `sig` once it has logged step `stop_at`; returns (exit code, stream record)."""
-    env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}
     env["OMP_NUM_THREADS"] = "1"
     before = set(out.glob("stream_*.json")) if out.exists() else set()
     cmd = [sys.executable, __file__, str(out), str(steps), kind, str(zero)]

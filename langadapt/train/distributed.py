@@ -41,6 +41,11 @@ sbatch script requeues the job when srun returns it. Chosen apart from 1 (crash)
 DEFAULT_MASTER_PORT = 29500
 """torchrun's default rendezvous port, used when nothing else names one."""
 
+EXPORTED_ENV_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_SIZE")
+"""What `export_env` writes into this process's environment. A child process started later
+inherits them, and would read its parent's place in the job (and its rendezvous port, still held
+by the parent's store) as its own: strip them from a child's environment unless it joins the job."""
+
 SLURM_PORT_BASE, SLURM_PORT_SPAN = 20000, 20000
 """Under Slurm the port is BASE + job id % SPAN (here and in the generated sbatch scripts)."""
 

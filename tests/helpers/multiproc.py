@@ -14,7 +14,7 @@ import psutil
 import torch
 from safetensors.torch import load_file
 
-from langadapt.train.distributed import free_port
+from langadapt.train.distributed import EXPORTED_ENV_VARS, free_port
 
 HELPERS = Path(__file__).resolve().parent
 REPO = HELPERS.parents[1]
@@ -30,8 +30,12 @@ WEIGHT_ATOL = 1e-4
 
 
 def env() -> dict[str, str]:
-    """CPU DeepSpeed without compiling anything; LOCAL_SIZE is left to init_distributed on purpose."""
-    return {**os.environ, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    """CPU DeepSpeed without compiling anything; LOCAL_SIZE is left to init_distributed on purpose.
+
+    An in-process DeepSpeed test earlier in this pytest process exported its own single-process
+    layout (and the port its store still listens on); the workers must not inherit it."""
+    inherited = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}
+    return {**inherited, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 
 def torchrun_cmd(out: Path, *args: str, nproc: int = 2, nnodes: int = 1, node_rank: int = 0,
