@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from langadapt.evaluation.bpb import bits_per_byte, rolling_windows, sequence_loglikelihoods
+from langadapt.evaluation import bpb
+from langadapt.evaluation.bpb import bits_per_byte, head_splits_cleanly, rolling_windows, sequence_loglikelihoods
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +93,48 @@ def test_batching_and_order_do_not_change_the_result(model_and_tok, texts):
     reversed_ = sequence_loglikelihoods(model, tok, texts[::-1], window=32, stride=32, batch_size=4)[0]
     assert many == pytest.approx(one, abs=1e-3)
     assert reversed_[::-1] == pytest.approx(one, abs=1e-3)
+
+
+def test_chunked_head_equals_the_models_own_forward(model_and_tok, texts, monkeypatch):
+    """Scored positions through the head in chunks (tiny chunks here, so rows span chunks and
+    batches mix padded rows) give what the full logits give."""
+    model, tok = model_and_tok
+    assert head_splits_cleanly(model, torch.device("cpu"))
+    monkeypatch.setattr(bpb, "HEAD_CHUNK_ROWS", 7)
+    chunked = sequence_loglikelihoods(model, tok, texts, window=40, stride=15, batch_size=3)[0]
+    monkeypatch.setattr(bpb, "head_splits_cleanly", lambda *_: False)
+    whole = sequence_loglikelihoods(model, tok, texts, window=40, stride=15, batch_size=3)[0]
+    assert chunked == pytest.approx(whole, abs=1e-4)
+
+
+def test_models_whose_logits_are_not_head_of_body_use_their_own_forward(model_and_tok, texts):
+    """A logit soft-cap (Gemma-2 style) breaks head(base_model(x)); such a model is still scored right."""
+    model, tok = model_and_tok
+
+    class SoftCapped(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.config = inner, inner.config
+
+        @property
+        def base_model(self):
+            return self.inner.base_model
+
+        def get_output_embeddings(self):
+            return self.inner.get_output_embeddings()
+
+        def forward(self, **kwargs):
+            out = self.inner(**kwargs)
+            out.logits = 5.0 * torch.tanh(out.logits / 5.0)
+            return out
+
+    capped = SoftCapped(model).eval()
+    assert not head_splits_cleanly(capped, torch.device("cpu"))
+    ids = tok(texts[3], add_special_tokens=False)["input_ids"]
+    with torch.inference_mode():
+        logits = capped(input_ids=torch.tensor([[tok.bos_token_id] + ids[:-1]])).logits[0].double()
+    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None]).sum().item()
+    assert sequence_loglikelihoods(capped, tok, [texts[3]])[0][0] == pytest.approx(expected, abs=1e-4)
 
 
 def test_windows_cover_each_token_once_and_never_score_the_prefix():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langadapt.context import StageContext
 from langadapt.data.documents import write_documents
-from langadapt.evaluation import EvaluationConfig, evaluate_cli
+from langadapt.evaluation import EvaluationConfig, evaluate_cli, tables
+from langadapt.evaluation.render import visible
 from langadapt.evaluation.stage import run
 
 BPB_KEYS = {"bits_per_byte", "nll_nats", "bytes", "tokens", "words", "word_perplexity", "tokens_per_second"}
@@ -169,6 +171,16 @@ def test_report_files_are_written_and_self_contained(run_dir):
     markdown = (out / "report.md").read_text("utf-8")
     assert "## What changed: adapted vs base" in markdown and "![" in markdown
     assert "| nb | monolingual |" in markdown
+    assert "### Scoring throughput" in markdown and "| base |" in markdown
+    assert not [c for c in markdown if unicodedata.category(c) == "Cc" and c != "\n"]  # samples made visible
+
+
+def test_throughput_table_pools_languages_and_samples_are_printable():
+    results = {"models": {"base": {"nb": {"tokens": 1000, "tokens_per_second": 500.0},
+                                   "en": {"tokens": 3000, "tokens_per_second": 1500.0}}}}
+    header, rows = tables.throughput_rows(results)
+    assert header[-1] == "tokens/s" and rows == [["base", "4,000", "4.0", "1,000"]]
+    assert visible("a\x00b\nc\td") == "a\\x00b ↵ c d"
 
 
 def test_evaluate_cli_on_a_model_folder_with_explicit_files(run_dir, tmp_path):

@@ -7,6 +7,7 @@ how to draw a heading, a paragraph, a list, a table, a figure and a text sample.
 from __future__ import annotations
 
 import html
+import unicodedata
 from pathlib import Path
 
 from langadapt.evaluation import tables
@@ -87,7 +88,7 @@ def _sample_blocks(results: dict) -> list[Block]:
         for lang, items in per_lang.items():
             for item in items:
                 # "…" marks the join, so a missing space after the prompt stays visible.
-                continuation = item["text"][len(item["prompt"]) :].replace("\n", " ↵ ").rstrip()
+                continuation = visible(item["text"][len(item["prompt"]) :]).rstrip()
                 by_prompt.setdefault((lang, item["prompt"]), []).append([model, "…" + continuation])
     if not by_prompt:
         return []
@@ -95,6 +96,16 @@ def _sample_blocks(results: dict) -> list[Block]:
     for (lang, prompt), rows in by_prompt.items():
         blocks += [("h3", f"{lang}: {prompt.strip()} …"), ("table", SAMPLE_HEADER, rows)]
     return blocks
+
+
+def visible(text: str) -> str:
+    """Generated text made safe to print: newlines as ↵, other control characters as \\xNN.
+
+    An early model happily samples byte tokens such as NUL; left raw they make report.md a
+    "binary" file to grep and invisible in the HTML.
+    """
+    text = text.replace("\n", " ↵ ").replace("\t", " ")
+    return "".join(f"\\x{ord(ch):02x}" if unicodedata.category(ch) == "Cc" else ch for ch in text)
 
 
 def _data_blocks(results: dict) -> list[Block]:
@@ -115,6 +126,9 @@ def _data_blocks(results: dict) -> list[Block]:
             ),
         ),
     ]
+    speed = tables.throughput_rows(results)
+    if speed is not None:
+        blocks += [("h3", "Scoring throughput"), ("table", *speed)]
     if results.get("notes"):
         blocks += [("h3", "Notes"), ("ul", [(note, "") for note in results["notes"]])]
     return blocks

@@ -116,3 +116,20 @@ def tokenizer_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
         for lang in metrics.get("languages", [])
     ]
     return header, rows
+
+
+def throughput_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
+    """Held-out scoring speed per model: tokens scored, seconds, tokens per second.
+
+    Seconds are recovered per language as tokens / tokens_per_second (what `bits_per_byte`
+    reports, tokenisation included), so the model's rate is total tokens over total time.
+    """
+    rows = []
+    for model, per_lang in results["models"].items():
+        scored = [v for v in per_lang.values() if v.get("tokens") and v.get("tokens_per_second")]
+        if not scored:
+            continue
+        tokens = sum(v["tokens"] for v in scored)
+        seconds = sum(v["tokens"] / v["tokens_per_second"] for v in scored)
+        rows.append([model, f"{tokens:,}", f"{seconds:.1f}", f"{tokens / seconds:,.0f}"])
+    return (["model", "tokens scored", "seconds", "tokens/s"], rows) if rows else None
