@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = commands.add_parser("eval", help="evaluate a run directory or a Hugging Face model folder")
     ev.add_argument("model", help="run directory (runs/<name>) or HF model folder")
     ev.add_argument("--suite", action="append", default=None, help="suite YAML (repeatable)")
-    ev.add_argument("--out", default=None, help="output folder (default: <model>/eval)")
+    ev.add_argument("--out", default=None, help="output folder (default: RUN/eval, or ./eval_NAME for a model folder)")
     ev.add_argument("--compare", action="append", default=[], help="another run dir or HF folder to compare")
 
     export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
@@ -99,10 +99,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from langadapt.evaluation import evaluate_cli
 
     suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
-    out = Path(args.out) if args.out else Path(args.model) / "eval"
+    out = Path(args.out) if args.out else default_eval_out(Path(args.model))
     evaluate_cli(args.model, suites, out, args.compare)
     print(f"evaluation written to {out}")
     return 0
+
+
+def default_eval_out(target: Path) -> Path:
+    """`<run>/eval` for a run directory; `eval_<name>` here for a model folder, which is left
+    untouched (it may be read-only, or be uploaded to the Hub as it is)."""
+    if (target / "config.json").is_file():
+        return Path(f"eval_{target.resolve().name}")
+    return target / "eval"
 
 
 def cmd_export(args: argparse.Namespace) -> int:

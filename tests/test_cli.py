@@ -139,3 +139,13 @@ def test_launch_writes_a_script_that_carries_the_overrides(tmp_path: Path) -> No
     script = out.read_text()
     assert "#SBATCH --nodes=8" in script and "--set stage2.steps=100" in script
     assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
+
+
+def test_eval_writes_beside_a_model_folder_not_into_it(tmp_path: Path) -> None:
+    from langadapt.cli import default_eval_out
+
+    model = tmp_path / "my-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert default_eval_out(model) == Path("eval_my-model")  # an HF folder may be uploaded as is
+    assert default_eval_out(tmp_path / "runs" / "x") == tmp_path / "runs" / "x" / "eval"
