@@ -151,6 +151,10 @@ COMMANDS = {"run": cmd_run, "plan": cmd_plan, "eval": cmd_eval, "export": cmd_ex
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "run":
+        from langadapt.train.signals import latch_stop_signals
+
+        latch_stop_signals()  # before anything slow: Slurm's warning may come while torch imports
     from langadapt.logs import setup_logging
 
     setup_logging(debug=args.debug)

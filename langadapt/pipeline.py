@@ -19,6 +19,7 @@ from langadapt import rundir
 from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+from langadapt.train import signals
 
 log = logging.getLogger("langadapt")
 
@@ -210,6 +211,8 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             continue
         if world > 1 and stage.name not in TRAINING_STAGES and rank != 0:
             continue
+        if signals.stop_pending():  # Slurm's warning came during an earlier stage: requeue now
+            raise signals.Preempted(f"before stage {stage.name} (completed stages are kept)")
         if base_model is None and recipe.base_model.path:
             base_model = resolve_base_model(recipe)
         ctx = StageContext(run_dir=run_dir, stage=stage.name, seed=recipe.seed, base_model=base_model, log=log)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from langadapt import pipeline, rundir
 from langadapt.errors import LangadaptError
 from langadapt.pipeline import STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
+from langadapt.train import signals
 
 RECIPE = """\
 name: stub
@@ -26,6 +29,10 @@ tokenizer:
 """
 
 
+SIGNALLED: set[str] = set()
+"""Stub stages during which a SIGUSR1 (Slurm's time-limit warning) arrives."""
+
+
 @pytest.fixture()
 def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A recipe whose stages only record that they ran (and fail on demand)."""
@@ -34,12 +41,15 @@ def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path.write_text(RECIPE.format(root=tmp_path))
     calls: list[str] = []
     failing: set[str] = set()
+    SIGNALLED.clear()
 
     def fake_table(recipe):
         def make(name):
             def run(ctx):
                 if name in failing:
                     raise LangadaptError(f"{name} failed")
+                if name in SIGNALLED:
+                    os.kill(os.getpid(), signal.SIGUSR1)
                 (ctx.out / "artifact.txt").write_text(name)
                 calls.append(name)
                 return {"ran": name}
@@ -126,6 +136,28 @@ def test_failed_stage_is_never_marked_complete(stub) -> None:
     calls.clear()
     run_pipeline(load_recipe(path))
     assert calls == ["embeddings", "stage2", "evaluate", "export"]
+
+
+def test_signal_during_a_stage_stops_before_the_next_and_keeps_it(stub, monkeypatch) -> None:
+    """Slurm's warning during the data stage: that stage still completes, then exit 75 (requeue)."""
+    path, calls, _ = stub
+    monkeypatch.setattr(signals, "_latched", [])
+    previous = {sig: signal.getsignal(sig) for sig in signals.STOP_SIGNALS}
+    try:
+        signals.latch_stop_signals()
+        SIGNALLED.add("tokenizer")
+        with pytest.raises(signals.Preempted) as stopped:
+            run_pipeline(load_recipe(path))
+        assert stopped.value.code == signals.REQUEUE_EXIT_CODE and "before stage embeddings" in str(stopped.value)
+        assert calls == ["data", "tokenizer"]
+        assert rundir.is_complete(load_recipe(path).recipe.run_dir / "tokenizer")
+        signals.clear_stop()  # the requeued job: a new process, no signal yet
+        SIGNALLED.clear()
+        run_pipeline(load_recipe(path))
+        assert calls == ["data", "tokenizer", "embeddings", "stage2", "evaluate", "export"]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def test_dry_run_touches_nothing(stub) -> None:

@@ -4,6 +4,7 @@ checkpoints are atomic and pruned, metrics are written."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,20 @@ def test_metrics_mfu_per_device_and_resume_drops_rows_after_the_checkpoint(tmp_p
     logged = rows(tmp_path)
     assert [r["step"] for r in logged] == [1, 2, 3]
     assert logged[-1]["loss"] is None and logged[-1]["grad_norm"] is None  # strict JSON, no NaN
+
+
+def test_a_signal_latched_before_the_loop_stops_it_after_one_step(tmp_path: Path, monkeypatch) -> None:
+    """Slurm's warning during model loading (latched by `langadapt run`): one step, a checkpoint,
+    exit 75; the stop is then consumed, so a caller that catches it can train on."""
+    from langadapt.train import signals
+
+    monkeypatch.setattr(signals, "_latched", [])
+    signals._remember(signal.SIGUSR1)  # what the latch's handler does
+    with pytest.raises(signals.Preempted) as stopped:
+        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage(8), EngineConfig(), tmp_path, seed=0)
+    assert stopped.value.code == signals.REQUEUE_EXIT_CODE and "at step 1" in str(stopped.value)
+    latest = tmp_path / "checkpoints" / (tmp_path / "checkpoints" / "latest").read_text().strip()
+    assert json.loads((latest / "trainer_state.json").read_text())["step"] == 1
+    assert not signals.stop_pending()
+    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage(8), EngineConfig(), tmp_path, seed=0)
+    assert result.resumed_from == 1

@@ -30,13 +30,7 @@ import torch
 import torch.distributed as dist
 
 from langadapt.errors import LangadaptError
-
-REQUEUE_EXIT_CODE = 75
-"""Exit code meaning "checkpointed, please requeue me" (sysexits EX_TEMPFAIL, "try again later").
-
-The training loop exits with it after a SIGUSR1/SIGTERM-triggered checkpoint; the generated
-sbatch script requeues the job when srun returns it. Chosen apart from 1 (crash), 124 (coreutils
-`timeout`), 128+N (killed by signal N) so a requeue is never confused with a failure."""
+from langadapt.train.signals import REQUEUE_EXIT_CODE  # noqa: F401  (re-exported: launchers read it here)
 
 DEFAULT_MASTER_PORT = 29500
 """torchrun's default rendezvous port, used when nothing else names one."""

@@ -17,11 +17,12 @@ from __future__ import annotations
 import os
 import signal
 
-# First thing, before the slow imports: Slurm's warning may come seconds after the job starts,
-# before `fit` has installed its own handler, and an unhandled SIGUSR1 kills the process. An
-# early signal is kept and delivered again once the loop runs (see EarlySignalStream).
-_EARLY: list[int] = []
-signal.signal(signal.SIGUSR1, lambda signum, frame: _EARLY.append(signum))
+from langadapt.train.signals import latch_stop_signals
+
+# First thing, before the slow imports, as `langadapt run` does: Slurm's warning may come seconds
+# after the job starts, before `fit` has installed its own handler, and an unhandled SIGUSR1
+# kills the process. A latched signal stops the loop after its first step.
+latch_stop_signals()
 
 import dataclasses
 import json
@@ -56,19 +57,8 @@ def wait(out: Path) -> None:
     sys.exit(REQUEUE_EXIT_CODE if stop else 0)
 
 
-class EarlySignalStream(fit_worker.SlowStream):
-    """Re-raises a SIGUSR1 that arrived before fit's handler existed, from inside the loop."""
-
-    def next_batch(self, *args, **kwargs):
-        if _EARLY:
-            _EARLY.clear()
-            os.kill(os.getpid(), signal.SIGUSR1)
-        return super().next_batch(*args, **kwargs)
-
-
 def fit(out: Path) -> None:
     first_run = os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
-    fit_worker.SlowStream = EarlySignalStream  # fit_worker.train builds the stream by this name
     # 100 steps at 0.5 s outlast the one-minute limit, so the warning always comes mid-run; the
     # only checkpoints are the signal's and the final one.
     fit_worker.train(out, steps=100, save_every=1000, step_sleep=0.5 if first_run else 0.0)
