@@ -36,8 +36,8 @@ class EvaluationConfig(Config):
     """Tokens the model sees per scoring window (capped at the model's context length)."""
     stride: int | None = Field(None, ge=1)
     """Tokens newly scored per window after the first; None = window (lm-eval's disjoint windows)."""
-    batch_size: int = Field(8, ge=1)
-    """Full-length windows per forward pass (shorter ones packed to the same tokens); lm-eval batch size."""
+    batch_size: int | None = Field(None, ge=1)
+    """Full-length windows per forward pass (shorter ones packed to the same tokens); lm-eval batch size. None = 8 on GPUs, 1 on CPU (faster there: cache)."""
     max_bytes_per_lang: int | None = Field(1_000_000, ge=1)
     """Cap on held-out UTF-8 bytes scored per language (whole documents, the last one cut); None = all."""
     compare: list[str] = Field(default_factory=list)

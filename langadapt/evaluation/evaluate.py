@@ -155,7 +155,7 @@ def evaluate_models(
     results["meta"] = {
         "window": config.window,
         "stride": config.effective_stride,
-        "batch_size": config.batch_size,
+        "batch_size": config.batch_size or "auto",
         "max_bytes_per_lang": config.max_bytes_per_lang,
         "seconds": time.perf_counter() - started,
         "langadapt": __version__,

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from langadapt.errors import LangadaptError
+from langadapt.evaluation.bpb import default_batch_size, model_device
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.suite import LmEvalTask
 
@@ -41,7 +42,8 @@ def run_lm_eval(model: Any, tokenizer: Any, task: LmEvalTask, config: Evaluation
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm-eval").setLevel(logging.WARNING)
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=config.batch_size, max_length=config.window)
+    batch_size = config.batch_size or default_batch_size(model_device(model))
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=config.window)
     manager = TaskManager(include_path=task.include_path, include_defaults=task.include_defaults)
     limit = int(task.limit) if task.limit is not None and task.limit >= 1 else task.limit
     try:
