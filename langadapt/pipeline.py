@@ -65,7 +65,9 @@ def stage_table(recipe: Recipe) -> list[Stage]:
             from langadapt.train.stage import run
 
             stage = getattr(recipe, name)
-            return run(name, stage, recipe.engine, ctx, stream_mixture(recipe.data, stage.mixture))
+            after_stage1 = name == "stage2" and stage1_skip is None
+            return run(name, stage, recipe.engine, ctx, stream_mixture(recipe.data, stage.mixture),
+                       after_stage1=after_stage1)
 
         return run_training
 

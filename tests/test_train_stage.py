@@ -21,6 +21,7 @@ from langadapt.train.stage import run
 def make_run(run_dir: Path, model: Path) -> None:
     """A run directory as the earlier stages leave it: embeddings/model, tokenizer, token shards."""
     shutil.copytree(model, run_dir / "embeddings" / "model")
+    (run_dir / "embeddings" / rundir.MARKER).write_text("")
     (run_dir / "tokenizer" / "tokenizer").mkdir(parents=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(model / name, run_dir / "tokenizer" / "tokenizer" / name)
@@ -61,7 +62,7 @@ def test_stage1_then_stage2_chain_and_the_final_folder_loads_standalone(tmp_path
     assert not torch.equal(base["lm_head.weight"], stage1["lm_head.weight"])
 
     (tmp_path / "stage1" / rundir.MARKER).write_text("")  # what the pipeline writes after stage 1
-    summary2 = run("stage2", config(steps=2), EngineConfig(), context(tmp_path, "stage2"), mixture)
+    summary2 = run("stage2", config(steps=2), EngineConfig(), context(tmp_path, "stage2"), mixture, after_stage1=True)
     assert summary2["init_model"] == str(tmp_path / "stage1" / "model")
     assert summary2["trainable_params"] == sum(t.numel() for t in base.values())
 
@@ -74,8 +75,13 @@ def test_stage1_then_stage2_chain_and_the_final_folder_loads_standalone(tmp_path
     assert json.loads((tmp_path / "stage2" / "summary.json").read_text())["steps"] == 2
 
 
-def test_stage2_without_a_complete_stage1_starts_from_the_embeddings_model(tmp_path: Path, tiny_en_llama: Path) -> None:
+def test_stage2_without_stage1_starts_from_the_embeddings_model_even_if_an_old_stage1_is_there(
+    tmp_path: Path, tiny_en_llama: Path
+) -> None:
+    """stage1.enabled turned false after a run that completed it: its folder must not be used."""
     make_run(tmp_path, tiny_en_llama)
+    shutil.copytree(tiny_en_llama, tmp_path / "stage1" / "model")
+    (tmp_path / "stage1" / rundir.MARKER).write_text("")
     summary = run("stage2", config(steps=1, trainable=["re:layers\\.5\\."]), EngineConfig(),
                   context(tmp_path, "stage2"), None)
     assert summary["init_model"] == str(tmp_path / "embeddings" / "model")
@@ -87,5 +93,5 @@ def test_a_disabled_stage_writes_only_a_note(tmp_path: Path) -> None:
 
 
 def test_missing_starting_model_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(LangadaptError, match="stage1: no starting model at .*embeddings/model"):
+    with pytest.raises(LangadaptError, match="stage1: no complete starting model at .*embeddings/model"):
         run("stage1", config(), EngineConfig(), context(tmp_path, "stage1"))

@@ -31,14 +31,18 @@ STAGE_SEED_OFFSET = {"stage1": 1, "stage2": 2}
 """Each stage draws its own data order from the recipe seed (stage 2 does not replay stage 1's)."""
 
 
-def init_model_dir(stage_name: str, ctx: StageContext) -> Path:
-    """The model a stage starts from (see the module docstring)."""
-    stage1 = ctx.stage_dir("stage1")
-    if stage_name == "stage2" and (stage1 / rundir.MARKER).is_file() and (stage1 / "model" / "config.json").is_file():
-        return stage1 / "model"
-    path = ctx.stage_dir("embeddings") / "model"
-    if not (path / "config.json").is_file():
-        raise LangadaptError(f"{stage_name}: no starting model at {path}; run the embeddings stage first")
+def init_model_dir(after_stage1: bool, stage_name: str, ctx: StageContext) -> Path:
+    """The model a stage starts from (see the module docstring).
+
+    The pipeline says whether stage 1 is part of this run (`after_stage1`) rather than this
+    function guessing from the folder: a stage1/ left COMPLETE by an earlier run whose recipe has
+    since set `stage1.enabled: false` must not be picked up.
+    """
+    upstream = "stage1" if after_stage1 else "embeddings"
+    folder = ctx.stage_dir(upstream)
+    path = folder / "model"
+    if not (folder / rundir.MARKER).is_file() or not (path / "config.json").is_file():
+        raise LangadaptError(f"{stage_name}: no complete starting model at {path}; run the {upstream} stage first")
     return path
 
 
@@ -67,8 +71,12 @@ def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
 
 
 def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
-        mixture: dict[str, dict] | None = None, dist: DistInfo | None = None) -> dict[str, Any]:
-    """Run training stage `stage_name` (stage1 or stage2) into ctx.out; returns its summary."""
+        mixture: dict[str, dict] | None = None, dist: DistInfo | None = None,
+        after_stage1: bool = False) -> dict[str, Any]:
+    """Run training stage `stage_name` (stage1 or stage2) into ctx.out; returns its summary.
+
+    `after_stage1`: start from stage1/model (stage 2 of a run whose stage 1 is enabled), else
+    from embeddings/model."""
     if not config.enabled:
         ctx.out.mkdir(parents=True, exist_ok=True)
         (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
@@ -78,7 +86,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     dist = dist or DistInfo.from_env()
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
     engine = check_engine(stage_name, config, engine, device_type)  # before any loading: fail fast
-    init = init_model_dir(stage_name, ctx)
+    init = init_model_dir(after_stage1, stage_name, ctx)
     log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
              engine.zero_stage, engine.precision)
     model = load_model(init, config, stage_name, engine, dist)
