@@ -83,6 +83,8 @@ def worker(engine: str, corpus: str, vocab_size: int, out: Path) -> None:
         tokenizer.train_from_iterator((text for _, text in texts), trainer=trainer)
         tokenizer.save(str(out / "tokenizer.json"))
     else:
+        from transformers import PreTrainedTokenizerFast  # noqa: F401  (imported lazily by assemble: ~1 s)
+
         from langadapt.tokenizer.config import TokenizerConfig
         from langadapt.tokenizer.train import train_tokenizer
 
