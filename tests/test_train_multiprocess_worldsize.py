@@ -3,8 +3,8 @@
 - torch engine (DDP): the checkpoint holds the full model and optimizer state, and the data
   position is global, so a 1-process run simply continues.
 - DeepSpeed ZeRO-2: the optimizer state is sharded per rank and DeepSpeed refuses another
-  world size as it stands; after `ds_to_universal` (DeepSpeed's universal checkpoint) and
-  `"checkpoint": {"load_universal": true}` in the DeepSpeed config, it continues as well.
+  world size as it stands; the engine notices (2 shards, 1 rank), converts the checkpoint with
+  DeepSpeed's `ds_to_universal` once and loads the universal copy: it continues as well.
 Both must end within the multi-rank tolerances of an uninterrupted single-process run (the
 reference runs in this process, torch engine: it computes the same AdamW steps).
 """
@@ -35,12 +35,11 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_two_ranks_then_one_process(engine: str, reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     mp.two_ranks(out, "--engine", engine, "--zero", "2", "--steps", str(HALF))
-    resume = ["--engine", engine, "--zero", "2", "--steps", str(STEPS)]
-    if engine == "deepspeed":
-        mp.to_universal(out / "checkpoints" / f"step_{HALF:08d}")
-        resume.append("--load-universal")
-    mp.single(out, *resume)
+    mp.single(out, "--engine", engine, "--zero", "2", "--steps", str(STEPS))
     assert json.loads((out / "result.json").read_text())["resumed_from"] == HALF
     assert mp.dist_infos(out)[0]["world_size"] == 1  # rewritten by the 1-process run
     mp.assert_losses_close(mp.losses(out), mp.losses(reference))
     assert mp.max_weight_diff(mp.weights(out), mp.weights(reference)) <= mp.WEIGHT_ATOL
+    half = out / "checkpoints" / f"step_{HALF:08d}"
+    if engine == "deepspeed":  # converted once, beside the original shards (keep_last=2 keeps it)
+        assert (half / "universal" / "zero").is_dir() and (half / "deepspeed").is_dir()

@@ -9,7 +9,12 @@ ours is an error naming both keys, never a silent winner.
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +22,17 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.distributed import DistInfo, init_distributed
+from langadapt.train.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.engine import Engine, build_optimizer, causal_lm_loss
 from langadapt.train.policy import TrainableParams
 
+log = logging.getLogger("langadapt.train")
+
 TAG = "deepspeed"
 """Sub-folder of a langadapt checkpoint holding DeepSpeed's own checkpoint files."""
+UNIVERSAL_TAG = "universal"
+"""Sub-folder holding the same checkpoint in DeepSpeed's universal (world-size-free) format,
+written the first time it is resumed at another world size."""
 
 
 def deepspeed_config(stage: TrainStageConfig, stage_name: str, engine: EngineConfig, world_size: int) -> dict:
@@ -81,6 +91,7 @@ class DeepSpeedEngine(Engine):
         import deepspeed
 
         self.device, self.model, self.accum, self.zero = device, model.train(), stage.grad_accum_steps, config.zero_stage
+        self.rank, self.world_size = dist.rank, dist.world_size
         self.params, self.fp32 = selection.params, config.precision == "fp32"
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -119,14 +130,52 @@ class DeepSpeedEngine(Engine):
         self.ds.save_checkpoint(str(directory), tag=TAG, save_latest=False)
 
     def load(self, directory: Path) -> None:
-        path, _ = self.ds.load_checkpoint(str(directory), tag=TAG, load_lr_scheduler_states=False)
+        tag, saved_ranks = TAG, zero_shard_count(directory / TAG)
+        if self.zero >= 1 and saved_ranks not in (0, self.world_size):
+            # ZeRO shards optimizer state per data-parallel rank and refuses another world size;
+            # DeepSpeed's universal format stores it per parameter and loads at any size.
+            log.info("%s: saved by %d ranks, resuming on %d: loading it as a universal checkpoint",
+                     directory.name, saved_ranks, self.world_size)
+            convert_to_universal(directory, self.rank)
+            # The flag is read from the engine's config at load time; it is only settable in the
+            # JSON before initialize, when the checkpoint to resume is not known yet.
+            self.ds._config.load_universal_checkpoint = True
+            tag = UNIVERSAL_TAG
+        path, _ = self.ds.load_checkpoint(str(directory), tag=tag, load_lr_scheduler_states=False)
         if path is None:
-            raise LangadaptError(f"{directory}: no DeepSpeed checkpoint under tag {TAG!r}")
+            raise LangadaptError(f"{directory}: no DeepSpeed checkpoint under tag {tag!r}")
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         if self.zero == 3:  # partitioned: parameters have shape [0] here, gather them
             return self.ds._zero3_consolidated_16bit_state_dict() or {}
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+
+def zero_shard_count(folder: Path) -> int:
+    """Data-parallel ranks that wrote a ZeRO checkpoint (one optimizer shard each; 0: not ZeRO)."""
+    return len(list(folder.glob("zero_pp_rank_*_mp_rank_*_optim_states.pt")))
+
+
+def convert_to_universal(checkpoint: Path, rank: int) -> None:
+    """Rank 0 writes `checkpoint/universal` with DeepSpeed's `ds_to_universal` (once; atomic by
+    rename); the other ranks wait for it. The original shards are left as they are.
+
+    A subprocess, because the converter is a script with its own argument parsing and worker
+    pool. For a 7B model it reads and rewrites the whole optimizer state: minutes, 3x the
+    model's fp32 size on disk.
+    """
+    target = checkpoint / UNIVERSAL_TAG
+    if rank == 0 and not target.is_dir():
+        tmp = checkpoint / f"{UNIVERSAL_TAG}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        cmd = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+               str(checkpoint / TAG), "--output_folder", str(tmp), "--inject_missing_state"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise LangadaptError(f"{checkpoint}: converting to a universal checkpoint failed: {tail[0]}")
+        os.replace(tmp, target)
+    barrier()
 
 
 def load_model_for_zero3(path: Path, ds_config: dict, **kwargs: Any) -> torch.nn.Module:

@@ -50,7 +50,7 @@ class SlowStream(SyntheticStream):
 
 
 def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "stage2", steps: int = 8,
-          save_every: int | None = None, step_sleep: float = 0.0, load_universal: bool = False) -> None:
+          save_every: int | None = None, step_sleep: float = 0.0) -> None:
     """One `fit` in this process, on whatever ranks the environment describes (see module doc)."""
     dist = DistInfo.from_env()
     out.mkdir(parents=True, exist_ok=True)
@@ -63,9 +63,8 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
         optimizer=OptimizerConfig(lr=3e-3), schedule=ScheduleConfig(kind="constant", warmup_steps=2),
         checkpoint=CheckpointConfig(every_steps=save_every or steps, keep_last=2), log_every=1,
     )
-    universal = {"checkpoint": {"load_universal": True}} if load_universal else None
     engine_config = EngineConfig(kind=engine, zero_stage=zero if engine == "deepspeed" else 0,
-                                 attn_implementation="eager", deepspeed_config=universal)
+                                 attn_implementation="eager")
     stream = SlowStream(VOCAB, SEQ, seed=7, sleep=step_sleep)
     result = fit(model, stream, config, engine_config, out, seed=0, dist=dist, stage_name=stage)
     if dist.rank == 0:
@@ -81,8 +80,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--save-every", type=int, default=None)
     parser.add_argument("--step-sleep", type=float, default=0.0)
-    parser.add_argument("--load-universal", action="store_true",
-                        help="resume from a DeepSpeed universal checkpoint (a different world size)")
     torch.set_num_threads(1)  # two ranks share two cores
     train(**{k.replace("-", "_"): v for k, v in vars(parser.parse_args()).items()})
 

@@ -77,20 +77,6 @@ def two_nodes(out: Path, *args: str, timeout: float = 240) -> None:
     assert codes == [0, 0], f"node exit codes {codes}:\n{log.read_text()[-3000:]}"
 
 
-def to_universal(checkpoint: Path) -> None:
-    """Turn a langadapt DeepSpeed checkpoint into a universal one in place (any world size loads it).
-
-    DeepSpeed's ZeRO checkpoints are sharded by data-parallel rank and refuse another world
-    size; `ds_to_universal` rewrites them per parameter. The original shards are kept beside it.
-    """
-    shards, universal = checkpoint / "deepspeed", checkpoint / "universal.tmp"
-    cmd = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", str(shards),
-           "--output_folder", str(universal), "--inject_missing_state"]
-    run(cmd, checkpoint.parent / "to_universal.log")
-    shards.rename(checkpoint / "deepspeed_zero")
-    universal.rename(shards)
-
-
 def losses(out: Path) -> dict[int, float]:
     """Loss per step from metrics.jsonl; a step re-run after a resume keeps its last value."""
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
