@@ -10,7 +10,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langadapt.evaluation import bpb
-from langadapt.evaluation.bpb import bits_per_byte, head_splits_cleanly, rolling_windows, sequence_loglikelihoods
+from langadapt.evaluation.bpb import (
+    bits_per_byte,
+    head_splits_cleanly,
+    rolling_windows,
+    sequence_loglikelihoods,
+)
 
 
 @pytest.fixture(scope="module")

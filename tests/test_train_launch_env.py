@@ -13,7 +13,9 @@ import torch.distributed as dist
 
 from langadapt.errors import LangadaptError
 from langadapt.train import distributed as D
-from langadapt.train.distributed import DistInfo, expand_nodelist, expand_tasks_per_node
+from langadapt.train.distributed import DistInfo
+from langadapt.train.hostlist import expand_nodelist, expand_tasks_per_node
+
 
 def test_no_launcher_is_single_process() -> None:
     info = DistInfo.from_env({})

@@ -20,7 +20,6 @@ import logging
 import signal
 from types import FrameType, TracebackType
 
-
 log = logging.getLogger("langadapt.train")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
