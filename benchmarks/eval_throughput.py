@@ -3,7 +3,7 @@
     python benchmarks/eval_throughput.py [--mb 1.0] [--baseline-mb 0.1] [--threads N]
 
 Text: the held-out files of ../shared/corpora (all six languages, interleaved document by
-document) up to `--mb` megabytes. Model: ../shared/models/tiny-en-llama. Both paths score the
+document) up to `--mb` megabytes. Model: ../shared/models/tiny-en-llama (or `--model`). Both paths score the
 same disjoint 512-token windows with the same BOS conditioning, so they must agree on bpb.
 
 The naive loop (one forward pass per window, batch 1, log-softmax over [T, V]) is what a first
@@ -92,13 +92,16 @@ def main() -> None:
         "--baseline-mb", type=float, default=0.1, help="megabytes for the side-by-side comparison"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--model", type=Path, default=SHARED / "models" / "tiny-en-llama",
+                        help="HF model folder (default: ../shared/models/tiny-en-llama; e.g. the demo's "
+                             "runs/tiny_norwegian_warm/export/model)")
     parser.add_argument("--batch-size", type=int, default=None, help="windows per forward (default: 1 on CPU, 8 on GPU)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model_dir = SHARED / "models" / "tiny-en-llama"
+    model_dir = args.model
     if not (model_dir / "config.json").is_file() or not (SHARED / "corpora").is_dir():
-        print(f"eval_throughput needs ../shared (corpora + models/tiny-en-llama), not found at {SHARED}")
+        print(f"eval_throughput needs ../shared/corpora (at {SHARED}) and a model folder ({model_dir}); not found")
         return
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

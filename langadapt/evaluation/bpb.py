@@ -58,7 +58,7 @@ def default_batch_size(device: torch.device) -> int:
 
     On CPU a 512-token window already fills the matrix units, and a batch's activations fall out
     of cache: with tiny-en-llama on 2 cores batch 1 scored 4,800 tokens/s, batch 8 4,000
-    (benchmarks/eval_throughput.py). GPUs need the batch to fill the device.
+    (benchmarks/README.md, eval_throughput). GPUs need the batch to fill the device.
     """
     return 8 if device.type == "cuda" else 1
 
