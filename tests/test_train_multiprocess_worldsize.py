@@ -2,9 +2,11 @@
 
 - torch engine (DDP): the checkpoint holds the full model and optimizer state, and the data
   position is global, so a 1-process run simply continues.
-- DeepSpeed ZeRO-2: the optimizer state is sharded per rank and DeepSpeed refuses another
+- DeepSpeed ZeRO-1/2/3: the optimizer state is sharded per rank and DeepSpeed refuses another
   world size as it stands; the engine notices (2 shards, 1 rank), converts the checkpoint with
-  DeepSpeed's `ds_to_universal` once and loads the universal copy: it continues as well.
+  DeepSpeed's `ds_to_universal` once and loads the universal copy: it continues as well. (ZeRO-3
+  caught two bugs in DeepSpeed's universal loader that langadapt works around: every group got
+  the first group's weight decay, and all groups shared one in-place-incremented `step`.)
 Both must end within the multi-rank tolerances of an uninterrupted single-process run (the
 reference runs in this process, torch engine: it computes the same AdamW steps).
 """
@@ -31,11 +33,11 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("engine", ["torch", "deepspeed"])
-def test_two_ranks_then_one_process(engine: str, reference: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("engine", "zero"), [("torch", 2), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3)])
+def test_two_ranks_then_one_process(engine: str, zero: int, reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    mp.two_ranks(out, "--engine", engine, "--zero", "2", "--steps", str(HALF))
-    mp.single(out, "--engine", engine, "--zero", "2", "--steps", str(STEPS))
+    mp.two_ranks(out, "--engine", engine, "--zero", str(zero), "--steps", str(HALF))
+    mp.single(out, "--engine", engine, "--zero", str(zero), "--steps", str(STEPS))
     assert json.loads((out / "result.json").read_text())["resumed_from"] == HALF
     assert mp.dist_infos(out)[0]["world_size"] == 1  # rewritten by the 1-process run
     mp.assert_losses_close(mp.losses(out), mp.losses(reference))
@@ -43,3 +45,4 @@ def test_two_ranks_then_one_process(engine: str, reference: Path, tmp_path: Path
     half = out / "checkpoints" / f"step_{HALF:08d}"
     if engine == "deepspeed":  # converted once, beside the original shards (keep_last=2 keeps it)
         assert (half / "universal" / "zero").is_dir() and (half / "deepspeed").is_dir()
+        assert (half / "latest_universal").read_text() == "universal"

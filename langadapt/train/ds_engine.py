@@ -30,6 +30,8 @@ log = logging.getLogger("langadapt.train")
 
 TAG = "deepspeed"
 """Sub-folder of a langadapt checkpoint holding DeepSpeed's own checkpoint files."""
+GROUP_HYPERPARAMETERS = ("weight_decay", "betas", "eps")
+"""Per-group optimizer settings that come from the recipe (lr is set before every step)."""
 UNIVERSAL_TAG = "universal"
 """Sub-folder holding the same checkpoint in DeepSpeed's universal (world-size-free) format,
 written the first time it is resumed at another world size."""
@@ -141,9 +143,20 @@ class DeepSpeedEngine(Engine):
             # JSON before initialize, when the checkpoint to resume is not known yet.
             self.ds._config.load_universal_checkpoint = True
             tag = UNIVERSAL_TAG
+        ours = [{k: g[k] for k in GROUP_HYPERPARAMETERS if k in g} for g in self.optimizer.param_groups]
         path, _ = self.ds.load_checkpoint(str(directory), tag=tag, load_lr_scheduler_states=False)
         if path is None:
             raise LangadaptError(f"{directory}: no DeepSpeed checkpoint under tag {tag!r}")
+        # ZeRO-3's universal loader copies the FIRST saved group's hyperparameters into every group,
+        # which would put weight decay on the no-decay group (norms, biases): measured as a 5e-4
+        # loss drift within four steps. The recipe defines them; the checkpoint need not.
+        for group, hyper in zip(self.optimizer.param_groups, ours):
+            group.update(hyper)
+        # The same loader also hands ONE `step` tensor to every group's state; AdamW increments it
+        # in place, once per group per step, so each group's bias correction would run ahead.
+        for state in self.optimizer.state.values():
+            if torch.is_tensor(state.get("step")):
+                state["step"] = state["step"].clone()
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         if self.zero == 3:  # partitioned: parameters have shape [0] here, gather them
@@ -175,6 +188,8 @@ def convert_to_universal(checkpoint: Path, rank: int) -> None:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             raise LangadaptError(f"{checkpoint}: converting to a universal checkpoint failed: {tail[0]}")
         os.replace(tmp, target)
+        # The converter also names its output in `latest_universal` beside it: the temporary name.
+        (checkpoint / "latest_universal").write_text(UNIVERSAL_TAG)
     barrier()
 
 
