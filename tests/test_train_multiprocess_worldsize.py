@@ -27,17 +27,28 @@ HALF, STEPS = 4, 8
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("reference") / "run"
-    fit_worker.train(out, engine="torch", steps=STEPS)
-    return out
+def references(tmp_path_factory: pytest.TempPathFactory):
+    """Uninterrupted single-process runs (torch engine), one per stage, built on first use."""
+    built: dict[str, Path] = {}
+
+    def get(stage: str) -> Path:
+        if stage not in built:
+            built[stage] = tmp_path_factory.mktemp(f"reference_{stage}") / "run"
+            fit_worker.train(built[stage], engine="torch", stage=stage, steps=STEPS)
+        return built[stage]
+
+    return get
 
 
-@pytest.mark.parametrize(("engine", "zero"), [("torch", 2), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3)])
-def test_two_ranks_then_one_process(engine: str, zero: int, reference: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    mp.two_ranks(out, "--engine", engine, "--zero", str(zero), "--steps", str(HALF))
-    mp.single(out, "--engine", engine, "--zero", str(zero), "--steps", str(STEPS))
+@pytest.mark.parametrize(("engine", "zero", "stage"), [
+    ("torch", 2, "stage2"), ("deepspeed", 1, "stage2"), ("deepspeed", 2, "stage2"), ("deepspeed", 3, "stage2"),
+    ("deepspeed", 3, "stage1"),  # frozen body: only the embeddings' optimizer state is sharded
+])
+def test_two_ranks_then_one_process(engine: str, zero: int, stage: str, references, tmp_path: Path) -> None:
+    out, reference = tmp_path / "run", references(stage)
+    common = ("--engine", engine, "--zero", str(zero), "--stage", stage)
+    mp.two_ranks(out, *common, "--steps", str(HALF))
+    mp.single(out, *common, "--steps", str(STEPS))
     assert json.loads((out / "result.json").read_text())["resumed_from"] == HALF
     assert mp.dist_infos(out)[0]["world_size"] == 1  # rewritten by the 1-process run
     mp.assert_losses_close(mp.losses(out), mp.losses(reference))
