@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
+from langadapt.train.signals import REQUEUE_EXIT_CODE, Preempted, latch_stop_signals
 
 EXIT_USER_ERROR = 2
 
@@ -152,8 +153,6 @@ COMMANDS = {"run": cmd_run, "plan": cmd_plan, "eval": cmd_eval, "export": cmd_ex
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
-        from langadapt.train.signals import latch_stop_signals
-
         latch_stop_signals()  # before anything slow: Slurm's warning may come while torch imports
     from langadapt.logs import setup_logging
 
@@ -168,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("langadapt: interrupted", file=sys.stderr)
         return 130
+    except Preempted as stop:  # a scheduler's signal, honoured: the sbatch script requeues on 75
+        print(f"langadapt: {stop}", file=sys.stderr)
+        return REQUEUE_EXIT_CODE
 
 
 if __name__ == "__main__":
