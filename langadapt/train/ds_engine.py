@@ -148,8 +148,9 @@ class DeepSpeedEngine(Engine):
         if path is None:
             raise LangadaptError(f"{directory}: no DeepSpeed checkpoint under tag {tag!r}")
         # ZeRO-3's universal loader copies the FIRST saved group's hyperparameters into every group,
-        # which would put weight decay on the no-decay group (norms, biases): measured as a 5e-4
-        # loss drift within four steps. The recipe defines them; the checkpoint need not.
+        # which would put weight decay on the no-decay group (norms, biases). With the next bug, a
+        # 5e-4 loss drift within four steps (tests/test_train_multiprocess_worldsize.py). The
+        # recipe defines these values; the checkpoint need not.
         for group, hyper in zip(self.optimizer.param_groups, ours):
             group.update(hyper)
         # The same loader also hands ONE `step` tensor to every group's state; AdamW increments it
