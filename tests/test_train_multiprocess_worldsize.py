@@ -1,4 +1,5 @@
-"""Resume with a different world size: a checkpoint written by 2 ranks, resumed by 1 process.
+"""Resume with a different world size: a checkpoint written by 2 ranks, resumed by 1 process
+(and the other way round for ZeRO-3).
 
 - torch engine (DDP): the checkpoint holds the full model and optimizer state, and the data
   position is global, so a 1-process run simply continues.
@@ -57,3 +58,15 @@ def test_two_ranks_then_one_process(engine: str, zero: int, stage: str, referenc
     if engine == "deepspeed":  # converted once, beside the original shards (keep_last=2 keeps it)
         assert (half / "universal" / "zero").is_dir() and (half / "deepspeed").is_dir()
         assert (half / "latest_universal").read_text() == "universal"
+
+
+def test_one_process_then_two_ranks_zero3(references, tmp_path: Path) -> None:
+    """Growing the job (more nodes after a requeue): one ZeRO-3 shard resumed by two ranks."""
+    out, reference = tmp_path / "run", references("stage2")
+    mp.single(out, "--engine", "deepspeed", "--zero", "3", "--steps", str(HALF))
+    mp.two_ranks(out, "--engine", "deepspeed", "--zero", "3", "--steps", str(STEPS))
+    assert json.loads((out / "result.json").read_text())["resumed_from"] == HALF
+    assert mp.dist_infos(out)[1]["world_size"] == 2
+    mp.assert_losses_close(mp.losses(out), mp.losses(reference))
+    assert mp.max_weight_diff(mp.weights(out), mp.weights(reference)) <= mp.WEIGHT_ATOL
+    assert (out / "checkpoints" / f"step_{HALF:08d}" / "universal" / "zero").is_dir()
