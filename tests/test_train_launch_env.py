@@ -15,6 +15,7 @@ from langadapt.errors import LangadaptError
 from langadapt.train import distributed as D
 from langadapt.train.distributed import DistInfo
 from langadapt.train.hostlist import expand_nodelist, expand_tasks_per_node
+from langadapt.train.signals import REQUEUE_EXIT_CODE
 
 
 def test_no_launcher_is_single_process() -> None:
@@ -180,4 +181,4 @@ def test_init_distributed_single_process_group(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_requeue_code_is_distinct() -> None:
-    assert D.REQUEUE_EXIT_CODE not in (0, 1, 2, 124, 137, 143)
+    assert REQUEUE_EXIT_CODE not in (0, 1, 2, 124, 137, 143)

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from langadapt.errors import LangadaptError
-from langadapt.train.distributed import REQUEUE_EXIT_CODE
 from langadapt.train.launch import (
     PRESETS,
     ClusterPreset,
@@ -28,6 +27,7 @@ from langadapt.train.launch import (
     write_sbatch,
     write_sbatch_from_args,
 )
+from langadapt.train.signals import REQUEUE_EXIT_CODE
 
 
 @pytest.fixture

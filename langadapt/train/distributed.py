@@ -30,7 +30,6 @@ import torch.distributed as dist
 
 from langadapt.errors import LangadaptError
 from langadapt.train.hostlist import expand_nodelist, expand_tasks_per_node
-from langadapt.train.signals import REQUEUE_EXIT_CODE  # noqa: F401  (re-exported: launchers read it here)
 
 DEFAULT_MASTER_PORT = 29500
 """torchrun's default rendezvous port, used when nothing else names one."""

@@ -28,7 +28,7 @@ from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
 from langadapt.train.metrics import Metrics
 from langadapt.train.policy import numel, select_trainable
-from langadapt.train.signals import REQUEUE_EXIT_CODE, Preempted, StopOnSignal, clear_stop
+from langadapt.train.signals import Preempted, StopOnSignal, clear_stop
 
 log = logging.getLogger("langadapt.train")
 
@@ -91,10 +91,8 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
                 saved = ckpt.save(state, engine, stream)
                 metrics.start(state.step)  # checkpoint time is not training throughput
             if stop_votes:
-                log.warning("%s: stopped by signal at step %d; resume from %s (exit %d: requeue)",
-                            stage_name, state.step, saved, REQUEUE_EXIT_CODE)
                 clear_stop()  # honoured: a library caller that catches this may train again
-                raise Preempted(f"at step {state.step}; checkpoint {saved}")
+                raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
     engine.export(out_dir / "model", dist.rank)
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,

@@ -34,7 +34,8 @@ import fit_worker  # tests/helpers is this script's sys.path[0]
 import torch
 import torch.distributed as dist
 
-from langadapt.train.distributed import REQUEUE_EXIT_CODE, DistInfo, destroy, init_distributed
+from langadapt.train.distributed import DistInfo, destroy, init_distributed
+from langadapt.train.signals import REQUEUE_EXIT_CODE
 
 
 def allreduce(out: Path) -> None:
