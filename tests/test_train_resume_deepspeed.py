@@ -93,3 +93,15 @@ def test_deepspeed_skips_a_nan_step_without_touching_weights_or_moments(tmp_path
     assert len(tensors(one)) == len(tensors(two)) > 20
     assert all(torch.equal(a, b) for a, b in zip(tensors(one), tensors(two)))  # weights and Adam moments
     assert not all(torch.equal(a, b) for a, b in zip(tensors(two), tensors(three)))
+
+
+def test_a_failed_universal_conversion_is_one_clear_error(tmp_path: Path) -> None:
+    """A checkpoint DeepSpeed's converter cannot read: one LangadaptError line, no half-written copy."""
+    from langadapt.errors import LangadaptError
+    from langadapt.train.ds_engine import TAG, UNIVERSAL_TAG, convert_to_universal
+
+    (tmp_path / TAG).mkdir()  # no shards in it
+    with pytest.raises(LangadaptError, match="converting to a universal checkpoint failed") as failed:
+        convert_to_universal(tmp_path, rank=0)
+    assert "\n" not in str(failed.value)
+    assert not (tmp_path / UNIVERSAL_TAG).exists()
