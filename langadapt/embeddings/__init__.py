@@ -2,10 +2,27 @@
 
 Library use: `transfer_embeddings(model, old_tokenizer, new_tokenizer, EmbeddingConfig())`;
 `build_mapping` alone inspects how a new vocabulary decomposes into the old one.
+
+Names are imported lazily: the recipe schema imports `langadapt.embeddings.config`, and loading
+a recipe must not import torch and transformers (an invalid recipe then errors in a fraction of a
+second instead of ~5 s; `tests/test_preflight.py` checks it).
 """
 
-from langadapt.embeddings.config import EmbeddingConfig
-from langadapt.embeddings.mapping import VocabMapping, build_mapping
-from langadapt.embeddings.transfer import transfer_embeddings
+from __future__ import annotations
 
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "EmbeddingConfig": "config",
+    "VocabMapping": "mapping",
+    "build_mapping": "mapping",
+    "transfer_embeddings": "transfer",
+}
 __all__ = ["EmbeddingConfig", "VocabMapping", "build_mapping", "transfer_embeddings"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'langadapt.embeddings' has no attribute {name!r}")
+    return getattr(import_module(f"langadapt.embeddings.{_EXPORTS[name]}"), name)

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from langadapt.errors import LangadaptError
-from langadapt.train.hostlist import expand_nodelist, expand_tasks_per_node
+from langadapt.train.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN, expand_nodelist, expand_tasks_per_node
 
 DEFAULT_MASTER_PORT = 29500
 """torchrun's default rendezvous port, used when nothing else names one."""
@@ -38,9 +38,6 @@ EXPORTED_ENV_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MA
 """What `export_env` writes into this process's environment. A child process started later
 inherits them, and would read its parent's place in the job (and its rendezvous port, still held
 by the parent's store) as its own: strip them from a child's environment unless it joins the job."""
-
-SLURM_PORT_BASE, SLURM_PORT_SPAN = 20000, 20000
-"""Under Slurm the port is BASE + job id % SPAN (here and in the generated sbatch scripts)."""
 
 
 @dataclass(frozen=True)

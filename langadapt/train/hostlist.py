@@ -11,6 +11,10 @@ import re
 
 from langadapt.errors import LangadaptError
 
+SLURM_PORT_BASE, SLURM_PORT_SPAN = 20000, 20000
+"""Under Slurm the port is BASE + job id % SPAN (in `distributed` and in the generated sbatch
+scripts); here, in a torch-free module, so that `langadapt` can build its parser without torch."""
+
 
 def expand_tasks_per_node(spec: str) -> list[int]:
     """Slurm's compressed task counts, e.g. "8(x2),4" -> [8, 8, 4]."""

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
-from langadapt.train.distributed import SLURM_PORT_BASE, SLURM_PORT_SPAN
+from langadapt.train.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
 from langadapt.train.signals import REQUEUE_EXIT_CODE
 
 PresetName = Literal["lumi-g", "nvidia-4", "nvidia-8"]
