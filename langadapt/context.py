@@ -6,14 +6,17 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from langadapt.rundir import RunLayout
+
 
 @dataclass(frozen=True)
 class StageContext:
     """Where a stage reads earlier artifacts and writes its own.
 
-    A stage writes only under `out` (its folder `runs/<name>/<stage>/`). The pipeline writes the
-    manifest and the completion marker after the stage returns, so a stage that raises is never
-    marked complete. Earlier stages' folders are reached with `stage_dir(name)`.
+    A stage writes only under `out` (its folder, which the pipeline may have pointed at a work
+    folder that replaces the previous output once the stage succeeds). Every other path, this
+    stage's or an earlier one's, comes from `layout`. The pipeline writes the manifest and the
+    completion marker after the stage returns, so a stage that raises is never marked complete.
     """
 
     run_dir: Path
@@ -25,12 +28,20 @@ class StageContext:
     base_model: str | None = None
     """Local folder of the base (source) model, resolved by the pipeline; None for `init: scratch`."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("langadapt"))
+    layout: RunLayout = None  # type: ignore[assignment]  # set in __post_init__
+    """The run's paths (default: `RunLayout(run_dir)`, every stage at its final place)."""
+    models: dict[str, Path] | None = None
+    """The models this run's recipe produces, in pipeline order (init, stage1, adapted: the
+    ones whose stage is enabled), named as evaluation reports them. Set by the pipeline; None
+    when a stage is called on its own (evaluation then looks at what is on disk)."""
+    overwrite: bool = False
+    """The user allowed replacing output a person may have edited (`--overwrite`)."""
+
+    def __post_init__(self) -> None:
+        if self.layout is None:
+            object.__setattr__(self, "layout", RunLayout(self.run_dir))
 
     @property
     def out(self) -> Path:
         """This stage's output folder (created by the pipeline before the stage runs)."""
-        return self.run_dir / self.stage
-
-    def stage_dir(self, name: str) -> Path:
-        """The folder of another stage of the same run."""
-        return self.run_dir / name
+        return self.layout.stage_dir(self.stage)

@@ -1,14 +1,15 @@
-"""The run directory contract: one folder per stage, a manifest, then a completion marker.
+"""The run directory contract: where every artifact lives, manifests, markers, and safe replacement.
 
     runs/<name>/recipe.resolved.yaml
-    runs/<name>/<stage>/...artifacts...
-    runs/<name>/<stage>/manifest.json   inputs, fingerprint, versions, timings, stage summary
-    runs/<name>/<stage>/COMPLETE        written last: only its presence means "done"
+    runs/<name>/<stage>/...artifacts...   paths named once, by `RunLayout` below
+    runs/<name>/<stage>/manifest.json     inputs, fingerprint, versions, timings, stage summary
+    runs/<name>/<stage>/COMPLETE          written last: only its presence means "done"
 
-A stage's fingerprint hashes its recipe sections, the seed, its input files and the fingerprint
-of the stage before it, so a change anywhere upstream re-runs everything downstream. A stage
-that is re-run with a different fingerprint starts from an empty folder; one re-run with the same
-fingerprint (after a crash or a requeue) keeps its folder so training can resume its checkpoints.
+`RunLayout` is the only place that spells a stage's folder or an artifact's path; the pipeline
+hands it to every stage in the `StageContext`. A stage re-run with a different fingerprint is
+built in a sibling work folder and swapped in only when complete (`promote`), so a failed re-run
+never costs the previous complete output; training stages resume in place instead (their
+checkpoints are the partial work worth keeping).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import platform
 import shutil
 import time
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,166 @@ MARKER = "COMPLETE"
 MANIFEST = "manifest.json"
 FINGERPRINT = ".fingerprint"
 TRACKED_PACKAGES = ("langadapt", "torch", "transformers", "tokenizers", "datasets", "deepspeed", "pydantic")
+
+STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
+TRAINING_STAGES = ("stage1", "stage2")
+MODEL_STAGES = {"init": "embeddings", "stage1": "stage1", "adapted": "stage2"}
+"""Model name (as evaluation reports it) -> the stage whose `model/` folder holds it."""
+
+
+@dataclass(frozen=True)
+class DataPaths:
+    root: Path
+
+    @property
+    def train(self) -> Path:
+        return self.root / "train"
+
+    @property
+    def valid(self) -> Path:
+        return self.root / "valid"
+
+
+@dataclass(frozen=True)
+class TokenizerPaths:
+    root: Path
+
+    @property
+    def tokenizer(self) -> Path:
+        """A folder `AutoTokenizer.from_pretrained` loads."""
+        return self.root / "tokenizer"
+
+    @property
+    def tokens(self) -> Path:
+        """Token shards, one folder per source (`<source>/tokens.bin`, `meta.json`)."""
+        return self.root / "tokens"
+
+
+@dataclass(frozen=True)
+class ModelStagePaths:
+    """embeddings, stage1 and stage2: a loadable model folder (training also checkpoints, metrics)."""
+
+    root: Path
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class ExportPaths:
+    root: Path
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def card(self) -> Path:
+        return self.model / "README.md"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Every path of one run, defined once.
+
+    `work` maps a stage to the folder it is being built in (see `promote`): the stage sees its own
+    paths there and everyone else's at their final place.
+    """
+
+    root: Path
+    work: tuple[tuple[str, Path], ...] = ()
+
+    def stage_dir(self, stage: str) -> Path:
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}")
+        return dict(self.work).get(stage, self.root / stage)
+
+    def building(self, stage: str, folder: Path) -> RunLayout:
+        """This layout with `stage` written into `folder` instead of its final place."""
+        return replace(self, work=(*[(s, p) for s, p in self.work if s != stage], (stage, folder)))
+
+    def final(self) -> RunLayout:
+        return RunLayout(self.root)
+
+    @property
+    def data(self) -> DataPaths:
+        return DataPaths(self.stage_dir("data"))
+
+    @property
+    def tokenizer(self) -> TokenizerPaths:
+        return TokenizerPaths(self.stage_dir("tokenizer"))
+
+    @property
+    def embeddings(self) -> ModelStagePaths:
+        return ModelStagePaths(self.stage_dir("embeddings"))
+
+    @property
+    def stage1(self) -> ModelStagePaths:
+        return ModelStagePaths(self.stage_dir("stage1"))
+
+    @property
+    def stage2(self) -> ModelStagePaths:
+        return ModelStagePaths(self.stage_dir("stage2"))
+
+    @property
+    def evaluate(self) -> Path:
+        """results.json, report.md, report.html, plots/."""
+        return self.stage_dir("evaluate")
+
+    @property
+    def evaluation_results(self) -> Path:
+        """The evaluate stage's numbers (`{"models": {NAME: {LANG: {...}}}}`), read by the model card."""
+        return self.evaluate / "results.json"
+
+    @property
+    def export(self) -> ExportPaths:
+        return ExportPaths(self.stage_dir("export"))
+
+    def trained(self, stage: str) -> ModelStagePaths:
+        """The model-producing stage `stage` (embeddings, stage1, stage2)."""
+        return ModelStagePaths(self.stage_dir(stage))
+
+    @property
+    def resolved_recipe(self) -> Path:
+        return self.root / "recipe.resolved.yaml"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def hash_cache(self) -> Path:
+        return self.root / ".hashes.json"
+
+    @property
+    def cli_eval(self) -> Path:
+        """Where `langadapt eval RUN` writes (never into the pipeline's own evaluate/)."""
+        return self.root / "eval"
+
+    def work_dir(self, stage: str) -> Path:
+        """A stage being rebuilt, beside its previous complete output (same filesystem: rename is atomic)."""
+        return self.root / f".{stage}.partial"
+
+    def retired_dir(self, stage: str) -> Path:
+        return self.root / f".{stage}.previous"
+
+    def manifest(self, stage: str) -> Path:
+        return self.stage_dir(stage) / MANIFEST
+
+    def models_on_disk(self) -> dict[str, Path]:
+        """init / stage1 / adapted folders that hold a model, for a run seen from outside a pipeline
+        (`langadapt eval RUN`); inside one, the pipeline says which models the recipe made."""
+        found = {name: self.trained(stage).model for name, stage in MODEL_STAGES.items()}
+        return {name: path for name, path in found.items() if (path / "config.json").is_file()}
 
 
 def library_versions() -> dict[str, str]:
@@ -44,18 +206,6 @@ def hash_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def file_fingerprints(paths: list[Path]) -> dict[str, list[int]]:
-    """(size, mtime) per file: cheap enough for 100 GB corpora, and catches every rewrite in practice."""
-    prints: dict[str, list[int]] = {}
-    for path in paths:
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for f in files:
-            if f.exists():
-                stat = f.stat()
-                prints[str(f)] = [stat.st_size, stat.st_mtime_ns]
-    return prints
-
-
 def is_complete(stage_dir: Path, fingerprint: str | None = None) -> bool:
     """Done, and (if given) done with these exact inputs."""
     if not (stage_dir / MARKER).is_file():
@@ -68,25 +218,54 @@ def is_complete(stage_dir: Path, fingerprint: str | None = None) -> bool:
         return False
 
 
+def has_partial(stage_dir: Path, fingerprint: str) -> bool:
+    marker = stage_dir / FINGERPRINT
+    return marker.is_file() and marker.read_text().strip() == fingerprint
+
+
 def prepare_stage_dir(stage_dir: Path, fingerprint: str) -> bool:
     """Make the folder ready to run; returns True when it kept earlier partial work (resume)."""
     (stage_dir / MARKER).unlink(missing_ok=True)
-    previous = stage_dir / FINGERPRINT
-    if previous.is_file() and previous.read_text().strip() == fingerprint:
+    if has_partial(stage_dir, fingerprint):
         return True
     if stage_dir.exists():
         shutil.rmtree(stage_dir)
     stage_dir.mkdir(parents=True)
-    previous.write_text(fingerprint)
+    (stage_dir / FINGERPRINT).write_text(fingerprint)
     return False
+
+
+def promote(work: Path, final: Path, retired: Path) -> None:
+    """Swap a complete work folder into place; the previous output is deleted only after that.
+
+    Two renames: a crash between them leaves `final` missing and both the old (`retired`) and the
+    new (`work`, complete) output on disk, which `recover` sorts out at the next start."""
+    if retired.exists():
+        shutil.rmtree(retired)
+    if final.exists():
+        os.replace(final, retired)
+    os.replace(work, final)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def recover(layout: RunLayout) -> None:
+    """Finish a swap that a crash interrupted (see `promote`)."""
+    for stage in STAGES:
+        final, work, retired = layout.stage_dir(stage), layout.work_dir(stage), layout.retired_dir(stage)
+        if final.exists():
+            shutil.rmtree(retired, ignore_errors=True)
+        elif is_complete(work):
+            os.replace(work, final)
+            shutil.rmtree(retired, ignore_errors=True)
+        elif retired.exists():
+            os.replace(retired, final)
 
 
 def wait_for_fingerprint(stage_dir: Path, fingerprint: str, timeout_s: float = 600.0) -> bool:
     """Non-zero ranks wait until rank 0 has prepared the stage folder."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        marker = stage_dir / FINGERPRINT
-        if marker.is_file() and marker.read_text().strip() == fingerprint:
+        if has_partial(stage_dir, fingerprint):
             return True
         time.sleep(0.5)
     raise TimeoutError(f"rank 0 did not prepare {stage_dir} within {timeout_s:.0f} s")

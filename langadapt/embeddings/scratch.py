@@ -37,12 +37,12 @@ def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int)
 def run_scratch(architecture: dict[str, Any] | None, ctx: StageContext) -> dict[str, Any]:
     from transformers import AutoConfig, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(ctx.stage_dir("tokenizer") / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(ctx.layout.tokenizer.tokenizer)
     if architecture is None:  # scratch with the architecture of a given base model
         architecture = AutoConfig.from_pretrained(ctx.base_model).to_dict()
     model = build_scratch_model(architecture, tokenizer, ctx.seed)
-    model.save_pretrained(ctx.out / "model", safe_serialization=True)
-    tokenizer.save_pretrained(ctx.out / "model")
+    model.save_pretrained(ctx.layout.embeddings.model, safe_serialization=True)
+    tokenizer.save_pretrained(ctx.layout.embeddings.model)
     params = sum(p.numel() for p in model.parameters())
     ctx.log.info("embeddings: scratch %s with %.2fM parameters", model.config.model_type, params / 1e6)
     return {"method": "scratch", "parameters": params, "vocab_size": len(tokenizer)}

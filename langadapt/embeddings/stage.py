@@ -1,9 +1,9 @@
 """The `embeddings` pipeline stage: base model + new tokenizer -> initialised model folder.
 
-Reads  `ctx.base_model` (HF folder), `runs/<name>/tokenizer/tokenizer/` and, for focus/align,
-       the target-language train texts of `runs/<name>/data/`;
-writes `embeddings/model/` (safetensors + the NEW tokenizer, loadable on its own),
-       `embeddings/mapping.json` (every new token's old pieces) and `embeddings/report.json`.
+Reads  `ctx.base_model` (HF folder), the tokenizer stage's tokenizer and, for focus/align,
+       the target-language train texts of the data stage (paths from `ctx.layout`);
+writes `layout.embeddings.model` (safetensors + the NEW tokenizer, loadable on its own),
+       `mapping.json` (every new token's old pieces) and `report.json` beside it.
 The surgery runs on one process on a normal float32 checkpoint (no ZeRO involved).
 """
 
@@ -41,15 +41,14 @@ def target_texts(data_dir: Path) -> Iterator[str]:
 def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     """Initialise the base model's embeddings for the new tokenizer; returns a small summary."""
     base = _folder(ctx.base_model, "base model folder (model.base)")
-    tokenizer_dir = _folder(ctx.stage_dir("tokenizer") / "tokenizer", "the tokenizer stage's output")
+    tokenizer_dir = _folder(ctx.layout.tokenizer.tokenizer, "the tokenizer stage's output")
     old_tokenizer = AutoTokenizer.from_pretrained(base)
     new_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
 
     corpus = None
     if config.method in CORPUS_METHODS:
-        _folder(ctx.stage_dir("data"), "the data stage's output")
-        corpus = target_texts(ctx.stage_dir("data"))
+        corpus = target_texts(_folder(ctx.layout.data.root, "the data stage's output"))
 
     ctx.log.info("embeddings: mapping %d new tokens onto %d old ones", len(new_tokenizer), len(old_tokenizer))
     mapping = build_mapping(old_tokenizer, new_tokenizer)
@@ -61,8 +60,9 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     model, report = transfer_embeddings(
         model, old_tokenizer, new_tokenizer, config, corpus=corpus, seed=ctx.seed, mapping=mapping
     )
-    model.save_pretrained(ctx.out / "model")
-    new_tokenizer.save_pretrained(ctx.out / "model")
+    model_dir = ctx.layout.embeddings.model
+    model.save_pretrained(model_dir)
+    new_tokenizer.save_pretrained(model_dir)
     (ctx.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     summary = {
         key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")
@@ -70,7 +70,7 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     ctx.log.info("embeddings: %s init done: %s", config.method, summary)
     return {
         "method": config.method,
-        "model": str(ctx.out / "model"),
+        "model": str(model_dir),
         **summary,
         "seconds": report["timings_s"]["total_s"],
     }

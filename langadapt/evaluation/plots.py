@@ -125,11 +125,10 @@ def read_metrics(path: Path) -> list[dict]:
     return [rows[s] for s in sorted(rows)]
 
 
-def plot_training(run_dir: Path | None, path: Path) -> Path | None:
-    """Loss (and LR) of stage 1 then stage 2 on one step axis; missing stages are left out."""
-    if run_dir is None:
-        return None
-    stages = [(name, read_metrics(Path(run_dir) / name / "metrics.jsonl")) for name in ("stage1", "stage2")]
+def plot_training(metrics: dict[str, Path], path: Path) -> Path | None:
+    """Loss (and LR) of each training stage (name -> its metrics.jsonl) in order on one step axis;
+    missing stages are left out."""
+    stages = [(name, read_metrics(Path(file))) for name, file in metrics.items()]
     stages = [(name, rows) for name, rows in stages if rows]
     if not stages:
         return None

@@ -16,9 +16,12 @@ from langadapt.evaluation.render import render_html, render_markdown
 
 
 def write_report(
-    results: dict, out: Path, run_dir: Path | None = None, title: str = "langadapt evaluation"
+    results: dict, out: Path, training_metrics: dict[str, Path] | None = None,
+    title: str = "langadapt evaluation",
 ) -> dict:
-    """Write results.json, plots/*.png, report.md and report.html into `out`; returns their paths."""
+    """Write results.json, plots/*.png, report.md and report.html into `out`; returns their paths.
+
+    `training_metrics`: each training stage's metrics.jsonl, for the loss curves (when there are any)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str), "utf-8")
@@ -26,7 +29,7 @@ def write_report(
         "bpb": plots.plot_bpb(results, out / "plots" / "bpb.png"),
         "deltas": plots.plot_deltas(results, out / "plots" / "deltas.png"),
         "fertility": plots.plot_fertility(results, out / "plots" / "fertility.png"),
-        "training": plots.plot_training(run_dir, out / "plots" / "training.png"),
+        "training": plots.plot_training(training_metrics or {}, out / "plots" / "training.png"),
     }
     figures = {k: v for k, v in figures.items() if v is not None}
     (out / "report.md").write_text(render_markdown(results, figures, out, title), "utf-8")

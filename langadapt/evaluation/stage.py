@@ -1,13 +1,16 @@
 """The `evaluate` pipeline stage and `langadapt eval`: find the models, run the suites, write the report.
 
-A run directory contributes, in this order and only where they exist:
+A run contributes, in this order:
 
     base         the source model (ctx.base_model; absent for `init: scratch`)
-    init         embeddings/model: the warm model at step 0 (new tokenizer, initialised rows)
+    init         the embeddings stage's model: the warm model at step 0 (new tokenizer, initialised rows)
     init_random  the same warm model with the new rows drawn by the `random` method, built in
                  memory: the fair baseline for judging an initialisation (see DESIGN.md)
-    stage1       stage1/model: after training embeddings + head
-    adapted      stage2/model: the final model
+    stage1       after training embeddings + head (when stage 1 is enabled)
+    adapted      the stage 2 model: the final one
+
+Inside the pipeline the models are the ones the recipe's enabled stages made (`ctx.models`);
+`langadapt eval RUN` looks at what the run directory holds (`RunLayout.models_on_disk`).
 """
 
 from __future__ import annotations
@@ -25,9 +28,7 @@ from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
-
-RUN_FOLDERS = {"init": "embeddings", "stage1": "stage1", "adapted": "stage2"}
-"""Model name -> the stage folder whose `model/` holds it."""
+from langadapt.rundir import MODEL_STAGES, TRAINING_STAGES, RunLayout
 
 
 def _is_model(path: Path) -> bool:
@@ -54,23 +55,20 @@ def random_init_model(base: Path, init: Path, config: EvaluationConfig, seed: in
     return build
 
 
-def run_models(
-    run_dir: Path, base_model: str | None, config: EvaluationConfig, seed: int
+def models_to_score(
+    own: dict[str, Path], base_model: str | None, config: EvaluationConfig, seed: int
 ) -> dict[str, ModelSpec]:
-    """The models of a run directory that exist, in pipeline order (see the module docstring)."""
+    """The base model, then the run's models (init, stage1, adapted), with init_random after init."""
     models: dict[str, ModelSpec] = {}
     base = Path(base_model) if base_model else None
     if base is not None and _is_model(base):
         models["base"] = base
-    init = run_dir / RUN_FOLDERS["init"] / "model"
-    if _is_model(init):
-        models["init"] = init
-        if config.random_baseline and "base" in models:
-            models["init_random"] = random_init_model(base, init, config, seed)
-    for name in ("stage1", "adapted"):
-        path = run_dir / RUN_FOLDERS[name] / "model"
-        if _is_model(path):
-            models[name] = path
+    for name, path in own.items():
+        if not _is_model(path):
+            raise LangadaptError(f"evaluate: model {name} missing at {path}; its stage did not complete")
+        models[name] = path
+        if name == "init" and config.random_baseline and base is not None and "base" in models:
+            models["init_random"] = random_init_model(base, path, config, seed)
     return models
 
 
@@ -82,9 +80,7 @@ def compare_models(entries: list[str], config: EvaluationConfig) -> dict[str, Mo
         if _is_model(path):
             models[path.name] = path
             continue
-        found = [
-            m for m in run_models(path, None, config.model_copy(update={"random_baseline": False}), 0).items()
-        ]
+        found = list(RunLayout(path).models_on_disk().items())
         if not found:
             raise LangadaptError(
                 f"compare: {entry}: neither a Hugging Face model folder nor a run directory with models"
@@ -96,9 +92,14 @@ def compare_models(entries: list[str], config: EvaluationConfig) -> dict[str, Mo
 
 def held_out_texts(run_dir: Path | None) -> dict[str, list[str]]:
     """The run's held-out documents by language, or {} when there is no data stage output."""
-    if run_dir is None or not (run_dir / "data" / "valid").is_dir():
+    if run_dir is None or not RunLayout(run_dir).data.valid.is_dir():
         return {}
-    return texts_by_lang(run_dir / "data", "valid")
+    return texts_by_lang(RunLayout(run_dir).data.root, "valid")
+
+
+def training_metrics(layout: RunLayout) -> dict[str, Path]:
+    """Each training stage's metrics.jsonl, for the loss-curve figure."""
+    return {stage: layout.trained(stage).metrics for stage in TRAINING_STAGES}
 
 
 def _summary(results: dict) -> dict:
@@ -118,28 +119,28 @@ def run(config: EvaluationConfig, ctx: StageContext) -> dict:
         ctx.log.info("evaluate: no suites configured; nothing to do")
         return {"bits_per_byte": {}, "notes": ["no suites configured"]}
     suites = load_suites(config.suites)
-    models = run_models(ctx.run_dir, ctx.base_model, config, ctx.seed)
+    own = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
+    models = models_to_score(own, ctx.base_model, config, ctx.seed)
     models.update(compare_models(config.compare, config))
     if not models:
-        raise LangadaptError(
-            f"evaluate: no model folders found in {ctx.run_dir} (embeddings/, stage1/, stage2/)"
-        )
+        raise LangadaptError(f"evaluate: no models to evaluate in {ctx.run_dir}")
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
-    write_report(results, ctx.out, run_dir=ctx.run_dir, title=f"langadapt evaluation: {ctx.run_dir.name}")
+    write_report(results, ctx.out, training_metrics(ctx.layout), title=f"langadapt evaluation: {ctx.run_dir.name}")
     return _summary(results)
 
 
 def _run_base_and_seed(run_dir: Path) -> tuple[str | None, int]:
     """The base model and seed of a finished run, from its manifests or resolved recipe."""
     seed, base = 0, None
-    recipe = run_dir / "recipe.resolved.yaml"
+    layout = RunLayout(run_dir)
+    recipe = layout.resolved_recipe
     if recipe.is_file():
         tree = yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}
         seed = int(tree.get("seed", 0))
         base = (tree.get("base_model") or {}).get("path") if tree.get("init", "warm") == "warm" else None
-    for stage in ("embeddings", "stage1", "stage2", "evaluate"):
-        manifest = run_dir / stage / "manifest.json"
+    for stage in MODEL_STAGES.values():
+        manifest = layout.manifest(stage)
         if manifest.is_file():
             base = json.loads(manifest.read_text(encoding="utf-8")).get("base_model") or base
             break
@@ -167,13 +168,14 @@ def evaluate_cli(
         run_dir = None
     else:
         base, seed = _run_base_and_seed(target)
-        models, run_dir = run_models(target, base, config, seed), target
+        models, run_dir = models_to_score(RunLayout(target).models_on_disk(), base, config, seed), target
         if not models:
             raise LangadaptError(
                 f"{model_or_run}: neither a Hugging Face model folder nor a run directory with models"
             )
     models.update(compare_models(compare, config))
-    data_dir = run_dir or next((Path(c) for c in compare if (Path(c) / "data" / "valid").is_dir()), None)
+    data_dir = run_dir or next((Path(c) for c in compare if RunLayout(Path(c)).data.valid.is_dir()), None)
     results = evaluate_models(models, load_suites(suites), held_out_texts(data_dir), config)
-    write_report(results, out, run_dir=run_dir, title=f"langadapt evaluation: {target.name}")
+    metrics = training_metrics(RunLayout(run_dir)) if run_dir is not None else {}
+    write_report(results, out, metrics, title=f"langadapt evaluation: {target.name}")
     return results

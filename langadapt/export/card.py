@@ -1,7 +1,7 @@
 """The model card: Hub metadata from huggingface_hub's ModelCardData, body from the run's own files.
 
-Numbers in the card are read from the run directory (evaluate/results.json, stage manifests),
-never typed in, so the card cannot claim more than the run measured.
+Numbers in the card are read from the run directory (the evaluate stage's results.json, the
+training stages' manifests), never typed in, so the card cannot claim more than the run measured.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
+
+from langadapt.rundir import TRAINING_STAGES, RunLayout
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -33,25 +35,25 @@ def results_table(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def training_summary(run_dir: Path) -> str:
+def training_summary(layout: RunLayout) -> str:
     """One line per training stage from its manifest (steps, tokens, final loss)."""
     lines = []
-    for stage in ("stage1", "stage2"):
-        summary = _read_json(run_dir / stage / "manifest.json").get("summary", {})
+    for stage in TRAINING_STAGES:
+        summary = _read_json(layout.manifest(stage)).get("summary", {})
         if summary:
             shown = {k: summary[k] for k in ("steps", "tokens", "final_loss", "trainable_params") if k in summary}
             lines.append(f"- **{stage}**: " + ", ".join(f"{k} = {v}" for k, v in shown.items()))
     return "\n".join(lines) or "- (no training stage recorded)"
 
 
-def build_card(run_dir: Path, base_model: str | None, languages: list[str], license: str,
+def build_card(layout: RunLayout, base_model: str | None, languages: list[str], license: str,
                description: str) -> ModelCard:
     data = ModelCardData(language=languages or None, license=license, library_name="transformers",
                          base_model=base_model if base_model and "/" in base_model and not Path(base_model).exists() else None,
                          tags=["langadapt", "continual-pretraining", "vocabulary-transfer"])
-    results = _read_json(run_dir / "evaluate" / "results.json")
+    results = _read_json(layout.evaluation_results)
     body = f"""
-# {run_dir.name}
+# {layout.root.name}
 
 {description or "A language-adapted causal language model produced with langadapt."}
 
@@ -64,7 +66,7 @@ stage 1 trained the embeddings with the body frozen, stage 2 continued pretraini
 {results_table(results)}
 ## Training
 
-{training_summary(run_dir)}
+{training_summary(layout)}
 
 The resolved recipe of this run is in `langadapt_recipe.yaml`.
 """

@@ -11,11 +11,12 @@ import json
 from typing import Any
 
 from langadapt.data.config import stream_mixture
-from langadapt.data.schedule import plan_mixture
 from langadapt.errors import LangadaptError
+from langadapt.planning.epochs import plan_stage_mixture
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.recipe import Recipe
+from langadapt.rundir import TRAINING_STAGES, RunLayout
 
 
 def model_dims(recipe: Recipe) -> ModelDims:
@@ -30,7 +31,7 @@ def model_dims(recipe: Recipe) -> ModelDims:
 def measured_tokens(recipe: Recipe) -> dict[str, float]:
     """Unique tokens per source from this run's shards, when they exist."""
     measured = {}
-    for meta in (recipe.run_dir / "tokenizer" / "tokens").glob("*/meta.json"):
+    for meta in RunLayout(recipe.run_dir).tokenizer.tokens.glob("*/meta.json"):
         measured[meta.parent.name] = float(json.loads(meta.read_text())["num_tokens"])
     return measured
 
@@ -39,12 +40,12 @@ def _stage_input(recipe: Recipe, name: str, world_size: int, measured: dict[str,
     stage = getattr(recipe, name)
     global_batch = stage.micro_batch_size * stage.grad_accum_steps * world_size
     declared = {s.name: s.unique_tokens for s in recipe.data.sources}
-    budgets = [{"name": name, "unique_tokens": measured.get(name, declared[name]), **entry}
-               for name, entry in stream_mixture(recipe.data, stage.mixture).items()]
+    entries = stream_mixture(recipe.data, stage.mixture)
+    sizes = {name: measured.get(name, declared[name]) for name in entries}
     mixture = None
-    if all(b["unique_tokens"] for b in budgets):
-        tokens = stage.steps * global_batch * stage.seq_len
-        mixture = plan_mixture(budgets, tokens, force=recipe.data.force_epochs).to_dict()
+    if all(sizes.values()):
+        mixture = plan_stage_mixture(entries, sizes, stage.seq_len, stage.steps * global_batch,  # type: ignore[arg-type]
+                                     force=recipe.data.force_epochs).to_dict()
     zero = stage.zero_stage if stage.zero_stage is not None else recipe.engine.zero_stage
     return StagePlanInput(
         name=name, steps=stage.steps, seq_len=stage.seq_len, global_batch=global_batch,
@@ -60,7 +61,7 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
     cluster = recipe.cluster
     world = num_gpus or cluster.world_size
     measured = measured_tokens(recipe)
-    names = [n for n in ("stage1", "stage2") if getattr(recipe, n).enabled and not (n == "stage1" and recipe.init == "scratch")]
+    names = [n for n in TRAINING_STAGES if getattr(recipe, n).enabled and not (n == "stage1" and recipe.init == "scratch")]
     if not names:
         raise LangadaptError(f"{recipe.name}: no training stage is enabled; nothing to plan")
     hardware_name = hardware or cluster.hardware

@@ -1,8 +1,9 @@
 """The tokenizer stage: train, measure against the base tokenizer, pre-tokenise the corpus.
 
-Reads `data/{train,valid}` and the base model folder; writes `tokenizer/` (a folder that
-`AutoTokenizer.from_pretrained` loads), `metrics.json` and `fertility.png` (base vs new, per
-held-out language) and `tokens/` (token shards for training, via `langadapt.data.shards`).
+Reads the data stage's train/valid documents and the base model folder; writes the tokenizer
+(`layout.tokenizer.tokenizer`, a folder that `AutoTokenizer.from_pretrained` loads),
+`metrics.json` and `fertility.png` (base vs new, per held-out language) and the token shards for
+training (`layout.tokenizer.tokens`, via `langadapt.data.shards`).
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
     """Train (or keep) the tokenizer, write its metrics and the token shards; returns a summary."""
     from langadapt.data.shards import encode_corpus
 
-    data_dir = ctx.stage_dir("data")
+    data_dir, paths = ctx.layout.data.root, ctx.layout.tokenizer
     base = load_base_tokenizer(ctx.base_model)
     # Without language weights the tokenizer is for the target language only: replay and
     # neighbour sources would otherwise take vocabulary away from it.
     roles = None if config.language_weights else {"target"}
     texts = ((doc["lang"], doc["text"]) for doc in iter_split(data_dir, "train", roles=roles))
     tokenizer = train_tokenizer(config, texts, base, seed=ctx.seed)
-    tokenizer.save_pretrained(str(ctx.out / "tokenizer"))
+    tokenizer.save_pretrained(str(paths.tokenizer))
 
     candidates = {"base": base, "new": tokenizer} if base is not None and config.kind != "keep_base" else {
         "new": tokenizer}
@@ -38,7 +39,7 @@ def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
     plot_fertility(metrics, ctx.out / "fertility.png")
     ctx.log.info("tokenizer metrics on held-out text:\n%s", render_table(metrics))
 
-    shards = encode_corpus(tokenizer, data_dir, ctx.out / "tokens")
+    shards = encode_corpus(tokenizer, data_dir, paths.tokens)
     return {
         "kind": config.kind,
         "vocab_size": len(tokenizer),

@@ -38,11 +38,10 @@ def init_model_dir(after_stage1: bool, stage_name: str, ctx: StageContext) -> Pa
     function guessing from the folder: a stage1/ left COMPLETE by an earlier run whose recipe has
     since set `stage1.enabled: false` must not be picked up.
     """
-    upstream = "stage1" if after_stage1 else "embeddings"
-    folder = ctx.stage_dir(upstream)
-    path = folder / "model"
+    upstream = ctx.layout.stage1 if after_stage1 else ctx.layout.embeddings
+    folder, path = upstream.root, upstream.model
     if not (folder / rundir.MARKER).is_file() or not (path / "config.json").is_file():
-        raise LangadaptError(f"{stage_name}: no complete starting model at {path}; run the {upstream} stage first")
+        raise LangadaptError(f"{stage_name}: no complete starting model at {path}; run the {folder.name} stage first")
     return path
 
 
@@ -64,7 +63,7 @@ def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
     """Put the tokenizer beside the model: the tokenizer stage's, else the starting model's."""
     from transformers import AutoTokenizer
 
-    source = ctx.stage_dir("tokenizer") / "tokenizer"
+    source = ctx.layout.tokenizer.tokenizer
     if not (source / "tokenizer_config.json").is_file() and not (source / "tokenizer.json").is_file():
         source = init
     AutoTokenizer.from_pretrained(source).save_pretrained(model_dir)
@@ -93,7 +92,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
     seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
     # The pipeline passes the data mixture with this stage's overrides applied (stream_mixture).
-    stream = build_stream(ctx.stage_dir("tokenizer") / "tokens", mixture if mixture is not None else config.mixture,
+    stream = build_stream(ctx.layout.tokenizer.tokens, mixture if mixture is not None else config.mixture,
                           config.seq_len, config.steps * global_batch, seed)
     result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
     if dist.rank == 0:
