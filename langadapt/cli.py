@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="re-run stages even when complete")
     run.add_argument("--dry-run", action="store_true", help="validate the recipe and print the stage plan")
     run.add_argument("--explain", action="store_true", help="print the resolved recipe with every field's meaning")
+    run.add_argument("--overwrite", action="store_true", help="let the export replace an exported folder edited by hand")
 
     plan = commands.add_parser("plan", help="tokens, epochs, FLOPs, GPU-hours, memory and energy of a recipe")
     _recipe_args(plan)
@@ -49,10 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--suite", action="append", default=None, help="suite YAML (repeatable)")
     ev.add_argument("--out", default=None, help="output folder (default: RUN/eval, or ./eval_NAME for a model folder)")
     ev.add_argument("--compare", action="append", default=[], help="another run dir or HF folder to compare")
+    ev.add_argument("--overwrite", action="store_true", help="replace an existing results.json in the output folder")
 
     export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
     _recipe_args(export)
     export.add_argument("--push-to-hub", metavar="REPO_ID", help="push the exported folder to this Hub repo")
+    export.add_argument("--overwrite", action="store_true", help="re-export even over an existing exported folder")
 
     launch = commands.add_parser("launch", help="write an sbatch script for a multi-node run")
     _recipe_args(launch)
@@ -75,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(explain(Recipe, loaded.recipe.model_dump(mode="json")))
         return 0
     actions = run_pipeline(loaded, only=args.only, start=args.start, until=args.until,
-                           force=args.force, dry_run=args.dry_run)
+                           force=args.force or None, dry_run=args.dry_run, overwrite=args.overwrite)
     if args.dry_run:
         print(f"recipe {args.recipe}: valid; run directory {loaded.recipe.run_dir}")
         for name, action in actions:
@@ -101,6 +104,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
     out = Path(args.out) if args.out else default_eval_out(Path(args.model))
+    if (out / "results.json").exists() and not args.overwrite:
+        raise LangadaptError(f"{out / 'results.json'}: already exists; pass --overwrite to replace it (or choose another --out)")
     evaluate_cli(args.model, suites, out, args.compare)
     print(f"evaluation written to {out}")
     return 0
@@ -109,21 +114,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def default_eval_out(target: Path) -> Path:
     """`<run>/eval` for a run directory; `eval_<name>` here for a model folder, which is left
     untouched (it may be read-only, or be uploaded to the Hub as it is)."""
+    from langadapt.rundir import RunLayout
+
     if (target / "config.json").is_file():
         return Path(f"eval_{target.resolve().name}")
-    return target / "eval"
+    return RunLayout(target).cli_eval
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """Export when the run's export is missing or stale (an existing one is replaced only with
+    --overwrite), then push the exported folder if asked.
+
+    The push is not part of the export's inputs: pushing a finished export re-uses it as it is
+    (hand-edited card included) instead of rebuilding it."""
+    from langadapt.export.stage import push
     from langadapt.pipeline import run_pipeline
     from langadapt.recipe import load_recipe
+    from langadapt.rundir import RunLayout
 
-    overrides = list(args.overrides)
+    loaded = load_recipe(args.recipe, args.overrides)
+    folder = RunLayout(loaded.recipe.run_dir).export.model
+    planned = dict(run_pipeline(loaded, only="export", force=args.overwrite, dry_run=True))
+    if planned["export"] == "run" and folder.exists() and not args.overwrite:
+        raise LangadaptError(f"{folder}: an export exists (its inputs changed since); pass --overwrite to replace it")
+    actions = dict(run_pipeline(loaded, only="export", force=args.overwrite, overwrite=args.overwrite))
+    print(f"exported to {folder}" if actions["export"] == "run" else f"export is up to date: {folder}")
     if args.push_to_hub:
-        overrides += ["export.push_to_hub=true", f"export.repo_id={args.push_to_hub}"]
-    loaded = load_recipe(args.recipe, overrides)
-    run_pipeline(loaded, only="export")
-    print(f"exported to {loaded.recipe.run_dir / 'export' / 'model'}")
+        config = loaded.recipe.export.model_copy(update={"push_to_hub": True, "repo_id": args.push_to_hub})
+        print(f"pushed to {args.push_to_hub}: {push(folder, config)}")
     return 0
 
 

@@ -2,29 +2,34 @@
 
 The stage table below is the only place that knows which recipe sections a stage receives;
 each stage's entry point gets its own slice and a `StageContext`, and nothing else couples them
-(they communicate through the run directory, see `rundir`).
+(they communicate through the run directory, whose paths `rundir.RunLayout` names once).
+
+Order of work in `run_pipeline`: take the run lock, resolve (or build) the base model, then
+fingerprint each stage from content hashes of what it reads, so a finished run is a fixed point:
+running it again skips every stage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from langadapt import rundir
+from langadapt.contenthash import HashCache
 from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+from langadapt.rundir import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
+from langadapt.runlock import RunLock
 from langadapt.train import signals
 
 log = logging.getLogger("langadapt")
-
-STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
-TRAINING_STAGES = ("stage1", "stage2")
 
 
 @dataclass(frozen=True)
@@ -113,20 +118,25 @@ def select_stages(names: list[str], only: str | None, start: str | None, until: 
     return names[first : last + 1]
 
 
-def resolve_base_model(recipe: Recipe) -> str | None:
-    """A local folder for the base model: as given, built by its recipe, or fetched from the Hub."""
+def resolve_base_model(recipe: Recipe, build: bool = True) -> str | None:
+    """A local folder for the base model: as given, built by its recipe, or fetched from the Hub.
+
+    With build=False (dry runs) nothing is built or downloaded: None when it is not there yet."""
     spec = recipe.base_model
     if spec.path is None:
         return None
     if Path(spec.path).is_dir():
         return spec.path
+    hub_id = spec.path.count("/") == 1 and not spec.path.startswith((".", "/"))
+    if not build:  # a dry run: what is on this machine already, nothing built or downloaded
+        return _hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
     if spec.build_recipe:
         log.info("base model %s is missing: building it with %s", spec.path, spec.build_recipe)
         run_pipeline(load_recipe(spec.build_recipe))
         if not Path(spec.path).is_dir():
             raise LangadaptError(f"base_model.build_recipe {spec.build_recipe} did not produce {spec.path}")
         return spec.path
-    if spec.path.count("/") == 1 and not spec.path.startswith((".", "/")):
+    if hub_id:
         from huggingface_hub import snapshot_download
 
         try:
@@ -136,18 +146,41 @@ def resolve_base_model(recipe: Recipe) -> str | None:
     raise LangadaptError(f"base_model.path {spec.path}: folder not found")
 
 
-def fingerprints(loaded: LoadedRecipe, stages: list[Stage]) -> dict[str, str]:
-    """Chain each stage's sections, seed and input files onto the previous stage's fingerprint."""
+def _hub_cached(repo_id: str, revision: str | None) -> str | None:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id, revision=revision, local_files_only=True)
+    except Exception:  # not in the local cache (or no such repo): the real run will say which
+        return None
+
+
+def fingerprints(loaded: LoadedRecipe, stages: list[Stage], base_model: str | None = None,
+                 cache: HashCache | None = None) -> dict[str, str]:
+    """Chain each stage's sections, seed and input files onto the previous stage's fingerprint.
+
+    Inputs are content hashes (see `contenthash`) of the files a stage reads from outside the run:
+    the local sources (data), the base model folder (tokenizer; embeddings and the rest inherit it
+    through the chain) and the suite files (evaluate). Call it after the base model exists: a base
+    that is still to be built or downloaded is recorded as missing, which matches no finished run.
+    """
     recipe, previous, prints = loaded.recipe, "", {}
+    cache = cache or HashCache(None)
+    if base_model is None:
+        base_model = resolve_base_model(recipe, build=False)
     for stage in stages:
         inputs: dict[str, Any] = {}
         if stage.name == "data":
             # A fetched source is defined by its `fetch` spec (hashed with the section); its file may
             # not exist yet when this runs, so hashing the file would change the print after a fetch.
             local = [s for s in recipe.data.sources if s.fetch is None]
-            inputs = rundir.file_fingerprints([Path(p) for s in local for p in _paths(s.path)])
-        elif stage.name == "tokenizer" and recipe.base_model.path and Path(recipe.base_model.path).is_dir():
-            inputs = rundir.file_fingerprints([Path(recipe.base_model.path)])
+            inputs = cache.hash_paths([Path(p) for s in local for p in _paths(s.path)])
+        elif stage.name == "tokenizer" and recipe.base_model.path:
+            # Keys relative to the folder: the same bytes under another path are the same base.
+            inputs = cache.hash_paths([Path(base_model)], relative_to=Path(base_model)) if base_model \
+                else {"base_model": "missing"}
+        elif stage.name == "evaluate":
+            inputs = cache.hash_paths([Path(p) for p in recipe.evaluation.suites])
         key = {"sections": loaded.section_hash(*stage.sections), "seed": recipe.seed,
                "inputs": inputs, "previous": previous}
         prints[stage.name] = previous = rundir.hash_json(key)
@@ -167,13 +200,25 @@ def _world() -> tuple[int, int]:
     return rank, world
 
 
-def plan_actions(loaded: LoadedRecipe, selected: list[str], force: bool) -> list[tuple[Stage, str]]:
-    """What each stage would do now: run, resume, skip (complete / disabled / not selected)."""
+def run_models(stages: list[Stage], layout: RunLayout) -> dict[str, Path]:
+    """The models this recipe's enabled stages produce, in pipeline order (evaluation's names).
+
+    Evaluation and export are told these instead of probing folders: a stage1/ left complete by
+    an earlier recipe that had stage 1 enabled is not a model of this run."""
+    enabled = {s.name for s in stages if s.skip_reason is None}
+    return {name: layout.trained(stage).model for name, stage in MODEL_STAGES.items() if stage in enabled}
+
+
+def plan_actions(loaded: LoadedRecipe, selected: list[str], force: bool, base_model: str | None = None,
+                 cache: HashCache | None = None) -> tuple[list[tuple[Stage, str]], dict[str, str]]:
+    """What each stage would do now (run, resume, skip: complete / disabled / not selected), and
+    each stage's fingerprint."""
     stages = stage_table(loaded.recipe)
-    prints = fingerprints(loaded, stages)
+    prints = fingerprints(loaded, stages, base_model, cache)
+    layout = RunLayout(loaded.recipe.run_dir)
     actions = []
     for stage in stages:
-        stage_dir = loaded.recipe.run_dir / stage.name
+        stage_dir = layout.stage_dir(stage.name)
         if stage.skip_reason:
             actions.append((stage, f"skip ({stage.skip_reason})"))
         elif stage.name not in selected:
@@ -181,44 +226,54 @@ def plan_actions(loaded: LoadedRecipe, selected: list[str], force: bool) -> list
             actions.append((stage, "complete" if done else "not selected"))
         elif not force and rundir.is_complete(stage_dir, prints[stage.name]):
             actions.append((stage, "skip (complete, inputs unchanged)"))
+        elif stage.name in TRAINING_STAGES and rundir.has_partial(stage_dir, prints[stage.name]):
+            actions.append((stage, "resume"))
         else:
-            partial = (stage_dir / rundir.FINGERPRINT).is_file() and \
-                (stage_dir / rundir.FINGERPRINT).read_text().strip() == prints[stage.name]
-            actions.append((stage, "resume" if partial and stage.name in TRAINING_STAGES else "run"))
-    return actions
+            actions.append((stage, "run"))
+    return actions, prints
 
 
 def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | None = None,
-                 until: str | None = None, force: bool = False, dry_run: bool = False) -> list[tuple[str, str]]:
-    """Run (or with dry_run, only plan) the selected stages; returns (stage, action) pairs."""
+                 until: str | None = None, force: bool | None = None, dry_run: bool = False,
+                 overwrite: bool = False) -> list[tuple[str, str]]:
+    """Run (or with dry_run, only plan) the selected stages; returns (stage, action) pairs.
+
+    `force` None: --only and --from re-run their stages even when complete, as the CLI says;
+    False keeps a complete stage (`langadapt export` re-uses a finished export). `overwrite`
+    lets a stage replace output a person may have edited (the exported model card)."""
     recipe = loaded.recipe
+    layout = RunLayout(recipe.run_dir)
     selected = select_stages(list(STAGES), only, start, until)
-    force = force or bool(only) or bool(start)
-    actions = plan_actions(loaded, selected, force)
+    force = bool(only) or bool(start) if force is None else force
     if dry_run:
+        actions, _ = plan_actions(loaded, selected, force, cache=HashCache(layout.hash_cache))
         return [(stage.name, action) for stage, action in actions]
     rank, world = _world()
-    if world > 1:
-        _check_multirank(actions, selected)
-    run_dir = recipe.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if rank == 0:
-        (run_dir / "recipe.resolved.yaml").write_text(loaded.resolved_yaml(), encoding="utf-8")
-    base_model = None
-    prints = fingerprints(loaded, [s for s, _ in actions])
-    for stage, action in actions:
-        if action not in ("run", "resume"):
-            log.info("%-10s %s", stage.name, action)
-            _require_upstream(stage, action, selected)
-            continue
-        if world > 1 and stage.name not in TRAINING_STAGES and rank != 0:
-            continue
-        if signals.stop_pending():  # Slurm's warning came during an earlier stage: requeue now
-            raise signals.Preempted(f"before stage {stage.name} (completed stages are kept)")
-        if base_model is None and recipe.base_model.path:
-            base_model = resolve_base_model(recipe)
-        ctx = StageContext(run_dir=run_dir, stage=stage.name, seed=recipe.seed, base_model=base_model, log=log)
-        _run_stage(stage, ctx, prints[stage.name], loaded, action)
+    # One writer per run directory; the ranks of one multi-rank job are that one writer.
+    with RunLock(layout.lock) if rank == 0 else contextlib.nullcontext():
+        if rank == 0:
+            rundir.recover(layout)
+        base_model = resolve_base_model(recipe)
+        cache = HashCache(layout.hash_cache)
+        actions, prints = plan_actions(loaded, selected, force, base_model, cache)
+        if world > 1:
+            _check_multirank(actions, selected)
+        if rank == 0:
+            cache.save()
+            layout.resolved_recipe.write_text(loaded.resolved_yaml(), encoding="utf-8")
+        models = run_models([s for s, _ in actions], layout)
+        for stage, action in actions:
+            if action not in ("run", "resume"):
+                log.info("%-10s %s", stage.name, action)
+                _require_upstream(stage, action, selected)
+                continue
+            if world > 1 and stage.name not in TRAINING_STAGES and rank != 0:
+                continue
+            if signals.stop_pending():  # Slurm's warning came during an earlier stage: requeue now
+                raise signals.Preempted(f"before stage {stage.name} (completed stages are kept)")
+            ctx = StageContext(run_dir=layout.root, stage=stage.name, seed=recipe.seed, base_model=base_model,
+                               log=log, layout=layout, models=models, overwrite=overwrite)
+            _run_stage(stage, ctx, prints[stage.name], loaded, action)
     return [(stage.name, action) for stage, action in actions]
 
 
@@ -240,20 +295,30 @@ def _check_multirank(actions: list[tuple[Stage, str]], selected: list[str]) -> N
 
 
 def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: LoadedRecipe, action: str) -> None:
+    """Run one stage and mark it complete.
+
+    Training stages run in their own folder and resume its checkpoints after a crash. Every
+    other stage is built in a work folder beside its previous output and swapped in only once
+    complete, so a failed re-run (a bad suite, a full disk) leaves the last good output in place."""
+    final = ctx.layout.stage_dir(stage.name)
+    in_place = stage.name in TRAINING_STAGES
+    folder = final if in_place else ctx.layout.work_dir(stage.name)
     if _world()[0] == 0:
-        resumed = rundir.prepare_stage_dir(ctx.out, fingerprint)
+        resumed = rundir.prepare_stage_dir(folder, fingerprint)
     else:  # other ranks must not race rank 0's clean-up of the folder
-        resumed = rundir.wait_for_fingerprint(ctx.out, fingerprint)
+        resumed = rundir.wait_for_fingerprint(folder, fingerprint)
+    if not in_place:
+        ctx = replace(ctx, layout=ctx.layout.building(stage.name, folder))
     log.info("%-10s %s%s", stage.name, action, " (keeping partial work)" if resumed else "")
     if stage.name == "stage2":
         inh = loaded.inheritance
         log.info("stage2 inherits from stage1: %s; overrides: %s",
                  ", ".join(inh["inherited"]) or "nothing", ", ".join(inh["overridden"]) or "nothing")
     started = time.time()
-    summary = stage.run(ctx)
+    summary = _relocate(stage.run(ctx), folder, final)
     if _world()[0] != 0:
         return
-    rundir.write_manifest(ctx.out, {
+    rundir.write_manifest(folder, {
         "stage": stage.name,
         "fingerprint": fingerprint,
         "config_hash": loaded.section_hash(*stage.sections),
@@ -264,4 +329,17 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
         "wall_seconds": round(time.time() - started, 3),
         "summary": summary,
     })
+    if not in_place:
+        rundir.promote(folder, final, ctx.layout.retired_dir(stage.name))
     log.info("%-10s done in %.1f s", stage.name, time.time() - started)
+
+
+def _relocate(value: Any, work: Path, final: Path) -> Any:
+    """Paths in a stage's summary name where the output ends up, not the work folder."""
+    if isinstance(value, str) and value.startswith(str(work)):
+        return str(final) + value[len(str(work)):]
+    if isinstance(value, dict):
+        return {k: _relocate(v, work, final) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relocate(v, work, final) for v in value]
+    return value

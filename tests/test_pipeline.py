@@ -58,7 +58,7 @@ def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
                 for name in STAGES]
 
     monkeypatch.setattr(pipeline, "stage_table", fake_table)
-    monkeypatch.setattr(pipeline, "fingerprints", lambda loaded, stages: {
+    monkeypatch.setattr(pipeline, "fingerprints", lambda loaded, stages, *inputs: {
         s.name: rundir.hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
     return path, calls, failing
 
@@ -90,8 +90,8 @@ def test_changed_config_reruns_that_stage_and_downstream(stub, monkeypatch) -> N
     calls.clear()
     # the real fingerprints chain stages; emulate "tokenizer changed" by changing its print
     original = pipeline.fingerprints
-    def changed(loaded, stages):
-        prints = original(loaded, stages)
+    def changed(loaded, stages, *inputs):
+        prints = original(loaded, stages, *inputs)
         for name in STAGES[STAGES.index("tokenizer"):]:
             prints[name] += "-changed"
         return prints

@@ -2,6 +2,9 @@
 
 The folder is checked the way a user would use it: loaded with AutoModelForCausalLM and
 AutoTokenizer and asked to generate; the stage fails (and is not marked complete) if that breaks.
+An exported folder is a thing people edit (the model card above all): the manifest records a
+hash of every file, and a re-export that would replace a changed file stops unless the user
+passed `--overwrite`.
 """
 
 from __future__ import annotations
@@ -13,22 +16,48 @@ from typing import Any
 
 import torch
 
+from langadapt.contenthash import HashCache
 from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
 from langadapt.export.card import build_card
 from langadapt.export.config import ExportConfig
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-MODEL_SOURCES = ("stage2", "stage1", "embeddings")
 
 
 def last_trained_model(ctx: StageContext) -> Path:
-    """The newest model of the run: stage 2, else stage 1, else the initialised one."""
-    for stage in MODEL_SOURCES:
-        folder = ctx.stage_dir(stage) / "model"
-        if (folder / "config.json").is_file():
-            return folder
-    raise LangadaptError(f"{ctx.run_dir}: no model to export (none of {', '.join(MODEL_SOURCES)} produced one)")
+    """The newest model of the run (adapted, else stage1, else init), as the pipeline lists them."""
+    models = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
+    if not models:
+        raise LangadaptError(f"{ctx.run_dir}: no model to export (no embeddings, stage1 or stage2 model)")
+    name, path = list(models.items())[-1]
+    if not (path / "config.json").is_file():
+        raise LangadaptError(f"{ctx.run_dir}: model {name} missing at {path}; its stage did not complete")
+    return path
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    return HashCache(None).hash_paths([folder], relative_to=folder)
+
+
+def check_replaceable(ctx: StageContext) -> None:
+    """Refuse to replace an exported folder whose files differ from what the last export wrote."""
+    final = ctx.layout.final()
+    folder = final.export.model
+    if ctx.overwrite or not folder.exists():
+        return
+    try:
+        recorded = json.loads(final.manifest("export").read_text())["summary"]["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        recorded = None
+    current = file_hashes(folder)
+    if recorded is None:
+        raise LangadaptError(f"{folder}: exists and was not written by this run's export; "
+                             "pass --overwrite to replace it")
+    changed = sorted(name for name in set(current) | set(recorded) if current.get(name) != recorded.get(name))
+    if changed:
+        raise LangadaptError(f"{folder}: {', '.join(changed[:3])} changed since it was exported "
+                             "(edited by hand?); pass --overwrite to replace it")
 
 
 def smoke_generate(folder: Path, prompt: str = "Det er", max_new_tokens: int = 20) -> str:
@@ -62,18 +91,20 @@ def push(folder: Path, config: ExportConfig) -> str:
 def run(config: ExportConfig, ctx: StageContext, target_languages: list[str]) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_replaceable(ctx)  # before the slow part: the answer does not depend on it
     source = last_trained_model(ctx)
-    folder = ctx.out / "model"
+    folder = ctx.layout.export.model
     model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[config.dtype])
     model.save_pretrained(folder, safe_serialization=True)
     AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    resolved = ctx.run_dir / "recipe.resolved.yaml"
-    if resolved.is_file():
-        shutil.copy(resolved, folder / "langadapt_recipe.yaml")
+    if ctx.layout.resolved_recipe.is_file():
+        shutil.copy(ctx.layout.resolved_recipe, folder / "langadapt_recipe.yaml")
     languages = config.languages or target_languages
-    build_card(ctx.run_dir, ctx.base_model, languages, config.license, config.description).save(folder / "README.md")
+    build_card(ctx.layout, ctx.base_model, languages, config.license, config.description).save(ctx.layout.export.card)
     sample = smoke_generate(folder)
     (ctx.out / "sample.json").write_text(json.dumps({"prompt": "Det er", "greedy": sample}, ensure_ascii=False))
     ctx.log.info("export: %s loads and generates: %r", folder, sample[:120])
+    files = file_hashes(folder)  # before the push: what a later re-export compares against
     pushed = push(folder, config) if config.push_to_hub else None
-    return {"source": str(source), "folder": str(folder), "dtype": config.dtype, "sample": sample, "pushed": pushed}
+    return {"source": str(source), "folder": str(folder), "dtype": config.dtype, "sample": sample,
+            "pushed": pushed, "files": files}
