@@ -106,22 +106,29 @@ def sample_like(matrix: torch.Tensor, n: int, generator: torch.Generator) -> tor
     jitter = 0.0
     scale = float(cov.diagonal().mean().clamp(min=1e-12))
     while True:
-        factor, info = torch.linalg.cholesky_ex(cov + jitter * torch.eye(cov.shape[0], dtype=cov.dtype))
+        eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+        factor, info = torch.linalg.cholesky_ex(cov + jitter * eye)
         if int(info) == 0:
             break
         jitter = max(jitter * 10, scale * 1e-10)
-    z = torch.randn(n, x.shape[1], generator=generator)
+    # Drawn on the CPU generator whatever the device, so a GPU run draws the same rows as a CPU run.
+    z = torch.randn(n, x.shape[1], generator=generator).to(x.device)
     return mean + z @ factor.float().T
 
 
 def apply_plan(plan: RowPlan, matrix: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """The new float32 matrix [plan.rows, dim] built from `matrix` [old_rows, dim]."""
+    """The new float32 matrix [plan.rows, dim] built from `matrix` [old_rows, dim], on its device.
+
+    The plan is built on the CPU; it moves to the matrix (a model already on a GPU stays there:
+    no hidden copy of a 7B model's embeddings to host memory).
+    """
     x = matrix.detach().float()
-    out = torch.sparse.mm(plan.weights, x)
-    mean_rows = plan.fill == USE_MEAN
+    out = torch.sparse.mm(plan.weights.to(x.device), x)
+    fill = plan.fill.to(x.device)
+    mean_rows = fill == USE_MEAN
     if mean_rows.any():
         out[mean_rows] = x.mean(0)
-    random_rows = plan.fill == USE_RANDOM
+    random_rows = fill == USE_RANDOM
     if random_rows.any():
         out[random_rows] = sample_like(x, int(random_rows.sum()), generator)
     return out

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from langadapt.modeling import head_splits_cleanly
+
 DEFAULT_WINDOW = 512
 DEFAULT_STRIDE = 512
 
@@ -153,27 +155,6 @@ def _score_batch(model: torch.nn.Module, batch: list[Window], device: torch.devi
     ])
     totals = torch.zeros(len(batch), dtype=torch.float64, device=device).index_add_(0, rows, nll.double())
     return (-totals).tolist()
-
-
-@torch.inference_mode()
-def head_splits_cleanly(model: torch.nn.Module, device: torch.device) -> bool:
-    """Whether `head(base_model(x))` reproduces `model(x).logits` (checked on 16 tokens).
-
-    Scoring through body and head separately is what lets the head run in chunks over scored
-    positions only. Most causal LMs are exactly that; some are not (Gemma-2's logit soft-capping,
-    Cohere's logit scale), and those are scored through their own forward instead.
-    """
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    body = getattr(model, "base_model", None)
-    if head is None or body is None or body is model:
-        return False
-    probe = torch.arange(16, device=device)[None] % model.config.vocab_size
-    try:
-        split = head(body(input_ids=probe, use_cache=False).last_hidden_state)
-    except (AttributeError, TypeError):
-        return False
-    whole = model(input_ids=probe, use_cache=False).logits
-    return split.shape == whole.shape and torch.allclose(split.float(), whole.float(), rtol=1e-4, atol=1e-4)
 
 
 def sequence_loglikelihoods(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
@@ -69,6 +69,23 @@ class CheckpointConfig(Config):
     """Keep this many most recent complete checkpoints; older ones are deleted."""
 
 
+class MixtureEntry(Config):
+    """A training stage's override of one source's share: REPLACES that source's weight/epochs/max_epochs."""
+
+    weight: float | None = Field(None, ge=0)
+    """Share of the stage's token budget left after fixed-epoch sources."""
+    epochs: float | None = Field(None, gt=0)
+    """Fixed number of passes over the source's unique tokens (instead of a weight)."""
+    max_epochs: float | None = Field(None, gt=0)
+    """Cap on passes for a weighted source; the excess goes to the other weighted sources."""
+
+    @model_validator(mode="after")
+    def _weight_or_epochs(self) -> MixtureEntry:
+        if self.weight is not None and self.epochs is not None:
+            raise ValueError("set either weight or epochs, not both")
+        return self
+
+
 class TrainStageConfig(Config):
     """One training stage (stage 1 or stage 2); both run the same loop, `langadapt.train.loop.fit`."""
 
@@ -96,8 +113,8 @@ class TrainStageConfig(Config):
     """Write metrics (console, metrics.jsonl, TensorBoard) every this many steps."""
     max_nonfinite_steps: int = Field(5, ge=1)
     """A NaN/inf loss skips the step; this many in a row stop the run with an error."""
-    mixture: dict[str, dict[str, Any]] | None = None
-    """Per-source overrides ({source: {weight: .., epochs: ..}}); None: the recipe's data weights."""
+    mixture: dict[str, MixtureEntry] | None = None
+    """Per-source overrides ({source: {weight: .., epochs: .., max_epochs: ..}}); None: the recipe's data weights."""
     zero_stage: int | None = Field(None, ge=0, le=3)
     """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
 
@@ -123,8 +140,10 @@ class EngineConfig(Config):
     """transformers attention kernel: sdpa, eager, flash_attention_2, ..."""
     deepspeed_config: dict[str, Any] | None = None
     """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error."""
-    compile: bool = False
-    """torch.compile the model (torch engine only)."""
+    compile: bool | Literal["auto"] = "auto"
+    """torch.compile each decoder block in place (regional); auto: on for GPUs up to ZeRO-2, off on CPU."""
+    fused_loss: bool | Literal["auto"] = "auto"
+    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs when installed."""
     peak_tflops: float | None = Field(None, gt=0)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 
@@ -141,15 +160,38 @@ def check_engine(
     zkey = f"{stage_name}.zero_stage" if stage.zero_stage is not None else "engine.zero_stage"
     if engine.kind == "torch" and zero > 0:
         raise LangadaptError(f"{zkey}: ZeRO stage {zero} needs engine.kind: deepspeed (torch runs DDP)")
-    if engine.kind != "torch" and engine.compile:
-        raise LangadaptError("engine.compile: only for engine.kind: torch (DeepSpeed has its own 'compile')")
     if engine.precision == "fp16" and device_type == "cpu":
         raise LangadaptError("engine.precision: fp16 needs a GPU; use bf16 or fp32 on CPU")
     if zero == 3 and stage.trainable_patterns(stage_name) != ["all"]:
         zero = _zero3_with_frozen(stage_name, stage, engine)
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
-    return engine.model_copy(update={"zero_stage": zero})
+    return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type)})
+
+
+def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, bool]:
+    """`compile` and `fused_loss` resolved to booleans for this device (see langadapt.train.fastpath).
+
+    auto is on for GPUs (CUDA or ROCm), where both were measured to help, and off on CPU, where
+    compile time outweighs the gain of a short run and liger's Triton kernels do not run.
+    ZeRO-3's parameter-fetch hooks fire inside every block, which an in-place compiled block
+    would trace: compile stays off there.
+    """
+    from langadapt.train.fastpath import liger_available
+
+    gpu = device_type != "cpu"
+    if engine.compile is True and zero == 3:
+        raise LangadaptError("engine.compile: not with ZeRO-3 (DeepSpeed gathers parameters inside each "
+                             "compiled block); use zero_stage 2 or engine.compile: false")
+    if engine.fused_loss is True and not gpu:
+        raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
+    if engine.fused_loss is True and not liger_available():
+        raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
+    compile_ = gpu and zero < 3 if engine.compile == "auto" else engine.compile
+    fused = gpu and liger_available() if engine.fused_loss == "auto" else engine.fused_loss
+    if engine.fused_loss == "auto" and gpu and not fused:
+        log.info("engine.fused_loss: auto, but liger-kernel is not installed: full logits are materialised")
+    return {"compile": compile_, "fused_loss": fused}
 
 
 def _zero3_with_frozen(stage_name: str, stage: TrainStageConfig, engine: EngineConfig) -> int:

@@ -23,7 +23,7 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.distributed import DistInfo, barrier, init_distributed
-from langadapt.train.engine import Engine, build_optimizer, causal_lm_loss
+from langadapt.train.engine import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
 
 log = logging.getLogger("langadapt.train")
@@ -100,13 +100,16 @@ class DeepSpeedEngine(Engine):
         ds_config = deepspeed_config(stage, stage_name, config, dist.world_size)
         step_device = torch.device("cpu") if offloads_optimizer(ds_config) else device
         self.optimizer = build_optimizer(selection, stage.optimizer, step_device)
+        wrapped = loss_module(model, config, partitioned=self.zero == 3)
+        if wrapped.fused is not None and self.zero == 3:  # the head's forward never runs: gather its weight
+            deepspeed.zero.register_external_parameter(wrapped, model.get_output_embeddings().weight)
         self.ds, _, _, _ = deepspeed.initialize(
-            model=model, model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
+            model=wrapped, model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
         )
         self._micro = 0
 
     def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        loss = causal_lm_loss(self.ds, inputs.to(self.device), labels.to(self.device))
+        loss = self.ds(inputs.to(self.device), labels.to(self.device))
         self.ds.backward(loss)  # DeepSpeed divides by gradient_accumulation_steps itself
         self._micro += 1
         if self._micro % self.accum:
@@ -161,7 +164,8 @@ class DeepSpeedEngine(Engine):
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         if self.zero == 3:  # partitioned: parameters have shape [0] here, gather them
-            return self.ds._zero3_consolidated_16bit_state_dict() or {}
+            state = self.ds._zero3_consolidated_16bit_state_dict() or {}
+            return {k.removeprefix("model."): v for k, v in state.items()}  # CausalLMLoss's prefix
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
 

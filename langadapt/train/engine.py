@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as torch_dist
-import torch.nn.functional as F
 
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.train.distributed import DistInfo, init_distributed
+from langadapt.train.fastpath import CausalLMLoss, compile_blocks, use_fused_loss
 from langadapt.train.policy import TrainableParams, param_groups
 
 
@@ -51,10 +51,11 @@ def build_optimizer(selection: TrainableParams, config: OptimizerConfig, device:
     )
 
 
-def causal_lm_loss(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy; the batch is already shifted (labels = inputs moved by one)."""
-    logits = model(input_ids=inputs).logits
-    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+def loss_module(model: torch.nn.Module, config: EngineConfig, partitioned: bool = False) -> CausalLMLoss:
+    """The model with its loss, fast path applied as `config` (already resolved by check_engine) says."""
+    if config.compile:
+        compile_blocks(model)
+    return CausalLMLoss(model, use_fused_loss(model, bool(config.fused_loss), partitioned))
 
 
 class Engine:
@@ -107,7 +108,7 @@ class TorchEngine(Engine):
         self.params, self.grad_clip = selection.params, stage.grad_clip or math.inf
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.forward_model = torch.compile(model) if config.compile else model
+        self.forward_model: torch.nn.Module = loss_module(model, config)
         if dist.world_size > 1:
             ids = [device.index] if device.type == "cuda" else None
             self.forward_model = torch.nn.parallel.DistributedDataParallel(self.forward_model, device_ids=ids)
@@ -124,7 +125,7 @@ class TorchEngine(Engine):
         no_sync = getattr(self.forward_model, "no_sync", None)
         with (no_sync() if no_sync is not None and not last else nullcontext()):
             with self.autocast:
-                loss = causal_lm_loss(self.forward_model, inputs.to(self.device), labels.to(self.device))
+                loss = self.forward_model(inputs.to(self.device), labels.to(self.device))
             scaled = loss / self.accum  # the mean over the global batch, not a sum of means
             (self.scaler.scale(scaled) if self.scaler else scaled).backward()
         return loss.detach()

@@ -1,0 +1,97 @@
+"""The GPU fast path: the model and its loss as one module, a fused head + loss, regional compile.
+
+Both engines wrap `CausalLMLoss`, never the bare model, so DDP and DeepSpeed see the loss
+inside their forward (a fused loss reads the head's weight directly: under DDP that must happen
+inside the wrapped forward, under ZeRO-3 the weight must be registered to be gathered).
+
+- Fused linear + cross-entropy (liger-kernel's Triton kernel, NVIDIA and AMD): the head and the
+  loss run chunk by chunk, so the [tokens x vocab] logits (16 x 2048 x 32k fp32 = 4 GiB on the
+  1B benchmark) never exist. That memory is what lets the micro-batch double, and the softmax
+  over it is memory-bound time. Only for heads that are plain `head(hidden)` (`modeling`).
+- Regional compile: `torch.compile` of each decoder block IN PLACE (`Module.compile`), the way
+  torchtitan compiles per block: parameter names, checkpoints and DeepSpeed's hooks stay as they
+  are, all blocks share one compiled graph (compile time of one block, not the model), and the
+  fused loss stays eager (dynamo cannot trace liger's kernel launch).
+
+Measured on an H100 in benchmarks/README.md (train_throughput, gpu-1b preset).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+import torch
+import torch.nn.functional as F
+
+from langadapt.errors import LangadaptError
+from langadapt.modeling import body_and_head, head_is_plain_by_config, head_splits_cleanly
+
+log = logging.getLogger("langadapt.train")
+
+
+def liger_available() -> bool:
+    """Whether liger-kernel is installed (the `gpu` extra)."""
+    return importlib.util.find_spec("liger_kernel") is not None
+
+
+class CausalLMLoss(torch.nn.Module):
+    """`model` plus its mean next-token cross-entropy; the batch is already shifted.
+
+    Holds the model as its only child, so `state_dict` keys gain a `model.` prefix: engines save
+    and export through `.model`, never through this wrapper.
+    """
+
+    def __init__(self, model: torch.nn.Module, fused: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.fused = None
+        if fused:
+            from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+            # fp32 accumulation of the head's gradient over chunks, also when weights are bf16.
+            self.fused = LigerFusedLinearCrossEntropyLoss(accum_dtype=torch.float32)
+
+    def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if self.fused is None:
+            logits = self.model(input_ids=inputs, use_cache=False).logits
+            return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+        body, head = body_and_head(self.model)
+        hidden = body(input_ids=inputs, use_cache=False).last_hidden_state
+        return self.fused(head.weight, hidden.flatten(0, 1), labels.flatten(), getattr(head, "bias", None))
+
+
+def use_fused_loss(model: torch.nn.Module, setting: bool, partitioned: bool) -> bool:
+    """Whether this model trains with the fused loss; `setting` is the resolved engine.fused_loss.
+
+    Refused (error) only when asked for explicitly on a model whose head is not plain; the
+    device and install checks are made earlier, in `config.check_engine`.
+    """
+    if not setting:
+        return False
+    device = next(model.parameters()).device
+    plain = head_is_plain_by_config(model) if partitioned else head_splits_cleanly(model, device)
+    if not plain:
+        raise LangadaptError(f"engine.fused_loss: {type(model).__name__}'s logits are not head(hidden) "
+                             "(soft-capped or scaled); set engine.fused_loss: false")
+    return True
+
+
+def repeated_blocks(model: torch.nn.Module) -> torch.nn.ModuleList | None:
+    """The decoder's list of identical blocks (Llama `model.layers`, GPT-2 `transformer.h`, ...)."""
+    for module in model.modules():
+        if (isinstance(module, torch.nn.ModuleList) and len(module) > 0
+                and all(type(block) is type(module[0]) for block in module)):
+            return module
+    return None
+
+
+def compile_blocks(model: torch.nn.Module) -> int:
+    """Compile every decoder block in place; returns how many (0: no repeated blocks found)."""
+    blocks = repeated_blocks(model)
+    if blocks is None:
+        log.warning("engine.compile: no repeated decoder blocks found in %s; not compiled", type(model).__name__)
+        return 0
+    for block in blocks:
+        block.compile()
+    return len(blocks)

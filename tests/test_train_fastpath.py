@@ -1,0 +1,60 @@
+"""The fast path on CPU: what can be checked without a GPU (the GPU suite checks the kernels)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from langadapt.errors import LangadaptError
+from langadapt.train import fastpath
+from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.fastpath import CausalLMLoss, compile_blocks, repeated_blocks, use_fused_loss
+from langadapt.train.synthetic import tiny_llama
+
+
+def test_auto_resolves_off_on_cpu_and_on_for_gpus(monkeypatch) -> None:
+    monkeypatch.setattr(fastpath, "liger_available", lambda: True)
+    cpu = check_engine("stage2", TrainStageConfig(), EngineConfig(), "cpu")
+    gpu = check_engine("stage2", TrainStageConfig(), EngineConfig(), "cuda")
+    assert (cpu.compile, cpu.fused_loss) == (False, False)
+    assert (gpu.compile, gpu.fused_loss) == (True, True)
+    zero3 = check_engine("stage2", TrainStageConfig(), EngineConfig(kind="deepspeed", zero_stage=3), "cuda")
+    assert (zero3.compile, zero3.fused_loss) == (False, True)  # hooks inside blocks: no compile
+
+
+def test_auto_without_liger_falls_back_and_explicit_true_is_refused(monkeypatch) -> None:
+    monkeypatch.setattr(fastpath, "liger_available", lambda: False)
+    assert check_engine("stage2", TrainStageConfig(), EngineConfig(), "cuda").fused_loss is False
+    with pytest.raises(LangadaptError, match="liger-kernel is not installed"):
+        check_engine("stage2", TrainStageConfig(), EngineConfig(fused_loss=True), "cuda")
+
+
+def test_loss_module_equals_the_plain_cross_entropy_of_the_logits() -> None:
+    model = tiny_llama(vocab_size=64, hidden=32, layers=2, seed=0)
+    batch = torch.randint(0, 64, (2, 17))
+    inputs, labels = batch[:, :-1], batch[:, 1:]
+    expected = F.cross_entropy(model(input_ids=inputs).logits.flatten(0, 1), labels.flatten())
+    got = CausalLMLoss(model, fused=False)(inputs, labels)
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert list(CausalLMLoss(model, fused=False).state_dict())[0].startswith("model.")
+
+
+def test_compile_blocks_compiles_the_decoder_layers_in_place_and_keeps_names_and_values() -> None:
+    model = tiny_llama(vocab_size=64, hidden=32, layers=3, seed=0)
+    names = list(model.state_dict())
+    inputs = torch.randint(0, 64, (1, 16))
+    before = model(input_ids=inputs).logits
+    assert repeated_blocks(model) is model.model.layers
+    assert compile_blocks(model) == 3
+    assert list(model.state_dict()) == names  # checkpoints and DeepSpeed see the same parameters
+    assert all(block._compiled_call_impl is not None for block in model.model.layers)
+    torch._dynamo.reset()  # compiling on CPU needs a C++ toolchain; the values are checked on GPU
+
+
+def test_fused_loss_is_refused_for_a_head_that_transforms_its_logits() -> None:
+    model = tiny_llama(vocab_size=64, hidden=32, layers=1, seed=0)
+    model.config.final_logit_softcapping = 30.0  # what Gemma-2 declares
+    with pytest.raises(LangadaptError, match="engine.fused_loss"):
+        use_fused_loss(model, True, partitioned=True)
+    assert use_fused_loss(model, False, partitioned=True) is False
