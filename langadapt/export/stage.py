@@ -47,7 +47,7 @@ def check_replaceable(ctx: StageContext) -> None:
     if ctx.overwrite or not folder.exists():
         return
     try:
-        recorded = json.loads(final.manifest("export").read_text())["summary"]["files"]
+        recorded = json.loads(final.manifest(ctx.stage).read_text())["summary"]["files"]
     except (OSError, ValueError, KeyError, TypeError):
         recorded = None
     current = file_hashes(folder)
