@@ -7,6 +7,7 @@ documentation cannot drift from the code.
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Any
 
@@ -18,7 +19,8 @@ from langadapt.config_errors import nested_model
 
 def _type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    return text or str(annotation).replace("typing.", "").replace("NoneType", "None")
+    text = text or str(annotation).replace("typing.", "").replace("NoneType", "None")
+    return re.sub(r"\b(?:[a-z_]+\.)+(?=[A-Z])", "", text)  # langadapt.train.config.MixtureEntry -> MixtureEntry
 
 
 def reference_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
@@ -31,7 +33,9 @@ def reference_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, 
             "" if nested else repr(field.default if field.default_factory is None else field.default_factory()))
         rows.append((key, _type_name(field.annotation), default, field.description or ""))
         if nested is not None:
-            sub = f"{key}[]." if typing.get_origin(field.annotation) is list or "list[" in str(field.annotation) else f"{key}."
+            text = str(field.annotation)
+            sub = f"{key}[]." if typing.get_origin(field.annotation) is list or "list[" in text else (
+                f"{key}.<source>." if "dict[" in text else f"{key}.")  # dict keys are names the user picks
             rows.extend(reference_rows(nested, sub))
     return rows
 

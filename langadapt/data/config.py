@@ -8,10 +8,12 @@ tokens). The repetition scheduler (`langadapt.data.schedule`) turns these into t
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
@@ -159,7 +161,7 @@ class DataConfig(Config):
 
 
 def stream_mixture(
-    config: DataConfig, overrides: dict[str, dict] | None = None, roles: set[str] | None = None
+    config: DataConfig, overrides: Mapping[str, BaseModel | dict] | None = None, roles: set[str] | None = None
 ) -> dict[str, dict]:
     """The `mixture` argument of `langadapt.data.stream.build_stream` for these sources.
 
@@ -168,11 +170,13 @@ def stream_mixture(
     max_epochs (a short stage 1 takes shares where stage 2 takes epochs); unlisted sources keep
     the data section's settings. `roles` restricts the mixture (e.g. only `target` sources).
     """
-    overrides = overrides or {}
+    overrides = {name: e.model_dump() if isinstance(e, BaseModel) else dict(e) for name, e in (overrides or {}).items()}
     names = [s.name for s in config.sources]
     for name in overrides:
         if name not in names:
-            raise LangadaptError(f"mixture: unknown source {name!r}; sources are {', '.join(names)}")
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"sources are {', '.join(names)}"
+            raise LangadaptError(f"mixture: unknown source {name!r}; {hint}")
     mixture: dict[str, dict] = {}
     for source in config.sources:
         if roles is not None and source.role not in roles:

@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from langadapt.data.schedule import MixPlan, plan_mixture
+from langadapt.data.schedule import MixPlan
 from langadapt.errors import LangadaptError
+from langadapt.planning.epochs import plan_stage_mixture
 
 
 @dataclass
@@ -196,23 +197,15 @@ def build_stream(
         mixture = {name: {} for name in available}
     if not mixture:
         raise LangadaptError(f"stream: no token shards (*/meta.json) under {tokens_dir}")
-    sources, budgets = [], []
+    sources = []
     for name in sorted(mixture):
         if name not in available:
             raise LangadaptError(
                 f"stream: source {name} has no shards in {tokens_dir} (found: {', '.join(available) or 'none'})"
             )
-        source = _open_source(name, available[name], seq_len)
-        spec = mixture[name]
-        weight = spec.get("weight")
-        if weight is None and spec.get("epochs") is None:
-            weight = float(source.num_chunks)  # natural proportions
-        # Unique tokens = what the chunks cover, so `epochs: e` is exactly e passes over the chunks.
-        unique = float(source.num_chunks * seq_len)
-        budgets.append({"name": name, "unique_tokens": unique, "weight": weight,
-                        "epochs": spec.get("epochs"), "max_epochs": spec.get("max_epochs")})
-        sources.append(source)
-    plan = plan_mixture(budgets, float(total_samples) * seq_len, force=force)
+        sources.append(_open_source(name, available[name], seq_len))
+    # The same function plans `langadapt plan` and the preflight check: they cannot disagree.
+    plan = plan_stage_mixture(mixture, {s.name: len(s.tokens) for s in sources}, seq_len, total_samples, force)
     targets = _apportion([plan.source(s.name).tokens for s in sources], seq_len, total_samples)
     return PackedStream(sources, targets, seq_len, seed, plan)
 
