@@ -46,9 +46,16 @@ def yaml_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
 
 def read_yaml_mapping(path: Path, kind: str) -> tuple[dict[str, Any], yaml.Node | None]:
     """A YAML file as (mapping, node tree): the nodes keep line numbers for located errors."""
+    if path.is_dir():
+        raise LangadaptError(f"{path}: is a directory; give the {kind} YAML file inside it")
     if not path.is_file():
         raise LangadaptError(f"{path}: {kind} file not found")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise LangadaptError(f"{path}: a {kind} must be UTF-8 text (invalid byte at offset {exc.start})") from None
+    except OSError as exc:
+        raise LangadaptError(f"{path}: cannot read the {kind} file: {exc.strerror or exc}") from None
     try:
         root, tree = yaml.compose(text), yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -63,16 +70,26 @@ def read_yaml_mapping(path: Path, kind: str) -> tuple[dict[str, Any], yaml.Node 
 def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The pydantic model class that owns the last key of `loc` (for "did you mean")."""
     current: Any = model
+    map_key_next = False  # the part after a dict[str, Model] field is a user's key (a source name)
     for part in loc[:-1]:
-        if isinstance(part, int):
+        if isinstance(part, int) or map_key_next:
+            map_key_next = False
             continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return None
         field = current.model_fields.get(part)
         if field is None:
             return None
+        map_key_next = _is_mapping(field.annotation)
         current = nested_model(field.annotation)
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _is_mapping(annotation: Any) -> bool:
+    """dict[...] or Optional[dict[...]]: its keys are names the user chose, not schema fields."""
+    if typing.get_origin(annotation) is dict:
+        return True
+    return any(_is_mapping(arg) for arg in typing.get_args(annotation))
 
 
 def nested_model(annotation: Any) -> type[BaseModel] | None:
@@ -96,14 +113,21 @@ def suggest(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
 
 
 def format_validation_error(
-    error: ValidationError, model: type[BaseModel], source: Path | str, root: yaml.Node | None
+    error: ValidationError, model: type[BaseModel], source: Path | str, root: yaml.Node | None,
+    overrides: dict[str, str] | None = None,
 ) -> str:
-    """One line for the first error (plus a count of the others)."""
+    """One line for the most telling error (plus a count of the others).
+
+    An unknown key comes first: a typo'd `tokenzier:` also makes `tokenizer` missing, and the
+    typo is what the user must fix. A key set by `--set` is blamed on that flag (`overrides`
+    maps its dotted key to the flag's text), never on a recipe line that does not contain it.
+    """
     errors = error.errors()
-    first = errors[0]
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    line = yaml_line(root, loc)
-    where = f"{source}:{line}" if line else str(source)
+    flag = _override_for(dotted(loc), overrides or {})
+    line = None if flag else yaml_line(root, loc)
+    where = f"--set {flag}" if flag else (f"{source}:{line}" if line else str(source))
     if first["type"] == "extra_forbidden":
         what = "unknown key" + suggest(model, loc)
     elif first["type"] == "missing":
@@ -114,3 +138,12 @@ def format_validation_error(
             what += f" (got {first['input']!r})"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return f"{where}: {dotted(loc) or '<recipe>'}: {what}{more}"
+
+
+def _override_for(key: str, overrides: dict[str, str]) -> str | None:
+    """The `--set` item that wrote `key` (or a section above it, or a key below it), if any."""
+    for written, item in reversed(list(overrides.items())):  # the last --set of a key wins
+        if key == written or key.startswith(written + ".") or key.startswith(written + "[") \
+                or written.startswith(key + "."):
+            return item
+    return None

@@ -185,8 +185,9 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedR
     tree, root = read_yaml_mapping(path, "recipe")
     tree = apply_overrides(tree, overrides or [])
     inheritance = inherit_stage2(tree)
+    written = {item.partition("=")[0].strip(): item for item in overrides or []}
     try:
         recipe = Recipe.model_validate(tree)
     except ValidationError as exc:
-        raise LangadaptError(format_validation_error(exc, Recipe, path, root)) from None
+        raise LangadaptError(format_validation_error(exc, Recipe, path, root, written)) from None
     return LoadedRecipe(recipe, path, tree, inheritance)

@@ -37,15 +37,36 @@ def resolve_paths(source: SourceConfig, paths: str | list[str], what: str = "pat
         return [Path(p) for p in patterns]  # hub ids, resolved by `datasets`
     found: list[Path] = []
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else (
-            [pattern] if Path(pattern).exists() else []
-        )
+        matches = _matches(pattern)
         if not matches and what == "path" and source.fetch is not None and not glob.has_magic(pattern):
             matches = [str(_fetch(source, Path(pattern)))]
         if not matches:
             raise LangadaptError(f"source {source.name}: {what} {pattern!r} matches nothing (cwd {Path.cwd()})")
         found.extend(Path(m) for m in matches)
     return found
+
+
+def _matches(pattern: str) -> list[str]:
+    if glob.has_magic(pattern):
+        return sorted(glob.glob(pattern, recursive=True))
+    return [pattern] if Path(pattern).exists() else []
+
+
+def unmatched_patterns(source: SourceConfig) -> list[tuple[str, str]]:
+    """(key, pattern) for each `path`/`valid_path` entry that matches nothing, without fetching.
+
+    For the preflight check: a `path` that `fetch` will create is not missing, and hub ids are
+    resolved by `datasets` (offline they cannot be checked)."""
+    if source.format == "hf_hub":
+        return []
+    missing = []
+    for key, paths in (("path", source.path), ("valid_path", source.valid_path)):
+        patterns = [] if paths is None else [paths] if isinstance(paths, str) else list(paths)
+        for pattern in patterns:
+            fetchable = key == "path" and source.fetch is not None and not glob.has_magic(pattern)
+            if not fetchable and not _matches(pattern):
+                missing.append((key, pattern))
+    return missing
 
 
 def _fetch(source: SourceConfig, out_path: Path) -> Path:
@@ -138,15 +159,34 @@ def _decoded_lines(
             except UnicodeDecodeError as err:
                 where = f"byte {offset + err.start} (line {number}) of {path}"
                 if policy == "error":
-                    raise LangadaptError(
-                        f"source {source.name}: invalid UTF-8 at {where}: "
-                        "set data.on_decode_error to replace or skip"
-                    ) from None
+                    raise LangadaptError(f"source {source.name}: invalid UTF-8 at {where}: {_decode_hint(raw, path)}") from None
                 counts[f"decode_error_{'replaced' if policy == 'replace' else 'skipped'}"] += 1
                 yield number, raw.decode("utf-8", errors="replace") if policy == "replace" else None
             offset += len(raw)
     except (OSError, EOFError) as err:
         raise LangadaptError(f"source {source.name}: cannot read {path} at byte {offset}: {err}") from None
+
+
+def _decode_hint(raw: bytes, path: Path) -> str:
+    """What to do about bytes that are not UTF-8. Converting the file keeps every document;
+    `skip` drops each document with one bad byte (most of a Latin-1 file: every ø and å)."""
+    encoding = _legacy_encoding(raw)
+    out = path.with_name(path.name.split(".")[0] + ".utf8" + "".join(path.suffixes))
+    convert = f"iconv -f {encoding} -t utf-8 {path} > {out}"
+    if path.suffix in (".gz", ".zst", ".zstd"):
+        unpack, pack = ("zcat", "gzip") if path.suffix == ".gz" else ("zstdcat", "zstd")
+        convert = f"{unpack} {path} | iconv -f {encoding} -t utf-8 | {pack} > {out}"
+    return (f"convert the file to UTF-8 ({convert}), or set data.on_decode_error: replace "
+            "(bad bytes become U+FFFD); skip drops every document with a bad byte")
+
+
+def _legacy_encoding(raw: bytes) -> str:
+    """cp1252 when the line decodes as Windows' superset of Latin-1, else latin1 (never fails)."""
+    try:
+        raw.decode("cp1252")
+        return "cp1252"
+    except UnicodeDecodeError:
+        return "latin1"
 
 
 def _txt_documents(lines: Iterable[tuple[int, str | None]], unit: str) -> Iterator[str]:
