@@ -93,11 +93,17 @@ def test_vocab_smaller_than_special_tokens(tmp_path: Path) -> None:
     assert not (tmp_path / "runs" / "cli" / "tokenizer" / "COMPLETE").exists()
 
 
-def test_dry_run_of_the_real_recipe_prints_the_stages() -> None:
-    result = langadapt("run", "recipes/norwegian_warm.yaml", "--dry-run")
+def test_dry_run_of_the_demo_recipe_prints_the_stages() -> None:
+    result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run")
     assert result.returncode == 0, result.stderr
     for stage in ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export"):
         assert f"  {stage}" in result.stdout
+
+
+def test_dry_run_of_the_real_recipe_off_the_cluster_names_the_missing_corpus() -> None:
+    """The 7B recipe's corpora live on LUMI's /scratch: a dry run elsewhere is not "valid"."""
+    result = langadapt("run", "recipes/norwegian_warm.yaml", "--dry-run")
+    assert_one_line_error(result, "recipes/norwegian_warm.yaml:19: data.sources[0].path", "matches no file")
 
 
 def test_explain_and_reference_document_every_key() -> None:

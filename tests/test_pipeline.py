@@ -36,7 +36,8 @@ SIGNALLED: set[str] = set()
 @pytest.fixture()
 def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A recipe whose stages only record that they ran (and fail on demand)."""
-    (tmp_path / "nb.txt").write_text("hei")
+    # enough distinct words that a 300-token vocabulary is learnable (the preflight check)
+    (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
     path = tmp_path / "r.yaml"
     path.write_text(RECIPE.format(root=tmp_path))
     calls: list[str] = []

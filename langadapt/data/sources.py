@@ -69,6 +69,18 @@ def unmatched_patterns(source: SourceConfig) -> list[tuple[str, str]]:
     return missing
 
 
+def local_files(source: SourceConfig) -> list[Path] | None:
+    """The plain files `path` names now; None when an entry matches nothing yet (to be fetched)
+    or the source is a dataset (sized only by reading it)."""
+    if source.format in ("hf_disk", "hf_hub"):
+        return None
+    patterns = [source.path] if isinstance(source.path, str) else list(source.path)
+    found = [Path(m) for pattern in patterns for m in _matches(pattern)]
+    if any(not _matches(pattern) for pattern in patterns) or not all(p.is_file() for p in found):
+        return None
+    return found
+
+
 def _fetch(source: SourceConfig, out_path: Path) -> Path:
     """Build the missing file from a Debian documentation package (imported lazily: needs apt)."""
     from langadapt.data.debian_docs import build_debian_corpus

@@ -1,0 +1,185 @@
+"""Validation before work: everything wrong with a recipe that is knowable without training.
+
+`langadapt run` and `--dry-run` call `check_recipe` before any stage runs, so a missing corpus,
+a base model folder without `config.json`, a `seq_len` beyond the model's positions or a missing
+evaluation suite fails in a second instead of after hours of data preparation and training.
+Each problem is one line naming the recipe file, line and key; the first is raised as a
+`LangadaptError` (the others are counted). Nothing here imports torch or transformers: a model
+config is read as JSON, a tokenizer as its tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from langadapt.config_errors import dotted, yaml_line
+from langadapt.errors import LangadaptError
+from langadapt.preflight_data import check_epochs, check_sources, check_vocab_size
+from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+"""Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+ALL_STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
+
+
+class Report:
+    """Collects located problems; `raise_first` turns them into one error line."""
+
+    def __init__(self, loaded: LoadedRecipe) -> None:
+        self.path, self.inheritance = loaded.path, loaded.inheritance
+        try:
+            self.root: yaml.Node | None = yaml.compose(Path(loaded.path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            self.root = None
+        self.problems: list[tuple[str, str]] = []
+
+    def add(self, loc: tuple[Any, ...], what: str) -> None:
+        """One problem at recipe key `loc`; a stage-2 key inherited from stage 1 is blamed on stage 1's line."""
+        key = dotted(loc)
+        if len(loc) > 1 and loc[0] == "stage2" and loc[1] in self.inheritance.get("inherited", []):
+            key = f"{key} (inherited from stage1.{loc[1]})"
+            loc = ("stage1", *loc[1:])
+        line = yaml_line(self.root, loc)
+        self.problems.append((f"{self.path}:{line}" if line else str(self.path), f"{key}: {what}"))
+
+    def raise_first(self) -> None:
+        if not self.problems:
+            return
+        where, what = self.problems[0]
+        more = self.problems[1:]
+        tail = f" (and {len(more)} more: {', '.join(p[1].split(':')[0] for p in more)})" if more else ""
+        raise LangadaptError(f"{where}: {what}{tail}")
+
+
+def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> None:
+    """Raise LangadaptError for the first problem in what `stages` (default: all) would need.
+
+    `world_size` is the number of training processes (default: WORLD_SIZE / SLURM_NTASKS under a
+    launcher, else the recipe's cluster, where `langadapt launch` will run it); it sets the global
+    batch and hence the epochs per source exactly as training computes them.
+    """
+    recipe, report = loaded.recipe, Report(loaded)
+    will = set(ALL_STAGES if stages is None else stages)
+    training = [name for name in ("stage1", "stage2") if name in will and getattr(recipe, name).enabled
+                and not (name == "stage1" and recipe.init == "scratch")]
+    if "data" in will:
+        check_sources(recipe, report)
+    model_config, base_tokenizer = _check_base_model(recipe, report, needs_model=bool(will - {"data", "export"}))
+    for name in training:
+        _check_positions(recipe, name, model_config, report)
+    if "tokenizer" in will:
+        check_vocab_size(recipe, base_tokenizer, report)
+    if "embeddings" in will:
+        _check_embedding_files(recipe, report)
+    if training:
+        world = world_size or int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", recipe.cluster.world_size)))
+        check_epochs(recipe, training, world, report)
+    if "evaluate" in will:
+        _check_suites(recipe, report)
+    report.raise_first()
+
+
+def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tuple[dict | None, dict | None]:
+    """(config.json as a dict, tokenizer.json as a dict) of the base model, where they can be read."""
+    spec = recipe.base_model
+    if spec.path is None or not needs_model:
+        return spec.architecture, None
+    folder = Path(spec.path)
+    if not folder.is_dir():
+        return _model_to_come(recipe, report), None
+    config = _read_json(folder / "config.json", ("base_model", "path"), report,
+                        missing="has no config.json: not a Hugging Face model folder")
+    if recipe.init == "warm" and not any((folder / name).is_file() for name in WEIGHT_FILES):
+        report.add(("base_model", "path"), f"{folder} has no weights ({' or '.join(WEIGHT_FILES[::2])})")
+    needs_tokenizer = recipe.init == "warm" or recipe.tokenizer.kind in ("inherit", "keep_base")
+    if not needs_tokenizer:
+        return config, None
+    present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    if not present:
+        report.add(("base_model", "path"), f"{folder} has no tokenizer files "
+                   "(tokenizer.json, tokenizer.model, or vocab.json + merges.txt)")
+    elif present == ["tokenizer.model"] and importlib.util.find_spec("sentencepiece") is None:
+        report.add(("base_model", "path"), f"{folder} has only a SentencePiece tokenizer.model: "
+                   "pip install sentencepiece (or save the tokenizer as tokenizer.json)")
+    tokenizer = None
+    if "tokenizer.json" in present:
+        tokenizer = _read_json(folder / "tokenizer.json", ("base_model", "path"), report, missing="")
+    return config, tokenizer
+
+
+def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
+    """A base folder that does not exist yet: built by `build_recipe` (its architecture is the
+    config to check against), or a Hub id (unknown offline); anything else is an error now."""
+    spec = recipe.base_model
+    assert spec.path is not None
+    if spec.build_recipe:
+        try:
+            return load_recipe(spec.build_recipe).recipe.base_model.architecture
+        except LangadaptError as exc:
+            report.add(("base_model", "build_recipe"), str(exc))
+            return None
+    if spec.path.count("/") == 1 and not spec.path.startswith((".", "/")):
+        return None  # a Hub id: downloaded when the run starts
+    report.add(("base_model", "path"), f"folder {spec.path} not found (and no base_model.build_recipe; "
+               "not a Hub id of the form org/name)")
+    return None
+
+
+def _read_json(path: Path, loc: tuple[Any, ...], report: Report, missing: str) -> dict | None:
+    if not path.is_file():
+        if missing:
+            report.add(loc, f"{path.parent} {missing}")
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        report.add(loc, f"{path}: unreadable JSON ({exc})")
+        return None
+    if not isinstance(value, dict):
+        report.add(loc, f"{path}: expected a JSON object")
+        return None
+    return value
+
+
+def _check_positions(recipe: Recipe, name: str, config: dict | None, report: Report) -> None:
+    """A sequence longer than the model's positions trains on garbage (or fails on the GPU)."""
+    if not config:
+        return
+    key = next((k for k in POSITION_KEYS if isinstance(config.get(k), int)), None)
+    seq_len = getattr(recipe, name).seq_len
+    if key is not None and seq_len > config[key]:
+        source = "base_model.architecture" if recipe.base_model.path is None else f"{recipe.base_model.path}/config.json"
+        report.add((name, "seq_len"), f"{seq_len} is more than the model's {key} {config[key]} ({source})")
+
+
+def _check_embedding_files(recipe: Recipe, report: Report) -> None:
+    cfg = recipe.embeddings
+    if recipe.init != "warm" or cfg.method != "wechsel":
+        return
+    for key in ("source_vectors", "target_vectors", "dictionary"):
+        path = getattr(cfg, key)
+        if path is not None and not Path(path).is_file():
+            report.add(("embeddings", key), f"file {path} not found")
+
+
+def _check_suites(recipe: Recipe, report: Report) -> None:
+    """Suite files exist, parse and name known task kinds; lm_eval tasks need lm-eval installed."""
+    from langadapt.evaluation.suite import LmEvalTask, load_suite
+
+    for i, path in enumerate(recipe.evaluation.suites):
+        try:
+            suite = load_suite(path)
+        except LangadaptError as exc:
+            report.add(("evaluation", "suites", i), str(exc))
+            continue
+        if any(isinstance(t, LmEvalTask) for t in suite.tasks) and importlib.util.find_spec("lm_eval") is None:
+            report.add(("evaluation", "suites", i), f"{path} has lm_eval tasks: pip install 'langadapt[eval]'")

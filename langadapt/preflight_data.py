@@ -1,0 +1,145 @@
+"""The data side of the preflight check: corpus files, vocabulary size, epochs per source.
+
+Split from `preflight` because these read the corpus (file sizes, and one pass over a small
+target corpus for the vocabulary bound); `preflight` holds the model and suite checks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from langadapt.data.config import SourceConfig, stream_mixture
+from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
+from langadapt.data.sources import iter_texts, local_files, unmatched_patterns
+from langadapt.errors import LangadaptError
+from langadapt.planning.epochs import plan_stage_mixture
+from langadapt.recipe import Recipe
+
+if TYPE_CHECKING:
+    from langadapt.preflight import Report
+
+CEILING_MAX_BYTES = 16 << 20
+"""Read at most this much target text for the vocabulary bound (~1 s); larger corpora skip it."""
+BYTES_PER_TOKEN_FLOOR = 1.5
+"""Before the tokenizer stage has run, a source's tokens are estimated as bytes / this. Trained
+tokenizers average 3-5 bytes per token on their own language; a floor this low overestimates the
+tokens, so an epoch count found too high from it is too high for real (no false refusals)."""
+
+
+def check_sources(recipe: Recipe, report: Report) -> None:
+    """Every `path` / `valid_path` pattern matches a file (or `fetch` will create it)."""
+    for i, source in enumerate(recipe.data.sources):
+        for key, pattern in unmatched_patterns(source):
+            report.add(("data", "sources", i, key), f"{pattern!r} matches no file (source {source.name}, cwd {Path.cwd()})")
+
+
+def check_vocab_size(recipe: Recipe, base_tokenizer: dict | None, report: Report) -> None:
+    """Above the special + byte tokens the tokenizer always has, and below what the corpus can yield."""
+    cfg = recipe.tokenizer
+    if cfg.kind == "keep_base":
+        return
+    family = cfg.kind if cfg.kind != "inherit" else _family(base_tokenizer)
+    if cfg.special_tokens is not None:
+        specials = len(cfg.special_tokens)
+    elif base_tokenizer is not None:
+        specials = len(base_tokenizer.get("added_tokens", []))
+    else:  # the scratch defaults of `tokenizer.families`
+        specials = 3 if family == "byte_bpe" else 4
+    fixed = specials + len(cfg.added_tokens)
+    if cfg.vocab_size <= fixed + 256:
+        report.add(("tokenizer", "vocab_size"), f"{cfg.vocab_size} is too small for {family or cfg.kind}: "
+                   f"{fixed} special and added tokens + 256 byte tokens need at least {fixed + 257}")
+        return
+    if family not in ("byte_bpe", "sentencepiece_bpe"):
+        return  # a Unigram vocabulary is not bounded by merges
+    ceiling, what = _vocab_ceiling(recipe, fixed + 256)
+    if ceiling is not None and cfg.vocab_size > ceiling:
+        report.add(("tokenizer", "vocab_size"), f"{cfg.vocab_size:,} is more than a BPE vocabulary can have "
+                   f"on this corpus (at most {ceiling:,}: {what}); lower it")
+
+
+def _family(tokenizer_json: dict | None) -> str | None:
+    from langadapt.tokenizer.families import family_of
+
+    return "byte_bpe" if tokenizer_json is None else family_of(tokenizer_json, strict=False)
+
+
+def _training_sources(recipe: Recipe) -> list[SourceConfig]:
+    """The sources the tokenizer trains on (see `TokenizerConfig.language_weights`)."""
+    weights = recipe.tokenizer.language_weights
+    if weights:
+        return [s for s in recipe.data.sources if weights.get(s.lang, 0) > 0]
+    return [s for s in recipe.data.sources if s.role == "target"]
+
+
+def _vocab_ceiling(recipe: Recipe, fixed: int) -> tuple[int | None, str]:
+    """An upper bound on the learnable vocabulary and how it was found; None when unknown."""
+    sources = _training_sources(recipe)
+    files = {s.name: local_files(s) for s in sources}
+    if not sources or any(f is None for f in files.values()):
+        return None, ""  # to be fetched, or a dataset: known only after the data stage
+    sizes = [uncompressed_bytes(p) for s in sources for p in files[s.name] or []]
+    if any(size is None for size in sizes):
+        return None, ""
+    total = sum(sizes)  # type: ignore[arg-type]
+    if total <= CEILING_MAX_BYTES:
+        texts = _texts(sources, files)  # type: ignore[arg-type]
+        return bpe_vocab_ceiling(texts, fixed), f"the distinct words of {_size(total)} of training text"
+    return fixed + total, f"one merge per byte of {_size(total)} of training text"
+
+
+def _size(num_bytes: int) -> str:
+    return f"{num_bytes / 1e6:.1f} MB" if num_bytes >= 100_000 else f"{num_bytes:,} bytes"
+
+
+def _texts(sources: list[SourceConfig], files: dict[str, list[Path]]) -> Iterator[str]:
+    for source in sources:
+        yield from iter_texts(source, files[source.name], "replace", Counter())
+
+
+def check_epochs(recipe: Recipe, stages: list[str], world_size: int, report: Report) -> None:
+    """Epochs per source as training will compute them (`plan_stage_mixture`), before any training."""
+    from langadapt.planning.recipe_plan import measured_tokens
+
+    measured = measured_tokens(recipe)
+    for name in stages:
+        stage = getattr(recipe, name)
+        try:
+            entries = stream_mixture(recipe.data, stage.mixture)
+        except LangadaptError as exc:
+            report.add((name, "mixture"), str(exc).removeprefix("mixture: "))
+            continue
+        sizes, estimated = {}, []
+        for source in recipe.data.sources:
+            if source.name not in entries:
+                continue
+            size = measured.get(source.name) or source.unique_tokens or _estimated_tokens(source)
+            if size is None:
+                break  # unknown until the tokenizer stage has run: training checks it then
+            if source.name not in measured and not source.unique_tokens:
+                estimated.append(source.name)
+            if source.name in measured and size < stage.seq_len + 1:
+                report.add((name, "seq_len"), f"source {source.name} has {int(size)} tokens, "
+                           f"fewer than one sample of {stage.seq_len + 1}")
+            sizes[source.name] = size
+        else:
+            samples = stage.steps * stage.micro_batch_size * stage.grad_accum_steps * world_size
+            try:
+                plan_stage_mixture(entries, sizes, stage.seq_len, samples, force=recipe.data.force_epochs)
+            except LangadaptError as exc:
+                if estimated and "epochs is above" not in str(exc):
+                    continue  # overestimated sizes make fixed-epoch sources look too big: wait for real counts
+                note = (f" (tokens of {', '.join(estimated)} estimated from file size at "
+                        f"{BYTES_PER_TOKEN_FLOOR:g} bytes/token)") if estimated else ""
+                report.add((name, "steps"), f"{exc}{note}")
+
+
+def _estimated_tokens(source: SourceConfig) -> float | None:
+    files = local_files(source)
+    sizes = [uncompressed_bytes(p) for p in files or []]
+    if not files or any(size is None for size in sizes):
+        return None
+    return sum(sizes) / BYTES_PER_TOKEN_FLOOR  # type: ignore[arg-type]
