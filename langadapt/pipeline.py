@@ -24,6 +24,7 @@ from langadapt import rundir
 from langadapt.contenthash import HashCache
 from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
+from langadapt.preflight import check_recipe
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.rundir import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.runlock import RunLock
@@ -72,7 +73,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
             stage = getattr(recipe, name)
             after_stage1 = name == "stage2" and stage1_skip is None
             return run(name, stage, recipe.engine, ctx, stream_mixture(recipe.data, stage.mixture),
-                       after_stage1=after_stage1)
+                       after_stage1=after_stage1, force_epochs=recipe.data.force_epochs)
 
         return run_training
 
@@ -245,6 +246,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     layout = RunLayout(recipe.run_dir)
     selected = select_stages(list(STAGES), only, start, until)
     force = bool(only) or bool(start) if force is None else force
+    check_recipe(loaded, selected)  # everything knowable without training, before any stage runs
     if dry_run:
         actions, _ = plan_actions(loaded, selected, force, cache=HashCache(layout.hash_cache))
         return [(stage.name, action) for stage, action in actions]

@@ -71,11 +71,12 @@ def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
 
 def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
         mixture: dict[str, dict] | None = None, dist: DistInfo | None = None,
-        after_stage1: bool = False) -> dict[str, Any]:
+        after_stage1: bool = False, force_epochs: bool = False) -> dict[str, Any]:
     """Run training stage `stage_name` (stage1 or stage2) into ctx.out; returns its summary.
 
     `after_stage1`: start from stage1/model (stage 2 of a run whose stage 1 is enabled), else
-    from embeddings/model."""
+    from embeddings/model. `force_epochs` (the recipe's data.force_epochs) allows more than 16
+    epochs of a source, as `langadapt plan` and the preflight check assume."""
     if not config.enabled:
         ctx.out.mkdir(parents=True, exist_ok=True)
         (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
@@ -92,8 +93,10 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
     seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
     # The pipeline passes the data mixture with this stage's overrides applied (stream_mixture).
-    stream = build_stream(ctx.layout.tokenizer.tokens, mixture if mixture is not None else config.mixture,
-                          config.seq_len, config.steps * global_batch, seed)
+    if mixture is None and config.mixture is not None:
+        mixture = {name: entry.model_dump() for name, entry in config.mixture.items()}
+    stream = build_stream(ctx.layout.tokenizer.tokens, mixture,
+                          config.seq_len, config.steps * global_batch, seed, force=force_epochs)
     result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
     if dist.rank == 0:
         save_tokenizer(ctx, init, result.model_dir)
