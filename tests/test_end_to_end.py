@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ run_root: {root}/runs
 seed: 1234
 init: warm
 base_model:
-  path: {shared}/models/tiny-en-llama
+  path: {root}/base
 data:
   sources:
     - {{name: nb, path: {shared}/corpora/nb.debian-handbook.train.jsonl.gz,
@@ -78,6 +79,7 @@ def langadapt(*args: str) -> subprocess.CompletedProcess:
 def run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_en_llama: Path) -> Path:
     root = tmp_path_factory.mktemp("e2e")
     recipe = root / "tiny_ci.yaml"
+    shutil.copytree(tiny_en_llama, root / "base")  # a copy: the re-run test touches its files
     recipe.write_text(RECIPE.format(root=root, shared=tiny_en_llama.parents[1]))
     result = langadapt("run", str(recipe))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -148,8 +150,40 @@ def test_export_loads_in_plain_transformers_and_generates(run_dir: Path) -> None
 
 @pytest.mark.slow
 def test_running_again_does_nothing(run_dir: Path) -> None:
+    """A finished run is a fixed point, also when the base model's files were touched (copied,
+    re-downloaded with the same bytes): fingerprints hash content, not mtimes."""
     marks = {p: p.stat().st_mtime_ns for p in run_dir.glob("*/COMPLETE")}
+    for f in (run_dir.parents[1] / "base").iterdir():
+        os.utime(f)
     result = langadapt("run", str(run_dir.parents[1] / "tiny_ci.yaml"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count("skip (complete, inputs unchanged)") == 7
     assert marks == {p: p.stat().st_mtime_ns for p in run_dir.glob("*/COMPLETE")}
+
+
+@pytest.mark.slow
+def test_push_of_the_finished_run_reaches_the_upload(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    import huggingface_hub
+
+    from langadapt import cli
+
+    uploads: list[dict] = []
+
+    class FakeApi:
+        def create_repo(self, repo_id: str, **kwargs) -> None:
+            pass
+
+        def upload_folder(self, **kwargs) -> str:
+            uploads.append(kwargs)
+            return "uploaded"
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.chdir(REPO)
+    handlers = logging.getLogger("langadapt").handlers[:]
+    try:
+        assert cli.main(["export", str(run_dir.parents[1] / "tiny_ci.yaml"), "--push-to-hub", "org/x"]) == 0
+    finally:
+        logging.getLogger("langadapt").handlers[:] = handlers
+    assert [(u["folder_path"], u["repo_id"]) for u in uploads] == [(str(run_dir / "export" / "model"), "org/x")]
