@@ -125,7 +125,7 @@ def format_validation_error(
     errors = error.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    flag = _override_for(dotted(loc), overrides or {})
+    flag = override_for(dotted(loc), overrides or {})
     line = None if flag else yaml_line(root, loc)
     where = f"--set {flag}" if flag else (f"{source}:{line}" if line else str(source))
     if first["type"] == "extra_forbidden":
@@ -140,7 +140,7 @@ def format_validation_error(
     return f"{where}: {dotted(loc) or '<recipe>'}: {what}{more}"
 
 
-def _override_for(key: str, overrides: dict[str, str]) -> str | None:
+def override_for(key: str, overrides: dict[str, str]) -> str | None:
     """The `--set` item that wrote `key` (or a section above it, or a key below it), if any."""
     for written, item in reversed(list(overrides.items())):  # the last --set of a key wins
         if key == written or key.startswith(written + ".") or key.startswith(written + "[") \

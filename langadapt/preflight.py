@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from langadapt.config_errors import dotted, yaml_line
+from langadapt.config_errors import dotted, override_for, yaml_line
 from langadapt.errors import LangadaptError
 from langadapt.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
@@ -35,7 +35,7 @@ class Report:
     """Collects located problems; `raise_first` turns them into one error line."""
 
     def __init__(self, loaded: LoadedRecipe) -> None:
-        self.path, self.inheritance = loaded.path, loaded.inheritance
+        self.path, self.inheritance, self.overrides = loaded.path, loaded.inheritance, loaded.overrides
         try:
             self.root: yaml.Node | None = yaml.compose(Path(loaded.path).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
@@ -48,8 +48,10 @@ class Report:
         if len(loc) > 1 and loc[0] == "stage2" and loc[1] in self.inheritance.get("inherited", []):
             key = f"{key} (inherited from stage1.{loc[1]})"
             loc = ("stage1", *loc[1:])
-        line = yaml_line(self.root, loc)
-        self.problems.append((f"{self.path}:{line}" if line else str(self.path), f"{key}: {what}"))
+        flag = override_for(dotted(loc), self.overrides)
+        line = None if flag else yaml_line(self.root, loc)
+        where = f"--set {flag}" if flag else f"{self.path}:{line}" if line else str(self.path)
+        self.problems.append((where, f"{key}: {what}"))
 
     def raise_first(self) -> None:
         if not self.problems:

@@ -164,8 +164,11 @@ def inherit_stage2(tree: dict[str, Any]) -> dict[str, list[str]]:
 class LoadedRecipe:
     """A validated recipe plus where it came from and what stage 2 inherited."""
 
-    def __init__(self, recipe: Recipe, path: Path, tree: dict[str, Any], inheritance: dict[str, list[str]]):
+    def __init__(self, recipe: Recipe, path: Path, tree: dict[str, Any], inheritance: dict[str, list[str]],
+                 overrides: dict[str, str] | None = None):
         self.recipe, self.path, self.tree, self.inheritance = recipe, path, tree, inheritance
+        self.overrides = overrides or {}
+        """Dotted key -> the `--set` item that wrote it (later errors blame the flag, not a line)."""
 
     def resolved_yaml(self) -> str:
         """The fully resolved recipe (defaults included), as written into the run directory."""
@@ -190,4 +193,4 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedR
         recipe = Recipe.model_validate(tree)
     except ValidationError as exc:
         raise LangadaptError(format_validation_error(exc, Recipe, path, root, written)) from None
-    return LoadedRecipe(recipe, path, tree, inheritance)
+    return LoadedRecipe(recipe, path, tree, inheritance, written)

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 
+from langadapt.ioerrors import writing
 from langadapt.train.config import CheckpointConfig
 from langadapt.train.engine import Engine
 
@@ -120,11 +121,12 @@ class Checkpointer:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         _barrier()
-        engine.save(tmp)
-        torch.save(rng_state(), tmp / f"rng_rank{self.rank}.pt")
-        if self.rank == 0:
-            trainer = {**asdict(state), "stream": stream.state_dict(), "saved_at": time.time()}
-            (tmp / "trainer_state.json").write_text(json.dumps(trainer, indent=1, default=int))
+        with writing(tmp, "checkpoint"):  # a full disk: one line naming the folder, not a SafetensorError
+            engine.save(tmp)
+            torch.save(rng_state(), tmp / f"rng_rank{self.rank}.pt")
+            if self.rank == 0:
+                trainer = {**asdict(state), "stream": stream.state_dict(), "saved_at": time.time()}
+                (tmp / "trainer_state.json").write_text(json.dumps(trainer, indent=1, default=int))
         _barrier()
         if self.rank == 0:
             self._publish(tmp, final)
