@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import disk_error_line
 from langadapt.train.signals import REQUEUE_EXIT_CODE, Preempted, latch_stop_signals
 
 EXIT_USER_ERROR = 2
@@ -188,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as stop:  # a scheduler's signal, honoured: the sbatch script requeues on 75
         print(f"langadapt: {stop}", file=sys.stderr)
         return REQUEUE_EXIT_CODE
+    except Exception as exc:  # a full disk, whatever library was writing: the user's to fix, not a bug
+        line = disk_error_line(exc)
+        if line is None or args.debug:
+            raise
+        print(f"langadapt: error: {line}", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
 if __name__ == "__main__":
