@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from langadapt import rundir
+from langadapt.base_model import resolve_base_model
 from langadapt.contenthash import HashCache
 from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
+from langadapt.fingerprint import fingerprints
 from langadapt.preflight import check_recipe
-from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.rundir import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.runlock import RunLock
 from langadapt.train import signals
@@ -117,82 +119,6 @@ def select_stages(names: list[str], only: str | None, start: str | None, until: 
     first = names.index(start) if start else 0
     last = names.index(until) if until else len(names) - 1
     return names[first : last + 1]
-
-
-def resolve_base_model(recipe: Recipe, build: bool = True) -> str | None:
-    """A local folder for the base model: as given, built by its recipe, or fetched from the Hub.
-
-    With build=False (dry runs) nothing is built or downloaded: None when it is not there yet."""
-    spec = recipe.base_model
-    if spec.path is None:
-        return None
-    if Path(spec.path).is_dir():
-        return spec.path
-    hub_id = spec.path.count("/") == 1 and not spec.path.startswith((".", "/"))
-    if not build:  # a dry run: what is on this machine already, nothing built or downloaded
-        return _hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
-    if spec.build_recipe:
-        log.info("base model %s is missing: building it with %s", spec.path, spec.build_recipe)
-        run_pipeline(load_recipe(spec.build_recipe))
-        if not Path(spec.path).is_dir():
-            raise LangadaptError(f"base_model.build_recipe {spec.build_recipe} did not produce {spec.path}")
-        return spec.path
-    if hub_id:
-        from huggingface_hub import snapshot_download
-
-        try:
-            return snapshot_download(spec.path, revision=spec.revision)
-        except Exception as exc:  # network, auth, missing repo: all user-fixable
-            raise LangadaptError(f"base_model.path {spec.path}: not a local folder and the Hub download failed ({type(exc).__name__})") from None
-    raise LangadaptError(f"base_model.path {spec.path}: folder not found")
-
-
-def _hub_cached(repo_id: str, revision: str | None) -> str | None:
-    from huggingface_hub import snapshot_download
-
-    try:
-        return snapshot_download(repo_id, revision=revision, local_files_only=True)
-    except Exception:  # not in the local cache (or no such repo): the real run will say which
-        return None
-
-
-def fingerprints(loaded: LoadedRecipe, stages: list[Stage], base_model: str | None = None,
-                 cache: HashCache | None = None) -> dict[str, str]:
-    """Chain each stage's sections, seed and input files onto the previous stage's fingerprint.
-
-    Inputs are content hashes (see `contenthash`) of the files a stage reads from outside the run:
-    the local sources (data), the base model folder (tokenizer; embeddings and the rest inherit it
-    through the chain) and the suite files (evaluate). Call it after the base model exists: a base
-    that is still to be built or downloaded is recorded as missing, which matches no finished run.
-    """
-    recipe, previous, prints = loaded.recipe, "", {}
-    cache = cache or HashCache(None)
-    if base_model is None:
-        base_model = resolve_base_model(recipe, build=False)
-    for stage in stages:
-        inputs: dict[str, Any] = {}
-        if stage.name == "data":
-            # A fetched source is defined by its `fetch` spec (hashed with the section); its file may
-            # not exist yet when this runs, so hashing the file would change the print after a fetch.
-            local = [s for s in recipe.data.sources if s.fetch is None]
-            inputs = cache.hash_paths([Path(p) for s in local for p in _paths(s.path)])
-        elif stage.name == "tokenizer" and recipe.base_model.path:
-            # Keys relative to the folder: the same bytes under another path are the same base.
-            inputs = cache.hash_paths([Path(base_model)], relative_to=Path(base_model)) if base_model \
-                else {"base_model": "missing"}
-        elif stage.name == "evaluate":
-            inputs = cache.hash_paths([Path(p) for p in recipe.evaluation.suites])
-        key = {"sections": loaded.section_hash(*stage.sections), "seed": recipe.seed,
-               "inputs": inputs, "previous": previous}
-        prints[stage.name] = previous = rundir.hash_json(key)
-    return prints
-
-
-def _paths(path: str | list[str]) -> list[str]:
-    import glob
-
-    patterns = [path] if isinstance(path, str) else path
-    return [match for pattern in patterns for match in sorted(glob.glob(pattern))]
 
 
 def _world() -> tuple[int, int]:

@@ -95,6 +95,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return [Stage(name, sections.get(name, (name,)), make(name)) for name in STAGES]
 
     monkeypatch.setattr(pipeline, "stage_table", fake_table)
+    monkeypatch.setattr(pipeline, "check_recipe", lambda loaded, selected: None)  # stubs read nothing
     monkeypatch.chdir(tmp_path)
     return tmp_path, calls, failing
 

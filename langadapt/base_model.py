@@ -1,0 +1,54 @@
+"""Where the base (source) model comes from: a local folder, built by its own recipe, or the Hub.
+
+The pipeline resolves it before fingerprinting: a stage's fingerprint hashes the base model's
+files, so they must exist first (see `fingerprint`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from langadapt.errors import LangadaptError
+from langadapt.recipe import Recipe, load_recipe
+
+log = logging.getLogger("langadapt")
+
+
+def resolve_base_model(recipe: Recipe, build: bool = True) -> str | None:
+    """A local folder for the base model: as given, built by its recipe, or fetched from the Hub.
+
+    With build=False (dry runs) nothing is built or downloaded: None when it is not there yet."""
+    spec = recipe.base_model
+    if spec.path is None:
+        return None
+    if Path(spec.path).is_dir():
+        return spec.path
+    hub_id = spec.path.count("/") == 1 and not spec.path.startswith((".", "/"))
+    if not build:  # a dry run: what is on this machine already, nothing built or downloaded
+        return _hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
+    if spec.build_recipe:
+        log.info("base model %s is missing: building it with %s", spec.path, spec.build_recipe)
+        from langadapt.pipeline import run_pipeline  # the base's own pipeline, in its own run dir
+
+        run_pipeline(load_recipe(spec.build_recipe))
+        if not Path(spec.path).is_dir():
+            raise LangadaptError(f"base_model.build_recipe {spec.build_recipe} did not produce {spec.path}")
+        return spec.path
+    if hub_id:
+        from huggingface_hub import snapshot_download
+
+        try:
+            return snapshot_download(spec.path, revision=spec.revision)
+        except Exception as exc:  # network, auth, missing repo: all user-fixable
+            raise LangadaptError(f"base_model.path {spec.path}: not a local folder and the Hub download failed ({type(exc).__name__})") from None
+    raise LangadaptError(f"base_model.path {spec.path}: folder not found")
+
+
+def _hub_cached(repo_id: str, revision: str | None) -> str | None:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id, revision=revision, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not in the local cache (or no such repo): the real run says which
+        return None
