@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -112,15 +113,34 @@ class Recipe(Config):
         return Path(self.run_root) / self.name
 
 
+_INDEXED = re.compile(r"^(.+)\[(\d+)\]$")
+
+
 def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
+    """Set `a.b.c` (or `data.sources[1].weight`: an entry of a list the recipe has) to `value`."""
     keys = dotted_key.split(".")
-    node = tree
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise LangadaptError(f"--set {dotted_key}: '{key}' is not a section")
-        node = child
-    node[keys[-1]] = value
+    node: Any = tree
+    for i, key in enumerate(keys):
+        indexed = _INDEXED.match(key)
+        name, index = (indexed.group(1), int(indexed.group(2))) if indexed else (key, None)
+        last = i == len(keys) - 1
+        if not isinstance(node, dict):
+            raise LangadaptError(f"--set {dotted_key}: '{'.'.join(keys[:i])}' is not a section")
+        if index is None:
+            if last:
+                node[name] = value
+            else:
+                node = node.setdefault(name, {})
+            continue
+        items = node.get(name)
+        if not isinstance(items, list) or index >= len(items):
+            count = len(items) if isinstance(items, list) else 0
+            raise LangadaptError(f"--set {dotted_key}: {name} has {count} entr{'y' if count == 1 else 'ies'}, "
+                                 f"no [{index}]")
+        if last:
+            items[index] = value
+        else:
+            node = items[index]
 
 
 def apply_overrides(tree: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -83,3 +83,10 @@ def test_latin1_corpus_suggests_converting_not_skipping(recipe: Path, tmp_path: 
     assert f"iconv -f cp1252 -t utf-8 {tmp_path / 'nb.txt'} > {tmp_path / 'nb.utf8.txt'}" in line
     assert "skip drops every document with a bad byte" in line
     assert not list((tmp_path / "runs").glob("*/*/COMPLETE"))
+
+
+def test_set_reaches_an_entry_of_a_list(recipe: Path) -> None:
+    line = error_line(langadapt("run", str(recipe), "--set", "data.sources[0].path=/nope/*.txt", "--dry-run"))
+    assert "--set data.sources[0].path=/nope/*.txt: data.sources[0].path: '/nope/*.txt' matches no file" in line
+    line = error_line(langadapt("run", str(recipe), "--set", "data.sources[2].weight=1", "--dry-run"))
+    assert "--set data.sources[2].weight: sources has 1 entry, no [2]" in line

@@ -211,7 +211,7 @@ def _finish(budgets: list[SourceBudget], tokens: dict[str, float], total: float,
         if epochs > MAX_EPOCHS and not force:
             raise LangadaptError(
                 f"source {b.name}: {epochs:.1f} epochs is above {MAX_EPOCHS:g} (repeated data is then "
-                "worth < 1/3 of fresh data): add data, lower its share, or force"
+                "worth < 1/3 of fresh data): add data, lower its share, or set data.force_epochs: true"
             )
         if epochs > WARN_EPOCHS:
             warnings.append(
