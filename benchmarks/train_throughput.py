@@ -18,6 +18,15 @@ frozen-body stage-1 step should cost about 2/3 of a stage-2 step (4N vs 6N FLOPs
 
     python benchmarks/train_throughput.py                   # CPU, both configs
     python benchmarks/train_throughput.py --preset gpu-1b   # ~1.1B Llama, bf16 + SDPA, reports MFU
+    python benchmarks/train_throughput.py --preset gpu-1b --levers --deepspeed 2 3 --profile
+
+On a GPU, "ours" runs with the engine defaults a recipe gets there (engine.compile and
+engine.fused_loss auto: per-block compile + liger's fused head/loss) at the preset's micro-batch,
+and HF Trainer in its default configuration (eager, full logits) at the largest micro-batch that
+fits, accumulating to the same global batch. `--levers` adds ours with each lever off,
+`--deepspeed` our loop under DeepSpeed ZeRO-N on the same GPU, `--profile` the top CUDA kernels
+of a few stage-2 steps, and the plan's predicted memory and tokens/s are printed beside the
+measured ones.
 
 Prints a table, then as its LAST line the JSON contract of benchmarks/README.md.
 """
@@ -64,7 +73,8 @@ PRESETS = {
     "gpu-1b": {  # Llama-3.2-1B-like body, NorMistral-sized untied vocabulary: ~1.1B parameters
         "configs": {"llama-1b": {"vocab_size": 32768, "hidden": 2048, "layers": 16, "intermediate_size": 8192,
                                  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64}},
-        "micro": 8, "accum": 1, "seq": 2048, "precision": "bf16", "warmup": 5, "measure": 20,
+        "micro": 16, "accum": 1, "seq": 2048, "precision": "bf16", "warmup": 5, "measure": 15,
+        "hf_micro": 8,  # eager HF Trainer with full logits runs out of memory at 16 x 2048 on 80 GB
     },
 }
 
@@ -100,18 +110,34 @@ class TimedStream(SyntheticStream):
         return super().next_batch(global_batch_size, rank, world_size)
 
 
-def ours(spec: dict, preset: dict, stage_name: str, compile_: bool) -> list[float]:
+PEAK_MEMORY: dict[str, float] = {}
+"""GiB of device memory at the peak of each side's last run (torch.cuda.max_memory_allocated)."""
+
+
+def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label: str) -> list[float]:
     """Seconds per optimizer step of `fit` (data, forward, backward, step, metrics, logging)."""
     steps = preset["warmup"] + preset["measure"] + 1
-    engine = EngineConfig(precision=preset["precision"], compile=compile_)
+    engine = engine.model_copy(update={"precision": preset["precision"]})
     stream = TimedStream(spec["vocab_size"], preset["seq"])
+    reset_peak()
     with tempfile.TemporaryDirectory() as tmp:
         fit(build_model(spec), stream, stage_config(preset, steps), engine, Path(tmp), seed=0, stage_name=stage_name)
+    record_peak(label)
     gaps = [b - a for a, b in zip(stream.stamps, stream.stamps[1:])]
     return gaps[preset["warmup"]:]
 
 
-def hf_trainer(spec: dict, preset: dict, compile_: bool) -> list[float]:
+def reset_peak() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def record_peak(label: str) -> None:
+    if torch.cuda.is_available():
+        PEAK_MEMORY[label] = torch.cuda.max_memory_allocated() / 2**30
+
+
+def hf_trainer(spec: dict, preset: dict) -> list[float]:
     """Seconds per optimizer step of transformers.Trainer on the same model and data."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -138,16 +164,20 @@ def hf_trainer(spec: dict, preset: dict, compile_: bool) -> list[float]:
     steps = preset["warmup"] + preset["measure"]
     gpu = torch.cuda.is_available()
     timer = StepTimes()
+    micro = preset.get("hf_micro", preset["micro"])
+    accum = preset["accum"] * preset["micro"] // micro  # the same global batch as ours
+    reset_peak()
     with tempfile.TemporaryDirectory() as tmp:
         args = TrainingArguments(
-            output_dir=tmp, per_device_train_batch_size=preset["micro"], gradient_accumulation_steps=preset["accum"],
+            output_dir=tmp, per_device_train_batch_size=micro, gradient_accumulation_steps=accum,
             max_steps=steps, learning_rate=1e-4, weight_decay=0.1, adam_beta2=0.95, lr_scheduler_type="cosine",
             warmup_steps=2, max_grad_norm=1.0, logging_steps=1, save_strategy="no", report_to="none",
             disable_tqdm=True, use_cpu=not gpu, bf16=preset["precision"] == "bf16",
-            optim="adamw_torch_fused" if gpu else "adamw_torch", dataloader_num_workers=0, torch_compile=compile_,
+            optim="adamw_torch_fused" if gpu else "adamw_torch", dataloader_num_workers=0, torch_compile=False,
         )
         data = Rows(SyntheticStream(spec["vocab_size"], preset["seq"]), steps * preset["micro"] * preset["accum"])
         Trainer(model=build_model(spec), args=args, train_dataset=data, callbacks=[timer]).train()
+    record_peak("HF Trainer")
     gaps = [b - a for a, b in zip(timer.ends, timer.ends[1:])]
     return gaps[preset["warmup"] - 1:]
 
@@ -164,7 +194,10 @@ def main() -> None:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="gpu-1b" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--rounds", type=int, default=3, help="alternating ours/HF rounds per config")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--compile", action="store_true", help="torch.compile both sides")
+    parser.add_argument("--levers", action="store_true", help="also ours with each fast-path lever off")
+    parser.add_argument("--deepspeed", type=int, nargs="*", default=[], metavar="ZERO",
+                        help="also our loop under DeepSpeed at these ZeRO stages (one process)")
+    parser.add_argument("--profile", action="store_true", help="top CUDA kernels of ours, stage 2")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: process CPU seconds per step (stable on a shared machine; use with --threads 1)")
     args = parser.parse_args()
@@ -176,47 +209,119 @@ def main() -> None:
     tokens = preset["micro"] * preset["accum"] * preset["seq"]
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     peak = peak_flops(device, preset["precision"])
+    defaults = EngineConfig()  # what a recipe gets: compile and fused_loss auto
     results = {}
     for name, spec in preset["configs"].items():
         times: dict[str, list[float]] = {"ours stage2": [], "HF Trainer": [], "ours stage1": []}
         for _ in range(args.rounds):
-            times["ours stage2"] += ours(spec, preset, "stage2", args.compile)
+            times["ours stage2"] += ours(spec, preset, "stage2", defaults, "ours stage2")
             release()
-            times["HF Trainer"] += hf_trainer(spec, preset, args.compile)
+            times["HF Trainer"] += hf_trainer(spec, preset)
             release()
-            times["ours stage1"] += ours(spec, preset, "stage1", args.compile)
+            times["ours stage1"] += ours(spec, preset, "stage1", defaults, "ours stage1")
+            release()
+        for label, engine in extra_sides(args).items():
+            times[label] = ours(spec, preset, "stage2", engine, label)
             release()
         model = build_model(spec)
         fpt2 = flops_per_token(model, select_trainable(model, ["all"]), preset["seq"])
         results[name] = {k: tokens / statistics.median(v) for k, v in times.items()}
         results[name]["best"] = {k: tokens / min(v) for k, v in times.items()}
-        results[name]["mfu"] = None if peak is None else results[name]["ours stage2"] * fpt2 / peak
+        results[name]["mfu"] = {k: None if peak is None else v * fpt2 / peak
+                                for k, v in results[name].items() if k != "best"}
         results[name]["params_M"] = sum(p.numel() for p in model.parameters()) / 1e6
+        results[name]["plan"] = plan_prediction(spec, preset, fpt2, peak)
+        del model
+        if args.profile:
+            profile_stage2(spec, preset, defaults)
     report(args, preset, results)
 
 
+def extra_sides(args: argparse.Namespace) -> dict[str, EngineConfig]:
+    """The optional sides, each ours at stage 2 with one engine setting changed."""
+    sides = {}
+    if args.levers:
+        sides["ours, no compile, no fused loss"] = EngineConfig(compile=False, fused_loss=False)
+        sides["ours, compile only"] = EngineConfig(fused_loss=False)
+        sides["ours, fused loss only"] = EngineConfig(compile=False)
+    for zero in args.deepspeed:
+        sides[f"DeepSpeed ZeRO-{zero}"] = EngineConfig(kind="deepspeed", zero_stage=zero)
+    return sides
+
+
+def plan_prediction(spec: dict, preset: dict, fpt: float, peak: float | None) -> dict:
+    """What `langadapt plan` predicts for this model and batch (memory, and tokens/s at its MFU)."""
+    from langadapt.planning.memory import memory_per_gpu
+    from langadapt.planning.models import ModelDims
+    from langadapt.recipe import ClusterConfig
+
+    dims = ModelDims("bench", hidden=spec["hidden"], layers=spec["layers"], heads=spec["num_attention_heads"],
+                     kv_heads=spec["num_key_value_heads"], ffn=spec["intermediate_size"], vocab=spec["vocab_size"],
+                     head_dim=spec.get("head_dim"))
+    fused = torch.cuda.is_available()  # engine.fused_loss auto
+    memory = memory_per_gpu(dims, 0, 1, preset["seq"], preset["micro"], fused_loss=fused)["total"]
+    mfu = ClusterConfig().mfu  # the recipe default `plan` assumes
+    return {"memory_gib": memory * 1e9 / 2**30, "mfu": mfu, "tokens_per_second": None if peak is None else mfu * peak / fpt}
+
+
+class ProfiledStream(TimedStream):
+    """Steps the profiler's schedule once per optimizer step (the loop asks for one batch per step)."""
+
+    profiler: torch.profiler.profile | None = None
+
+    def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1):
+        if self.profiler is not None:
+            self.profiler.step()
+        return super().next_batch(global_batch_size, rank, world_size)
+
+
+def profile_stage2(spec: dict, preset: dict, engine: EngineConfig) -> None:
+    """Print the top CUDA kernels of three stage-2 steps after warm-up (where the time goes)."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    steps = preset["warmup"] + 4
+    stream = ProfiledStream(spec["vocab_size"], preset["seq"])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities, schedule=schedule(wait=preset["warmup"], warmup=0, active=3)) as prof:
+        stream.profiler = prof
+        with tempfile.TemporaryDirectory() as tmp:
+            fit(build_model(spec), stream, stage_config(preset, steps),
+                engine.model_copy(update={"precision": preset["precision"]}), Path(tmp), seed=0)
+    key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    print(f"\nprofile: ours stage 2, 3 steps after {preset['warmup']} warm-up steps, top kernels by {key}")
+    print(prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=70))
+    release()
+
+
 def report(args: argparse.Namespace, preset: dict, results: dict) -> None:
-    print(f"\ntrain_throughput: preset {args.preset}, batch {preset['micro']}x{preset['accum']} x seq {preset['seq']}, "
-          f"{preset['precision']}, {args.threads} threads, {args.clock} clock, median of {args.rounds}x{preset['measure']} steps per side")
-    print(f"{'config':<16}{'params':>8}{'ours tok/s':>12}{'HF tok/s':>11}{'ratio':>7}"
-          f"{'stage1 tok/s':>14}{'s1/s2 time':>12}{'MFU':>7}")
+    print(f"\ntrain_throughput: preset {args.preset}, batch {preset['micro']}x{preset['accum']} x seq {preset['seq']} "
+          f"(HF Trainer micro {preset.get('hf_micro', preset['micro'])}), {preset['precision']}, {args.threads} threads, "
+          f"{args.clock} clock, median of {args.rounds}x{preset['measure']} steps per side (extra sides: 1x)")
     for name, r in results.items():
-        mfu = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
-        print(f"{name:<16}{r['params_M']:>7.1f}M{r['ours stage2']:>12,.0f}{r['HF Trainer']:>11,.0f}"
-              f"{r['ours stage2'] / r['HF Trainer']:>7.2f}{r['ours stage1']:>14,.0f}"
-              f"{r['ours stage2'] / r['ours stage1']:>12.2f}{mfu:>7}")
-        m = r["best"]
-        print(f"{'  (fastest step)':<24}{m['ours stage2']:>12,.0f}{m['HF Trainer']:>11,.0f}"
-              f"{m['ours stage2'] / m['HF Trainer']:>7.2f}{m['ours stage1']:>14,.0f}"
-              f"{m['ours stage2'] / m['ours stage1']:>12.2f}")
+        print(f"\n{name} ({r['params_M']:.1f}M parameters)")
+        print(f"{'side':<34}{'tok/s':>10}{'vs HF':>8}{'MFU':>8}{'peak GiB':>10}{'fastest step tok/s':>20}")
+        for side, value in r.items():
+            if side in ("best", "mfu", "params_M", "plan"):
+                continue
+            mfu = "n/a" if r["mfu"][side] is None else f"{100 * r['mfu'][side]:.1f}%"
+            memory = f"{PEAK_MEMORY[side]:.1f}" if side in PEAK_MEMORY else "n/a"
+            print(f"{side:<34}{value:>10,.0f}{value / r['HF Trainer']:>8.2f}{mfu:>8}{memory:>10}{r['best'][side]:>20,.0f}")
+        print(f"stage-1 / stage-2 time per token: {r['ours stage2'] / r['ours stage1']:.3f}")
+        plan = r["plan"]
+        if plan["tokens_per_second"] is not None:
+            print(f"plan (MFU {plan['mfu']:.0%}): {plan['tokens_per_second']:,.0f} tok/s, {plan['memory_gib']:.1f} GiB "
+                  f"-> measured/planned tok/s {r['ours stage2'] / plan['tokens_per_second']:.2f}"
+                  + (f", memory {PEAK_MEMORY['ours stage2'] / plan['memory_gib']:.2f}" if PEAK_MEMORY else ""))
     main_name = next(iter(results))
     r = results[main_name]
-    stage_ratio = {name: round(x["ours stage2"] / x["ours stage1"], 3) for name, x in results.items()}
     print(json.dumps({
         "benchmark": "train_throughput", "metric": "tokens_per_second", "value": round(r["ours stage2"], 1),
         "baseline": round(r["HF Trainer"], 1), "ratio": round(r["ours stage2"] / r["HF Trainer"], 3),
-        "unit": "tokens/s", "config": main_name, "stage1_over_stage2_time": stage_ratio,
-        "mfu": None if r["mfu"] is None else round(r["mfu"], 4),
+        "unit": "tokens/s", "config": main_name,
+        "stage1_over_stage2_time": {name: round(x["ours stage2"] / x["ours stage1"], 3) for name, x in results.items()},
+        "mfu": None if r["mfu"]["ours stage2"] is None else round(r["mfu"]["ours stage2"], 4),
+        "sides": {k: round(v, 1) for k, v in r.items() if isinstance(v, float) and k != "params_M"},
+        "peak_memory_gib": {k: round(v, 2) for k, v in PEAK_MEMORY.items()},
     }))
 
 

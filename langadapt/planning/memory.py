@@ -15,7 +15,8 @@ remove the 5as/h term (the attention matrix is never stored: their "selective re
 full recomputation (activation checkpointing) keeps only each layer's 2*s*b*h-byte input, plus
 one layer's full activations while it is recomputed. The constant 34 was derived for a GPT
 block with a 4h MLP: it is an estimate for gated MLPs and GQA. We add the logits, s*b*V*4 bytes
-(fp32 for the loss), which dominate for 128k-256k vocabularies. Fragmentation, communication
+(fp32 for the loss), which dominate for 128k-256k vocabularies, unless the loss is fused with
+the head (engine.fused_loss: the logits exist one chunk at a time, negligible). Fragmentation, communication
 buffers and the CUDA context (1-3 GB) are not included.
 """
 
@@ -67,7 +68,8 @@ def layer_activation_bytes(
 
 
 def activation_bytes(
-    model: ModelDims, seq_len: int, micro_batch: int, checkpointing: Checkpointing = "flash"
+    model: ModelDims, seq_len: int, micro_batch: int, checkpointing: Checkpointing = "flash",
+    fused_loss: bool = False,
 ) -> float:
     """Activation memory of one micro batch on one GPU (no tensor or pipeline parallelism)."""
     per_layer = layer_activation_bytes(
@@ -78,7 +80,7 @@ def activation_bytes(
         body = 2.0 * seq_len * micro_batch * model.hidden * model.layers + per_layer
     else:
         body = per_layer * model.layers
-    logits = 4.0 * seq_len * micro_batch * model.vocab
+    logits = 0.0 if fused_loss else 4.0 * seq_len * micro_batch * model.vocab
     return body + logits
 
 
@@ -90,11 +92,12 @@ def memory_per_gpu(
     micro_batch: int,
     trainable: Literal["all", "embeddings"] = "all",
     checkpointing: Checkpointing = "flash",
+    fused_loss: bool = False,
 ) -> dict[str, float]:
     """GB per GPU: weights, gradients, optimizer, activations and their total."""
     train = model.num_params() if trainable == "all" else model.embedding_params()
     states = zero_model_states(model.num_params(), train, stage, num_gpus)
-    activations = activation_bytes(model, seq_len, micro_batch, checkpointing)
+    activations = activation_bytes(model, seq_len, micro_batch, checkpointing, fused_loss)
     out = {k: v / GB for k, v in states.items() if k != "total"}
     out["activations"] = activations / GB
     out["total"] = (states["total"] + activations) / GB

@@ -45,6 +45,8 @@ class StagePlanInput(Config):
     """Recompute each layer in the backward pass instead of storing its activations."""
     flash_attention: bool = True
     """Attention kernels that never store the s x s score matrix (FlashAttention, SDPA)."""
+    fused_loss: bool = False
+    """Head and loss fused (engine.fused_loss): the [tokens x vocab] logits are never stored whole."""
     mixture: dict[str, Any] | None = None
     """`plan_mixture(...).to_dict()` of the data engineer: per-source tokens, epochs, D'/D."""
 
@@ -86,7 +88,8 @@ def _memory_by_zero_stage(
     memory = {}
     for zero in range(4):
         mem = memory_per_gpu(
-            model, zero, num_gpus, stage.seq_len, stage.micro_batch, stage.trainable, checkpointing
+            model, zero, num_gpus, stage.seq_len, stage.micro_batch, stage.trainable, checkpointing,
+            stage.fused_loss,
         )
         memory[f"zero{zero}"] = {**mem, "fits": mem["total"] <= hw.memory_gb}
     return memory

@@ -52,7 +52,8 @@ def _stage_input(recipe: Recipe, name: str, world_size: int, measured: dict[str,
         micro_batch=stage.micro_batch_size,
         trainable="all" if stage.trainable_patterns(name) == ["all"] else "embeddings",
         zero_stage=zero, activation_checkpointing=recipe.engine.activation_checkpointing,
-        flash_attention=recipe.engine.attn_implementation != "eager", mixture=mixture)
+        flash_attention=recipe.engine.attn_implementation != "eager", mixture=mixture,
+        fused_loss=recipe.engine.fused_loss is not False)  # auto: on for the GPUs a plan is for
 
 
 def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | None = None,
