@@ -2,7 +2,7 @@
 # The GPU suite on a GPU machine: installs what the machine lacks, runs tests/gpu, and appends the
 # results (date, device, versions, pass/fail and time per test) to tests/gpu/RESULTS.md.
 #
-#   bash tests/gpu/run.sh [pytest args...]
+#   bash tests/gpu/run.sh [pytest args, default: tests/gpu]
 #
 # Offline machines: put wheels of the missing packages in .whl/ (deepspeed, pydantic, datasets,
 # liger-kernel, ...; see RESULTS.md for the list used) and the demo corpora in corpora/build
@@ -27,7 +27,7 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || rocm-smi 2>/dev/null | head -5
 
 start=$(date +%s)
-"$PYTHON" -m pytest tests/gpu -v -rs --durations=0 --junitxml=/tmp/langadapt-gpu-junit.xml "$@" 2>&1 | tee /tmp/langadapt-gpu.log
+"$PYTHON" -m pytest -v -rs --durations=0 --junitxml=/tmp/langadapt-gpu-junit.xml "${@:-tests/gpu}" 2>&1 | tee /tmp/langadapt-gpu.log
 status=${PIPESTATUS[0]}
 "$PYTHON" tests/gpu/record.py /tmp/langadapt-gpu-junit.xml "$(( $(date +%s) - start ))" >> tests/gpu/RESULTS.md
 if [ -n "${OUT:-}" ]; then cp tests/gpu/RESULTS.md /tmp/langadapt-gpu.log /tmp/langadapt-gpu-junit.xml "$OUT"/; fi
