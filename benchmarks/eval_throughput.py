@@ -96,6 +96,11 @@ def main() -> None:
                         help="HF model folder (default: ../shared/models/tiny-en-llama; e.g. the demo's "
                              "runs/tiny_norwegian_warm/export/model)")
     parser.add_argument("--batch-size", type=int, default=None, help="windows per forward (default: 1 on CPU, 8 on GPU)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="where the model runs (bfloat16 on GPUs, as evaluation.dtype auto does)")
+    parser.add_argument("--random-1b", action="store_true",
+                        help="time a randomly initialised ~1.1B Llama (train_throughput's gpu-1b shape, the "
+                             "vocabulary of --model's tokenizer) instead of --model's weights: its bpb means nothing")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -103,8 +108,17 @@ def main() -> None:
     if not (model_dir / "config.json").is_file() or not (SHARED / "corpora").is_dir():
         print(f"eval_throughput needs ../shared/corpora (at {SHARED}) and a model folder ({model_dir}); not found")
         return
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
+    if args.random_1b:
+        from train_throughput import PRESETS, build_model
+
+        spec = dict(PRESETS["gpu-1b"]["configs"]["llama-1b"], vocab_size=len(tokenizer))
+        model = build_model(spec)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_dir)
+    model = model.to(device=args.device, dtype=dtype).eval()
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters, {dtype}, {args.device}")
     full = held_out_text(int(args.mb * 1_000_000))
     part = held_out_text(int(args.baseline_mb * 1_000_000))
 

@@ -53,6 +53,7 @@ from langadapt.train.config import (
     OptimizerConfig,
     ScheduleConfig,
     TrainStageConfig,
+    check_engine,
 )
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.loop import fit
@@ -118,10 +119,15 @@ def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label:
     """Seconds per optimizer step of `fit` (data, forward, backward, step, metrics, logging)."""
     steps = preset["warmup"] + preset["measure"] + 1
     engine = engine.model_copy(update={"precision": preset["precision"]})
+    config = stage_config(preset, steps)
+    resolved = check_engine(stage_name, config, engine, "cuda" if torch.cuda.is_available() else "cpu")
+    if not resolved.fused_loss and "hf_micro" in preset:  # full logits: the micro batch HF fits, same global batch
+        config = config.model_copy(update={"micro_batch_size": preset["hf_micro"],
+                                           "grad_accum_steps": preset["micro"] // preset["hf_micro"]})
     stream = TimedStream(spec["vocab_size"], preset["seq"])
     reset_peak()
     with tempfile.TemporaryDirectory() as tmp:
-        fit(build_model(spec), stream, stage_config(preset, steps), engine, Path(tmp), seed=0, stage_name=stage_name)
+        fit(build_model(spec), stream, config, engine, Path(tmp), seed=0, stage_name=stage_name)
     record_peak(label)
     gaps = [b - a for a, b in zip(stream.stamps, stream.stamps[1:])]
     return gaps[preset["warmup"]:]
@@ -214,15 +220,11 @@ def main() -> None:
     for name, spec in preset["configs"].items():
         times: dict[str, list[float]] = {"ours stage2": [], "HF Trainer": [], "ours stage1": []}
         for _ in range(args.rounds):
-            times["ours stage2"] += ours(spec, preset, "stage2", defaults, "ours stage2")
-            release()
-            times["HF Trainer"] += hf_trainer(spec, preset)
-            release()
-            times["ours stage1"] += ours(spec, preset, "stage1", defaults, "ours stage1")
-            release()
+            times["ours stage2"] += progress("ours stage2", ours(spec, preset, "stage2", defaults, "ours stage2"), tokens)
+            times["HF Trainer"] += progress("HF Trainer", hf_trainer(spec, preset), tokens)
+            times["ours stage1"] += progress("ours stage1", ours(spec, preset, "stage1", defaults, "ours stage1"), tokens)
         for label, engine in extra_sides(args).items():
-            times[label] = ours(spec, preset, "stage2", engine, label)
-            release()
+            times[label] = progress(label, ours(spec, preset, "stage2", engine, label), tokens)
         model = build_model(spec)
         fpt2 = flops_per_token(model, select_trainable(model, ["all"]), preset["seq"])
         results[name] = {k: tokens / statistics.median(v) for k, v in times.items()}
@@ -235,6 +237,14 @@ def main() -> None:
         if args.profile:
             profile_stage2(spec, preset, defaults)
     report(args, preset, results)
+
+
+def progress(label: str, gaps: list[float], tokens: int) -> list[float]:
+    """Print one side's result as soon as it is measured (a long GPU run may be cut off)."""
+    release()
+    memory = f", peak {PEAK_MEMORY[label]:.1f} GiB" if label in PEAK_MEMORY else ""
+    print(f"[{label}] median {tokens / statistics.median(gaps):,.0f} tok/s over {len(gaps)} steps{memory}", flush=True)
+    return gaps
 
 
 def extra_sides(args: argparse.Namespace) -> dict[str, EngineConfig]:

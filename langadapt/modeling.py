@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
-"""Config keys of families whose logits are not `head(hidden)` (checked when the weights are
-partitioned under ZeRO-3 and a forward outside the engine is impossible)."""
+"""Config keys of families whose logits are not `head(hidden)`: a transform that happens to be
+an identity on the 16-token probe of `head_splits_cleanly` is still caught."""
 
 
 def body_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
@@ -42,7 +42,7 @@ def head_splits_cleanly(model: torch.nn.Module, device: torch.device) -> bool:
 
 
 def head_is_plain_by_config(model: torch.nn.Module) -> bool:
-    """The config-only version of `head_splits_cleanly`, for models whose weights are sharded."""
+    """No logit transform declared in the config (see LOGIT_TRANSFORMS)."""
     config = getattr(model, "config", None)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     transforms = [k for k in LOGIT_TRANSFORMS if getattr(text, k, None) not in (None, 1, 1.0)]

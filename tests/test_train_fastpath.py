@@ -20,7 +20,7 @@ def test_auto_resolves_off_on_cpu_and_on_for_gpus(monkeypatch) -> None:
     assert (cpu.compile, cpu.fused_loss) == (False, False)
     assert (gpu.compile, gpu.fused_loss) == (True, True)
     zero3 = check_engine("stage2", TrainStageConfig(), EngineConfig(kind="deepspeed", zero_stage=3), "cuda")
-    assert (zero3.compile, zero3.fused_loss) == (False, True)  # hooks inside blocks: no compile
+    assert (zero3.compile, zero3.fused_loss) == (False, False)  # see config._fast_path
 
 
 def test_auto_without_liger_falls_back_and_explicit_true_is_refused(monkeypatch) -> None:
@@ -56,5 +56,5 @@ def test_fused_loss_is_refused_for_a_head_that_transforms_its_logits() -> None:
     model = tiny_llama(vocab_size=64, hidden=32, layers=1, seed=0)
     model.config.final_logit_softcapping = 30.0  # what Gemma-2 declares
     with pytest.raises(LangadaptError, match="engine.fused_loss"):
-        use_fused_loss(model, True, partitioned=True)
-    assert use_fused_loss(model, False, partitioned=True) is False
+        use_fused_loss(model, True)
+    assert use_fused_loss(model, False) is False

@@ -174,8 +174,11 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
 
     auto is on for GPUs (CUDA or ROCm), where both were measured to help, and off on CPU, where
     compile time outweighs the gain of a short run and liger's Triton kernels do not run.
-    ZeRO-3's parameter-fetch hooks fire inside every block, which an in-place compiled block
-    would trace: compile stays off there.
+    ZeRO-3 takes neither: its parameter-fetch hooks fire inside every block, which an in-place
+    compiled block would trace, and the fused loss reads the head's weight outside the head's
+    own forward; with the weight registered as an external parameter, training ran but the first
+    forward after resuming a ZeRO-3 checkpoint failed on an H100 (DeepSpeed 0.19.8: the input
+    embedding was not gathered, "Padding_idx must be within num_embeddings").
     """
     from langadapt.train.fastpath import liger_available
 
@@ -183,12 +186,15 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
     if engine.compile is True and zero == 3:
         raise LangadaptError("engine.compile: not with ZeRO-3 (DeepSpeed gathers parameters inside each "
                              "compiled block); use zero_stage 2 or engine.compile: false")
+    if engine.fused_loss is True and zero == 3:
+        raise LangadaptError("engine.fused_loss: not with ZeRO-3 (the head's weight is read outside its "
+                             "module; resuming failed on GPU); use zero_stage 2 or engine.fused_loss: false")
     if engine.fused_loss is True and not gpu:
         raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
     if engine.fused_loss is True and not liger_available():
         raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
     compile_ = gpu and zero < 3 if engine.compile == "auto" else engine.compile
-    fused = gpu and liger_available() if engine.fused_loss == "auto" else engine.fused_loss
+    fused = gpu and zero < 3 and liger_available() if engine.fused_loss == "auto" else engine.fused_loss
     if engine.fused_loss == "auto" and gpu and not fused:
         log.info("engine.fused_loss: auto, but liger-kernel is not installed: full logits are materialised")
     return {"compile": compile_, "fused_loss": fused}

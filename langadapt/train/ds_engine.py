@@ -100,11 +100,8 @@ class DeepSpeedEngine(Engine):
         ds_config = deepspeed_config(stage, stage_name, config, dist.world_size)
         step_device = torch.device("cpu") if offloads_optimizer(ds_config) else device
         self.optimizer = build_optimizer(selection, stage.optimizer, step_device)
-        wrapped = loss_module(model, config, partitioned=self.zero == 3)
-        if wrapped.fused is not None and self.zero == 3:  # the head's forward never runs: gather its weight
-            deepspeed.zero.register_external_parameter(wrapped, model.get_output_embeddings().weight)
         self.ds, _, _, _ = deepspeed.initialize(
-            model=wrapped, model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
+            model=loss_module(model, config),  # no fast path under ZeRO-3 (config.check_engine) model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
         )
         self._micro = 0
 

@@ -51,11 +51,11 @@ def build_optimizer(selection: TrainableParams, config: OptimizerConfig, device:
     )
 
 
-def loss_module(model: torch.nn.Module, config: EngineConfig, partitioned: bool = False) -> CausalLMLoss:
+def loss_module(model: torch.nn.Module, config: EngineConfig) -> CausalLMLoss:
     """The model with its loss, fast path applied as `config` (already resolved by check_engine) says."""
     if config.compile:
         compile_blocks(model)
-    return CausalLMLoss(model, use_fused_loss(model, bool(config.fused_loss), partitioned))
+    return CausalLMLoss(model, use_fused_loss(model, bool(config.fused_loss)))
 
 
 class Engine:

@@ -2,7 +2,7 @@
 
 Both engines wrap `CausalLMLoss`, never the bare model, so DDP and DeepSpeed see the loss
 inside their forward (a fused loss reads the head's weight directly: under DDP that must happen
-inside the wrapped forward, under ZeRO-3 the weight must be registered to be gathered).
+inside the wrapped forward).
 
 - Fused linear + cross-entropy (liger-kernel's Triton kernel, NVIDIA and AMD): the head and the
   loss run chunk by chunk, so the [tokens x vocab] logits (16 x 2048 x 32k fp32 = 4 GiB on the
@@ -61,17 +61,15 @@ class CausalLMLoss(torch.nn.Module):
         return self.fused(head.weight, hidden.flatten(0, 1), labels.flatten(), getattr(head, "bias", None))
 
 
-def use_fused_loss(model: torch.nn.Module, setting: bool, partitioned: bool) -> bool:
+def use_fused_loss(model: torch.nn.Module, setting: bool) -> bool:
     """Whether this model trains with the fused loss; `setting` is the resolved engine.fused_loss.
 
-    Refused (error) only when asked for explicitly on a model whose head is not plain; the
-    device and install checks are made earlier, in `config.check_engine`.
+    Refused (error) when the head is not plain. The device, install and ZeRO checks are made
+    earlier, in `config.check_engine` (never ZeRO-3: the weights here are whole).
     """
     if not setting:
         return False
-    device = next(model.parameters()).device
-    plain = head_is_plain_by_config(model) if partitioned else head_splits_cleanly(model, device)
-    if not plain:
+    if not head_is_plain_by_config(model) or not head_splits_cleanly(model, next(model.parameters()).device):
         raise LangadaptError(f"engine.fused_loss: {type(model).__name__}'s logits are not head(hidden) "
                              "(soft-capped or scaled); set engine.fused_loss: false")
     return True
