@@ -58,9 +58,10 @@ def naive_bits_per_byte(model, tokenizer, texts: list[str], window: int = 512) -
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         tokens += len(ids)
         for w in rolling_windows(0, ids, tokenizer.bos_token_id, window, window):
-            logits = model(input_ids=torch.tensor([w.input_ids])).logits[0]
+            device = model_device(model)
+            logits = model(input_ids=torch.tensor([w.input_ids], device=device)).logits[0]
             logprobs = torch.log_softmax(logits.float(), dim=-1)[-w.n_scored :]
-            targets = torch.tensor(w.labels[-w.n_scored :])
+            targets = torch.tensor(w.labels[-w.n_scored :], device=device)
             nll -= logprobs.gather(1, targets[:, None]).sum().item()
     n_bytes = sum(len(t.encode("utf-8")) for t in texts)
     return {"bits_per_byte": nll / n_bytes / math.log(2), "tokens": tokens}

@@ -121,7 +121,9 @@ def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label:
     engine = engine.model_copy(update={"precision": preset["precision"]})
     config = stage_config(preset, steps)
     resolved = check_engine(stage_name, config, engine, "cuda" if torch.cuda.is_available() else "cpu")
-    if not resolved.fused_loss and "hf_micro" in preset:  # full logits: the micro batch HF fits, same global batch
+    if not (resolved.fused_loss and resolved.compile) and "hf_micro" in preset:
+        # Without both levers the activations do not fit at the preset's micro batch (measured on
+        # an 80 GB H100): the micro batch HF Trainer fits, accumulated to the same global batch.
         config = config.model_copy(update={"micro_batch_size": preset["hf_micro"],
                                            "grad_accum_steps": preset["micro"] // preset["hf_micro"]})
     stream = TimedStream(spec["vocab_size"], preset["seq"])
@@ -203,7 +205,9 @@ def main() -> None:
     parser.add_argument("--levers", action="store_true", help="also ours with each fast-path lever off")
     parser.add_argument("--deepspeed", type=int, nargs="*", default=[], metavar="ZERO",
                         help="also our loop under DeepSpeed at these ZeRO stages (one process)")
-    parser.add_argument("--profile", action="store_true", help="top CUDA kernels of ours, stage 2")
+    parser.add_argument("--profile", choices=["stage1", "stage2"], help="top CUDA kernels of ours at this stage")
+    parser.add_argument("--skip-core", action="store_true",
+                        help="only the extra sides (--levers, --deepspeed, --profile), e.g. to finish a cut-off run")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: process CPU seconds per step (stable on a shared machine; use with --threads 1)")
     args = parser.parse_args()
@@ -219,7 +223,7 @@ def main() -> None:
     results = {}
     for name, spec in preset["configs"].items():
         times: dict[str, list[float]] = {"ours stage2": [], "HF Trainer": [], "ours stage1": []}
-        for _ in range(args.rounds):
+        for _ in range(0 if args.skip_core else args.rounds):
             times["ours stage2"] += progress("ours stage2", ours(spec, preset, "stage2", defaults, "ours stage2"), tokens)
             times["HF Trainer"] += progress("HF Trainer", hf_trainer(spec, preset), tokens)
             times["ours stage1"] += progress("ours stage1", ours(spec, preset, "stage1", defaults, "ours stage1"), tokens)
@@ -227,6 +231,7 @@ def main() -> None:
             times[label] = progress(label, ours(spec, preset, "stage2", engine, label), tokens)
         model = build_model(spec)
         fpt2 = flops_per_token(model, select_trainable(model, ["all"]), preset["seq"])
+        times = {k: v for k, v in times.items() if v}
         results[name] = {k: tokens / statistics.median(v) for k, v in times.items()}
         results[name]["best"] = {k: tokens / min(v) for k, v in times.items()}
         results[name]["mfu"] = {k: None if peak is None else v * fpt2 / peak
@@ -235,7 +240,7 @@ def main() -> None:
         results[name]["plan"] = plan_prediction(spec, preset, fpt2, peak)
         del model
         if args.profile:
-            profile_stage2(spec, preset, defaults)
+            profile_stage(spec, preset, defaults, args.profile)
     report(args, preset, results)
 
 
@@ -285,8 +290,8 @@ class ProfiledStream(TimedStream):
         return super().next_batch(global_batch_size, rank, world_size)
 
 
-def profile_stage2(spec: dict, preset: dict, engine: EngineConfig) -> None:
-    """Print the top CUDA kernels of three stage-2 steps after warm-up (where the time goes)."""
+def profile_stage(spec: dict, preset: dict, engine: EngineConfig, stage_name: str) -> None:
+    """Print the top CUDA kernels of three steps after warm-up (where the time goes)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     steps = preset["warmup"] + 4
@@ -296,9 +301,9 @@ def profile_stage2(spec: dict, preset: dict, engine: EngineConfig) -> None:
         stream.profiler = prof
         with tempfile.TemporaryDirectory() as tmp:
             fit(build_model(spec), stream, stage_config(preset, steps),
-                engine.model_copy(update={"precision": preset["precision"]}), Path(tmp), seed=0)
+                engine.model_copy(update={"precision": preset["precision"]}), Path(tmp), seed=0, stage_name=stage_name)
     key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
-    print(f"\nprofile: ours stage 2, 3 steps after {preset['warmup']} warm-up steps, top kernels by {key}")
+    print(f"\nprofile: ours {stage_name}, 3 steps after {preset['warmup']} warm-up steps, top kernels by {key}")
     print(prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=70))
     release()
 
@@ -315,7 +320,10 @@ def report(args: argparse.Namespace, preset: dict, results: dict) -> None:
                 continue
             mfu = "n/a" if r["mfu"][side] is None else f"{100 * r['mfu'][side]:.1f}%"
             memory = f"{PEAK_MEMORY[side]:.1f}" if side in PEAK_MEMORY else "n/a"
-            print(f"{side:<34}{value:>10,.0f}{value / r['HF Trainer']:>8.2f}{mfu:>8}{memory:>10}{r['best'][side]:>20,.0f}")
+            vs_hf = f"{value / r['HF Trainer']:.2f}" if "HF Trainer" in r else "n/a"
+            print(f"{side:<34}{value:>10,.0f}{vs_hf:>8}{mfu:>8}{memory:>10}{r['best'][side]:>20,.0f}")
+        if args.skip_core:
+            continue
         print(f"stage-1 / stage-2 time per token: {r['ours stage2'] / r['ours stage1']:.3f}")
         plan = r["plan"]
         if plan["tokens_per_second"] is not None:
@@ -324,6 +332,12 @@ def report(args: argparse.Namespace, preset: dict, results: dict) -> None:
                   + (f", memory {PEAK_MEMORY['ours stage2'] / plan['memory_gib']:.2f}" if PEAK_MEMORY else ""))
     main_name = next(iter(results))
     r = results[main_name]
+    if args.skip_core:
+        print(json.dumps({"benchmark": "train_throughput", "metric": "tokens_per_second", "value": None,
+                          "baseline": None, "ratio": None, "unit": "tokens/s", "config": main_name,
+                          "sides": {k: round(v, 1) for k, v in r.items() if isinstance(v, float) and k != "params_M"},
+                          "peak_memory_gib": {k: round(v, 2) for k, v in PEAK_MEMORY.items()}}))
+        return
     print(json.dumps({
         "benchmark": "train_throughput", "metric": "tokens_per_second", "value": round(r["ours stage2"], 1),
         "baseline": round(r["HF Trainer"], 1), "ratio": round(r["ours stage2"] / r["HF Trainer"], 3),
