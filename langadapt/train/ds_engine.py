@@ -101,7 +101,8 @@ class DeepSpeedEngine(Engine):
         step_device = torch.device("cpu") if offloads_optimizer(ds_config) else device
         self.optimizer = build_optimizer(selection, stage.optimizer, step_device)
         self.ds, _, _, _ = deepspeed.initialize(
-            model=loss_module(model, config),  # no fast path under ZeRO-3 (config.check_engine) model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
+            model=loss_module(model, config),  # under ZeRO-3 without the fast path (config.check_engine)
+            model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
         )
         self._micro = 0
 
