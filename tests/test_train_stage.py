@@ -95,3 +95,20 @@ def test_a_disabled_stage_writes_only_a_note(tmp_path: Path) -> None:
 def test_missing_starting_model_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(LangadaptError, match="stage1: no complete starting model at .*embeddings/model"):
         run("stage1", config(), EngineConfig(), context(tmp_path, "stage1"))
+
+
+def test_after_a_zero3_stage_the_same_process_loads_whole_models(tmp_path: Path, tiny_en_llama: Path,
+                                                                 monkeypatch) -> None:
+    """load_model_for_zero3 keeps an HfDeepSpeedConfig alive; while it lives transformers loads every
+    model partitioned. On an H100 the demo's evaluate stage, in the same process after a ZeRO-3
+    stage 2, got [0]-shaped embeddings ("Padding_idx must be within num_embeddings")."""
+    from transformers import AutoModelForCausalLM
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    make_run(tmp_path, tiny_en_llama)
+    engine = EngineConfig(kind="deepspeed", zero_stage=3)
+    run("stage2", config(steps=2), engine, context(tmp_path, "stage2"), {"nb_wiki": {"weight": 1.0}})
+    assert not is_deepspeed_zero3_enabled()
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "stage2" / "model")
+    assert reloaded.get_input_embeddings().weight.shape == (8192, 256)

@@ -195,7 +195,7 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
         raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
     compile_ = gpu and zero < 3 if engine.compile == "auto" else engine.compile
     fused = gpu and zero < 3 and liger_available() if engine.fused_loss == "auto" else engine.fused_loss
-    if engine.fused_loss == "auto" and gpu and not fused:
+    if engine.fused_loss == "auto" and gpu and not liger_available():
         log.info("engine.fused_loss: auto, but liger-kernel is not installed: full logits are materialised")
     return {"compile": compile_, "fused_loss": fused}
 

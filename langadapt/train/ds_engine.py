@@ -205,3 +205,16 @@ def load_model_for_zero3(path: Path, ds_config: dict, **kwargs: Any) -> torch.nn
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     model._langadapt_hf_ds_config = keep
     return model
+
+
+def release_zero3_loading(model: torch.nn.Module) -> None:
+    """Forget the HfDeepSpeedConfig that `load_model_for_zero3` kept alive.
+
+    While it lives, transformers loads EVERY model partitioned (`is_deepspeed_zero3_enabled`), so
+    the evaluate stage of the same `langadapt run` got [0]-shaped embeddings after a ZeRO-3 stage 2
+    (seen on an H100: "Padding_idx must be within num_embeddings").
+    """
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    model.__dict__.pop("_langadapt_hf_ds_config", None)
+    unset_hf_deepspeed_config()

@@ -97,7 +97,13 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
         mixture = {name: entry.model_dump() for name, entry in config.mixture.items()}
     stream = build_stream(ctx.layout.tokenizer.tokens, mixture,
                           config.seq_len, config.steps * global_batch, seed, force=force_epochs)
-    result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
+    try:
+        result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
+    finally:
+        if engine.kind == "deepspeed" and engine.zero_stage == 3:
+            from langadapt.train.ds_engine import release_zero3_loading
+
+            release_zero3_loading(model)
     if dist.rank == 0:
         save_tokenizer(ctx, init, result.model_dir)
     summary = {
