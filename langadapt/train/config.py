@@ -143,7 +143,7 @@ class EngineConfig(Config):
     compile: bool | Literal["auto"] = "auto"
     """torch.compile each decoder block in place (regional); auto: on for GPUs up to ZeRO-2, off on CPU."""
     fused_loss: bool | Literal["auto"] = "auto"
-    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs when installed."""
+    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs up to ZeRO-2 when installed."""
     peak_tflops: float | None = Field(None, gt=0)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 

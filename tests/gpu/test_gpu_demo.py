@@ -24,10 +24,10 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = "recipes/tiny_norwegian_warm.yaml"
 CPU_REFERENCE = json.loads((Path(__file__).parent / "cpu_reference.json").read_text())
-RELATIVE_TOLERANCE = 0.05
+RELATIVE_TOLERANCE = 0.01
 """GPU vs CPU bits per byte. Both runs train the base model and both stages from the same seeds,
-but in another reduction order (and the GPU evaluates in bf16): 560 steps of chaotic divergence.
-The qualitative claims (gains, the informed init) are asserted exactly."""
+in another reduction order (and the GPU evaluates in bf16); measured on an H100 (RESULTS.md):
+all 30 numbers within 0.2%. The qualitative claims (gains, the informed init) are exact."""
 
 
 def langadapt(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
