@@ -175,10 +175,10 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
     auto is on for GPUs (CUDA or ROCm), where both were measured to help, and off on CPU, where
     compile time outweighs the gain of a short run and liger's Triton kernels do not run.
     ZeRO-3 takes neither: its parameter-fetch hooks fire inside every block, which an in-place
-    compiled block would trace, and the fused loss reads the head's weight outside the head's
-    own forward; with the weight registered as an external parameter, training ran but the first
-    forward after resuming a ZeRO-3 checkpoint failed on an H100 (DeepSpeed 0.19.8: the input
-    embedding was not gathered, "Padding_idx must be within num_embeddings").
+    compiled block would trace, and the fused loss reads the head's weight outside the head's own
+    forward, so the weight would have to be registered with DeepSpeed as an external parameter.
+    That path trained, and resumed after a kill, in one H100 run (tests/gpu/RESULTS.md, run 2),
+    but nothing in the GPU suite keeps it working: off until a test does.
     """
     from langadapt.train.fastpath import liger_available
 
@@ -188,7 +188,7 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
                              "compiled block); use zero_stage 2 or engine.compile: false")
     if engine.fused_loss is True and zero == 3:
         raise LangadaptError("engine.fused_loss: not with ZeRO-3 (the head's weight is read outside its "
-                             "module; resuming failed on GPU); use zero_stage 2 or engine.fused_loss: false")
+                             "module, which ZeRO-3 partitions); use zero_stage 2 or engine.fused_loss: false")
     if engine.fused_loss is True and not gpu:
         raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
     if engine.fused_loss is True and not liger_available():
