@@ -29,10 +29,24 @@ class Hardware:
     memory_gb: float  # device memory, GB (1e9 bytes)
 
 
+PEAK_BF16_TFLOPS = {
+    "H200": 989.0,
+    "H100": 989.0,  # SXM; the PCIe card is 756
+    "GH200": 989.0,
+    "A100": 312.0,
+    "MI300X": 1307.4,
+    "MI250X": 191.5,  # per GCD (a LUMI-G "GPU")
+    "MI250": 181.0,  # per GCD
+    "L40S": 362.0,
+    "A10G": 125.0,
+}
+"""Dense bf16 peak TFLOP/s per device, keyed by a substring of the name the device reports: the one
+table both `plan` (presets below) and the trainer's measured MFU (`langadapt.train.flops`) read."""
+
 PRESETS: dict[str, Hardware] = {
-    "h100": Hardware("H100 SXM", 989e12, 700.0, 80.0),
-    "a100": Hardware("A100 SXM 80GB", 312e12, 400.0, 80.0),
-    "mi250x": Hardware("MI250X GCD", 191.5e12, 280.0, 64.0),
+    "h100": Hardware("H100 SXM", PEAK_BF16_TFLOPS["H100"] * 1e12, 700.0, 80.0),
+    "a100": Hardware("A100 SXM 80GB", PEAK_BF16_TFLOPS["A100"] * 1e12, 400.0, 80.0),
+    "mi250x": Hardware("MI250X GCD", PEAK_BF16_TFLOPS["MI250X"] * 1e12, 280.0, 64.0),
 }
 ALIASES = {"h100-sxm": "h100", "a100-80gb": "a100", "mi250x-gcd": "mi250x", "lumi": "mi250x"}
 

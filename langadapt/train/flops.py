@@ -5,7 +5,8 @@ The formula (and why: 4N + 2N_trainable + attention, the input lookup not counte
 computed the same way; here we only count N and N_trainable on the real module.
 
 MFU = (flops/token * tokens/s per device) / peak FLOP/s per device, with the dense bf16 peak
-(no sparsity) from `PEAK_TFLOPS`; fp32 runs and unknown devices report n/a unless a peak is
+(no sparsity) from `planning.hardware.PEAK_BF16_TFLOPS`; fp32 runs and unknown devices report n/a
+unless a peak is
 given (engine.peak_tflops).
 """
 
@@ -14,20 +15,8 @@ from __future__ import annotations
 import torch
 
 from langadapt.planning.flops import attention_flops_per_token, dense_flops_per_token
+from langadapt.planning.hardware import PEAK_BF16_TFLOPS
 from langadapt.train.policy import TrainableParams, numel
-
-PEAK_TFLOPS = {
-    "H200": 989.0,
-    "H100": 989.0,  # SXM; the PCIe card is 756
-    "GH200": 989.0,
-    "A100": 312.0,
-    "MI300X": 1307.4,
-    "MI250X": 191.5,  # per GCD (a LUMI-G "GPU")
-    "MI250": 181.0,  # per GCD
-    "L40S": 362.0,
-    "A10G": 125.0,
-}
-"""Dense bf16 peak TFLOP/s per device, matched as a substring of the device name."""
 
 
 def flops_per_token(model: torch.nn.Module, selection: TrainableParams, seq_len: int) -> float:
@@ -57,7 +46,7 @@ def peak_flops(device: torch.device, precision: str, override_tflops: float | No
     if device.type != "cuda" or precision == "fp32":  # torch.cuda also covers ROCm devices
         return None
     name = torch.cuda.get_device_name(device).upper()
-    for key, tflops in PEAK_TFLOPS.items():
+    for key, tflops in PEAK_BF16_TFLOPS.items():
         if key in name:
             return tflops * 1e12
     return None
