@@ -6,8 +6,7 @@ computed the same way; here we only count N and N_trainable on the real module.
 
 MFU = (flops/token * tokens/s per device) / peak FLOP/s per device, with the dense bf16 peak
 (no sparsity) from `planning.hardware.PEAK_BF16_TFLOPS`; fp32 runs and unknown devices report n/a
-unless a peak is
-given (engine.peak_tflops).
+unless a peak is given (engine.peak_tflops).
 """
 
 from __future__ import annotations
