@@ -16,10 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from langadapt.config_base import Config
+from langadapt.data.schedule import MAX_EPOCHS  # the one epoch cap, beside the maths it comes from
 from langadapt.errors import LangadaptError
-
-MAX_SAFE_EPOCHS = 16.0
-"""Above this many passes repeated data is worth less than a third of fresh data (Muennighoff)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -152,9 +150,9 @@ class DataConfig(Config):
         if not self.force_epochs:
             for s in self.sources:
                 for value in (s.epochs, s.max_epochs):
-                    if value is not None and value > MAX_SAFE_EPOCHS:
+                    if value is not None and value > MAX_EPOCHS:
                         raise ValueError(
-                            f"source {s.name}: {value:g} epochs is above {MAX_SAFE_EPOCHS:g} "
+                            f"source {s.name}: {value:g} epochs is above {MAX_EPOCHS:g} "
                             "(repeated data is then worth < 1/3 of fresh data); set force_epochs: true"
                         )
         return self

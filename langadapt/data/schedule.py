@@ -24,6 +24,8 @@ R_D_STAR = 15.387756
 """Muennighoff et al.'s fitted "half-life" of repeated data, in repetitions."""
 WARN_EPOCHS = 4.0
 MAX_EPOCHS = 16.0
+"""Above this many passes repeated data is worth less than a third of fresh data (D'/D 0.661):
+refused unless data.force_epochs (the recipe schema and the schedule both read this one)."""
 
 
 def effective_data(unique_tokens: float, total_tokens: float) -> float:
