@@ -8,8 +8,9 @@ import sys
 
 
 def setup_logging(debug: bool = False) -> None:
+    """Plain lines carry `[rank r]`, the rank the pipeline itself will act on (`placement`)."""
     level = logging.DEBUG if debug else logging.INFO
-    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+    rank = _rank()
     if sys.stderr.isatty():
         from rich.logging import RichHandler
 
@@ -32,3 +33,15 @@ def setup_logging(debug: bool = False) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if "transformers.utils.logging" in sys.modules:
         sys.modules["transformers.utils.logging"].disable_progress_bar()
+
+
+def _rank() -> str:
+    """This process's rank as the pipeline reads it; "?" when the launcher's variables are
+    unusable (the pipeline then stops with the one-line error naming the variable)."""
+    from langadapt.errors import LangadaptError
+    from langadapt.runtime.placement import DistInfo
+
+    try:
+        return str(DistInfo.from_env().rank)
+    except LangadaptError:
+        return "?"

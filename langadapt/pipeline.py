@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,6 +29,7 @@ from langadapt.preflight import check_recipe
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.rundir import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.runlock import RunLock
+from langadapt.runtime.placement import DistInfo
 from langadapt.train import signals
 
 log = logging.getLogger("langadapt")
@@ -121,12 +121,6 @@ def select_stages(names: list[str], only: str | None, start: str | None, until: 
     return names[first : last + 1]
 
 
-def _world() -> tuple[int, int]:
-    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
-    world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
-    return rank, world
-
-
 def run_models(stages: list[Stage], layout: RunLayout) -> dict[str, Path]:
     """The models this recipe's enabled stages produce, in pipeline order (evaluation's names).
 
@@ -176,17 +170,19 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     if dry_run:
         actions, _ = plan_actions(loaded, selected, force, cache=HashCache(layout.hash_cache))
         return [(stage.name, action) for stage, action in actions]
-    rank, world = _world()
+    # Read once: an sbatch batch shell (SLURM_PROCID=0 of N, no srun step) is one process.
+    place = DistInfo.from_env()
+    main, world = place.is_main, place.world_size
     # One writer per run directory; the ranks of one multi-rank job are that one writer.
-    with RunLock(layout.lock) if rank == 0 else contextlib.nullcontext():
-        if rank == 0:
+    with RunLock(layout.lock) if main else contextlib.nullcontext():
+        if main:
             rundir.recover(layout)
         base_model = resolve_base_model(recipe)
         cache = HashCache(layout.hash_cache)
         actions, prints = plan_actions(loaded, selected, force, base_model, cache)
         if world > 1:
             _check_multirank(actions, selected)
-        if rank == 0:
+        if main:
             cache.save()
             layout.resolved_recipe.write_text(loaded.resolved_yaml(), encoding="utf-8")
         models = run_models([s for s, _ in actions], layout)
@@ -195,13 +191,13 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
                 log.info("%-10s %s", stage.name, action)
                 _require_upstream(stage, action, selected)
                 continue
-            if world > 1 and stage.name not in TRAINING_STAGES and rank != 0:
+            if world > 1 and stage.name not in TRAINING_STAGES and not main:
                 continue
             if signals.stop_pending():  # Slurm's warning came during an earlier stage: requeue now
                 raise signals.Preempted(f"before stage {stage.name} (completed stages are kept)")
             ctx = StageContext(run_dir=layout.root, stage=stage.name, seed=recipe.seed, base_model=base_model,
                                log=log, layout=layout, models=models, overwrite=overwrite)
-            _run_stage(stage, ctx, prints[stage.name], loaded, action)
+            _run_stage(stage, ctx, prints[stage.name], loaded, action, main)
     return [(stage.name, action) for stage, action in actions]
 
 
@@ -222,8 +218,9 @@ def _check_multirank(actions: list[tuple[Stage, str]], selected: list[str]) -> N
                 "run `langadapt run RECIPE --until embeddings` in one process first")
 
 
-def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: LoadedRecipe, action: str) -> None:
-    """Run one stage and mark it complete.
+def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: LoadedRecipe, action: str,
+               main: bool) -> None:
+    """Run one stage and mark it complete (the manifest and marker by rank 0, `main`, alone).
 
     Training stages run in their own folder and resume its checkpoints after a crash. Every
     other stage is built in a work folder beside its previous output and swapped in only once
@@ -231,7 +228,7 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     final = ctx.layout.stage_dir(stage.name)
     in_place = stage.name in TRAINING_STAGES
     folder = final if in_place else ctx.layout.work_dir(stage.name)
-    if _world()[0] == 0:
+    if main:
         resumed = rundir.prepare_stage_dir(folder, fingerprint)
     else:  # other ranks must not race rank 0's clean-up of the folder
         resumed = rundir.wait_for_fingerprint(folder, fingerprint)
@@ -244,7 +241,7 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
                  ", ".join(inh["inherited"]) or "nothing", ", ".join(inh["overridden"]) or "nothing")
     started = time.time()
     summary = _relocate(stage.run(ctx), folder, final)
-    if _world()[0] != 0:
+    if not main:
         return
     rundir.write_manifest(folder, {
         "stage": stage.name,

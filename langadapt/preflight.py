@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from langadapt.config_errors import dotted, override_for, yaml_line
 from langadapt.errors import LangadaptError
 from langadapt.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+from langadapt.runtime.placement import training_world_size
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""
@@ -65,8 +65,8 @@ class Report:
 def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> None:
     """Raise LangadaptError for the first problem in what `stages` (default: all) would need.
 
-    `world_size` is the number of training processes (default: WORLD_SIZE / SLURM_NTASKS under a
-    launcher, else the recipe's cluster, where `langadapt launch` will run it); it sets the global
+    `world_size` is the number of training processes (default: `placement.training_world_size`:
+    the launcher's world, an sbatch job's task count, else the recipe's cluster, where `langadapt launch` will run it); it sets the global
     batch and hence the epochs per source exactly as training computes them.
     """
     recipe, report = loaded.recipe, Report(loaded)
@@ -83,7 +83,7 @@ def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, wo
     if "embeddings" in will:
         _check_embedding_files(recipe, report)
     if training:
-        world = world_size or int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", recipe.cluster.world_size)))
+        world = world_size or training_world_size(recipe.cluster.world_size)
         check_epochs(recipe, training, world, report)
     if "evaluate" in will:
         _check_suites(recipe, report)
