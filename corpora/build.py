@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from langadapt.data.debian_docs import SOURCES, build_debian_corpus, read_deb_package
+from langadapt.corpora.debian_docs import SOURCES, build_debian_corpus, read_deb_package
 from langadapt.errors import LangadaptError
 
 #: What the tiny demo recipes read: Bokmål and Nynorsk targets, English source, Swedish neighbour.

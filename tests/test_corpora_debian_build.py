@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.data.debian_docs import SOURCES, build_debian_corpus
+from langadapt.corpora.debian_docs import SOURCES, build_debian_corpus
 from langadapt.data.langvote import vote_language
 from langadapt.errors import LangadaptError
 

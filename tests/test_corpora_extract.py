@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.data import debian_docs
-from langadapt.data.debian_docs import build_debian_corpus, read_deb_package, resolve_locale
-from langadapt.data.html_text import html_paragraphs
+from langadapt.corpora import debian_docs
+from langadapt.corpora.debian_docs import build_debian_corpus, read_deb_package, resolve_locale
+from langadapt.corpora.html_text import html_paragraphs
 from langadapt.data.langvote import matches_language, stopword_scores, vote_language
 from langadapt.errors import LangadaptError
 

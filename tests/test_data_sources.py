@@ -79,9 +79,9 @@ def test_missing_path_is_fetched_lazily_when_configured(tmp_path: Path, monkeypa
             f.write(json.dumps({"text": "fra pakken"}) + "\n")
         return out_path
 
-    fake = types.ModuleType("langadapt.data.debian_docs")
+    fake = types.ModuleType("langadapt.corpora.debian_docs")
     fake.build_debian_corpus = build_debian_corpus  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "langadapt.data.debian_docs", fake)
+    monkeypatch.setitem(sys.modules, "langadapt.corpora.debian_docs", fake)
     target = tmp_path / "nb.jsonl.gz"
     fetch = {"debian_package": "debian-handbook", "locale": "nb-NO"}
     assert _read(target, fetch=fetch) == ["fra pakken"]

@@ -26,7 +26,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from langadapt.data.html_text import html_paragraphs
+from langadapt.corpora.html_text import html_paragraphs
 from langadapt.data.langvote import STOPWORDS, matches_language
 from langadapt.errors import LangadaptError
 
@@ -252,6 +252,6 @@ def _write_licence_note(
         f"  package file: {deb.name} (sha256 {digest})\n"
         f"  licence: {LICENCES[family_of(package)]}\n"
         "  changes: HTML markup, navigation and code blocks removed; paragraphs not in the page's\n"
-        "  language (untranslated English fallbacks) dropped. Built by langadapt.data.debian_docs.\n"
+        "  language (untranslated English fallbacks) dropped. Built by langadapt.corpora.debian_docs.\n"
     )
     Path(f"{path}.LICENSE.txt").write_text(note, encoding="utf-8")

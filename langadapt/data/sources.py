@@ -83,7 +83,7 @@ def local_files(source: SourceConfig) -> list[Path] | None:
 
 def _fetch(source: SourceConfig, out_path: Path) -> Path:
     """Build the missing file from a Debian documentation package (imported lazily: needs apt)."""
-    from langadapt.data.debian_docs import build_debian_corpus
+    from langadapt.corpora.debian_docs import build_debian_corpus
 
     assert source.fetch is not None
     return build_debian_corpus(source.fetch.debian_package, source.fetch.locale, out_path)
