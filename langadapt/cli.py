@@ -150,10 +150,15 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
     from langadapt.train.launch import write_sbatch_from_args
 
-    load_recipe(args.recipe, args.overrides)  # fail here, not after the queue wait
+    cluster = load_recipe(args.recipe, args.overrides).recipe.cluster  # fail here, not after the queue wait
+    # The recipe's cluster is what `plan` and preflight assumed; flags win, then the recipe
+    # (gpus_per_node only where the recipe sets it: its default 1 would undercut any preset).
+    args.nodes = args.nodes or cluster.nodes
+    if args.gpus_per_node is None and "gpus_per_node" in cluster.model_fields_set:
+        args.gpus_per_node = cluster.gpus_per_node
     run_args = [part for override in args.overrides for part in ("--set", override)]
     path = write_sbatch_from_args(args.recipe, args, run_args)
-    print(f"wrote {path}; submit with: sbatch {path}")
+    print(f"wrote {path} ({args.nodes} node(s)); submit with: sbatch {path}")
     return 0
 
 

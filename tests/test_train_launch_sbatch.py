@@ -9,6 +9,7 @@ scripts run on a real Slurm in test_train_launch_slurm.py.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -74,13 +75,16 @@ def test_lumi_preset_content(recipe: Path, tmp_path: Path) -> None:
     assert opts["cpus-per-task"] == "7" and opts["mem"] == "480G"
     assert 'export NCCL_SOCKET_IFNAME="hsn0,hsn1,hsn2,hsn3"' in text
     assert "export MIOPEN_USER_DB_PATH=" in text and "export NCCL_NET_GDR_LEVEL" in text
-    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    srun = next(line for line in text.splitlines() if "srun --kill-on-bad-exit" in line)
     masks = srun.split("--cpu-bind=mask_cpu:")[1].split()[0].split(",")
     # 8 masks, one CCD each (7 cores, first core of the CCD left to the system), all disjoint.
     bits = [int(m, 16) for m in masks]
     assert len(bits) == 8 and all(b.bit_count() == 7 for b in bits)
     assert sum(bits) == int.from_bytes(bytes([0xFE] * 8), "big")
-    assert ">>> EDIT" in text and "singularity exec $SIF" in text  # the placeholder block, marked
+    assert ">>> EDIT" in text and "LANGADAPT_SIF=/appl/local/containers/sif-images/" in text  # marked placeholder
+    # the container from an env var (none: langadapt on PATH), Lustre bound into it, HF cache off home
+    assert 'RUN_PREFIX="${RUN_PREFIX:-${LANGADAPT_SIF:+singularity exec $LANGADAPT_SIF}}"' in text
+    assert "export SINGULARITY_BIND=" in text and 'export HF_HOME="${HF_HOME:-/scratch/' in text
 
 
 @pytest.mark.parametrize("gpus", [4, 8])
@@ -144,7 +148,7 @@ def test_argparse_flags(recipe: Path, tmp_path: Path) -> None:
     text = write_sbatch_from_args(args.recipe, args, ["--set", "x=1"]).read_text()
     opts = _sbatch_options(text)
     assert (opts["nodes"], opts["gpus-per-node"], opts["account"]) == ("16", "8", "gc")
-    assert "exclusive" in opts and text.count("--set x=1") == 1
+    assert "exclusive" in opts and text.count("--set x=1") == 3  # each of the three steps
 
 
 # --- the script's run/requeue logic, executed with stand-ins for srun and scontrol -------------
@@ -219,3 +223,46 @@ def test_requeue_logic(tmp_path: Path, recipe: Path, mode: str, restarts: int, u
     assert "master node001:24242" in out  # MASTER_ADDR from scontrol show hostnames, port from job id
     if usr1:
         assert "SIGUSR1 (time limit near)" in out
+
+
+def test_single_process_stages_run_before_and_after_srun(tmp_path: Path, recipe: Path) -> None:
+    """data..embeddings in the batch shell, training under srun, then evaluate/export; each step
+    only after the previous one succeeded (a failed one stops the job before the queue-long srun)."""
+    task = tmp_path / "record.py"
+    task.write_text("import json, os, sys\n"
+                    "open(os.environ['FAKE_LOG'] + '.steps', 'a').write(json.dumps([os.environ.get('IN_SRUN', ''), sys.argv[1:]]) + '\\n')\n"
+                    "sys.exit(int(os.environ.get('FAIL_FLAGS', 'x') in ' '.join(sys.argv)))\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/bash\nwhile [[ \"$1\" == --* ]]; do shift; done\nIN_SRUN=1 exec \"$@\"\n")
+    (bin_dir / "scontrol").write_text(FAKE_SCONTROL)
+    for name in ("srun", "scontrol"):
+        (bin_dir / name).chmod(0o755)
+    script = write_sbatch(recipe, ClusterPreset(name="cpu", tasks_per_node=2), out_path=tmp_path / "j.sbatch",
+                          workdir=tmp_path, command=f"{sys.executable} {task}", run_args=["--set", "seed=1"])
+    log = tmp_path / "fake"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), "SLURM_JOB_ID": "7"}
+
+    def steps(fail: str = "x") -> list:
+        (tmp_path / "fake.steps").unlink(missing_ok=True)
+        subprocess.run(["bash", str(script)], env={**env, "FAIL_FLAGS": fail}, capture_output=True, timeout=60)
+        return [json.loads(line) for line in (tmp_path / "fake.steps").read_text().splitlines()]
+
+    r, s = str(recipe), ["--set", "seed=1"]
+    assert steps() == [["", [r, "--until", "embeddings", *s]], ["1", [r, "--until", "stage2", *s]], ["", [r, *s]]]
+    assert steps(fail="--until embeddings") == [["", [r, "--until", "embeddings", *s]]]  # no srun after it
+
+
+def test_launch_uses_the_recipes_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langadapt.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    shared = Path(__file__).resolve().parents[1] / "recipes" / "norwegian_warm.yaml"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(shared.read_text().replace("gpus_per_node: 8", "gpus_per_node: 4"))
+    assert main(["launch", str(recipe), "--slurm", "--out", "a.sbatch"]) == 0
+    opts = _sbatch_options((tmp_path / "a.sbatch").read_text())
+    assert (opts["nodes"], opts["ntasks-per-node"], opts["gpus-per-node"]) == ("8", "4", "4")  # cluster.*
+    assert main(["launch", str(recipe), "--slurm", "--nodes", "2", "--gpus-per-node", "8", "--out", "b.sbatch"]) == 0
+    opts = _sbatch_options((tmp_path / "b.sbatch").read_text())
+    assert (opts["nodes"], opts["ntasks-per-node"]) == ("2", "8")  # flags win

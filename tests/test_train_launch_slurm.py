@@ -94,7 +94,7 @@ def _script(tmp_path: Path, mode: str, **options) -> Path:
     return write_sbatch(
         recipe, CPU_NODE, out_path=tmp_path / f"{mode}.sbatch", workdir=tmp_path, partition="debug",
         command=f"{sys.executable} {HELPERS / 'slurm_task.py'} {mode}", run_args=[str(tmp_path / "out")],
-        job_name=mode,
+        job_name=mode, prepare=False,  # the helper task is srun's only command, no pipeline around it
         **options,
     )
 

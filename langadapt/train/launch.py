@@ -20,88 +20,16 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field
 
 from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
+from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 from langadapt.train.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
 from langadapt.train.signals import REQUEUE_EXIT_CODE
 
-PresetName = Literal["lumi-g", "nvidia-4", "nvidia-8"]
-
-
-class ClusterPreset(Config):
-    """What one node offers and what its collectives library needs; build one for other clusters."""
-
-    name: str
-    """Short name, shown in the script's header."""
-    tasks_per_node: int = Field(ge=1)
-    """srun tasks (= training processes) per node: one per GPU."""
-    gpus_per_node: int = Field(0, ge=0)
-    """GPUs requested per node (`--gpus-per-node`); 0 for CPU-only nodes."""
-    cpus_per_task: int | None = Field(None, ge=1)
-    """CPU cores per task (data-loader workers, OMP threads); None: leave to the site."""
-    mem: str | None = None
-    """Memory per node (`--mem`), e.g. "480G"; None: the partition's default."""
-    partition: str | None = None
-    """Default partition when none is given."""
-    cpu_bind: str | None = None
-    """srun `--cpu-bind` value; None: Slurm's default binding."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Variables exported before srun, each with the reason in `env_notes`."""
-    env_notes: dict[str, str] = Field(default_factory=dict)
-    """Why each variable in `env` is set (written as a comment next to it)."""
-    setup_hint: list[str] = Field(default_factory=list)
-    """Commented example lines for the EDIT block (modules, container, venv)."""
-
-
-# LUMI-G: 4 MI250X = 8 GCDs per node, 56 usable cores in 8 CCDs of 7 (first core of each CCD is
-# reserved). GCD i is closest to the CCD in mask i below (from the LUMI docs); task i uses GCD i
-# (LOCAL_RANK = SLURM_LOCALID), so binding task i to mask i keeps each rank on its own CCD.
-_LUMI_MASKS = "fe000000000000,fe00000000000000,fe0000,fe000000,fe,fe00,fe00000000,fe0000000000"
-
-PRESETS: dict[str, ClusterPreset] = {
-    "lumi-g": ClusterPreset(
-        name="lumi-g", tasks_per_node=8, gpus_per_node=8, cpus_per_task=7, mem="480G",
-        partition="standard-g", cpu_bind=f"mask_cpu:{_LUMI_MASKS}",
-        env={
-            "NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3",
-            "NCCL_NET_GDR_LEVEL": "PHB",
-            "MIOPEN_USER_DB_PATH": "/tmp/$(id -un)-miopen-cache-${SLURM_JOB_ID}",
-            "MIOPEN_CUSTOM_CACHE_DIR": "${MIOPEN_USER_DB_PATH}",
-            "CXI_FORK_SAFE": "1", "CXI_FORK_SAFE_HP": "1", "FI_CXI_DISABLE_CQ_HUGETLB": "1",
-            "OMP_NUM_THREADS": "7",
-        },
-        env_notes={
-            "NCCL_SOCKET_IFNAME": "RCCL over the four Slingshot NICs; otherwise it picks one it cannot use",
-            "NCCL_NET_GDR_LEVEL": "GPU-direct RDMA between each GCD and its NIC (default from ROCm 6.2)",
-            "MIOPEN_USER_DB_PATH": "MIOpen's kernel DB on node-local /tmp: on Lustre its file locks fail",
-            "CXI_FORK_SAFE": "data-loader workers fork; the Slingshot provider must allow it",
-        },
-        setup_hint=[
-            "module load LUMI partition/G",
-            "module use /appl/local/containers/ai-modules && module load singularity-AI-bindings",
-            "SIF=/appl/local/containers/sif-images/<a lumi-pytorch-rocm image>.sif",
-            'RUN_PREFIX="singularity exec $SIF"   # langadapt installed in the container or a venv in it',
-        ],
-    ),
-    **{
-        f"nvidia-{g}": ClusterPreset(
-            name=f"nvidia-{g}", tasks_per_node=g, gpus_per_node=g, cpus_per_task=cpus,
-            env={"OMP_NUM_THREADS": "${SLURM_CPUS_PER_TASK}", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
-            env_notes={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "a failed collective aborts the job, no silent hang"},
-            setup_hint=[
-                "module load 2024 Python/3.12.3-GCCcore-13.3.0   # Snellius; your site's modules",
-                "source $HOME/venvs/langadapt/bin/activate",
-            ],
-        )
-        for g, cpus in ((4, 16), (8, 12))
-    },
-}
-"""Built-in presets: LUMI-G (AMD MI250X, RCCL) and NVIDIA nodes with 4 or 8 GPUs (NCCL)."""
-
+__all__ = ["PRESETS", "ClusterPreset", "SbatchConfig", "render_sbatch", "submit", "write_sbatch"]
 
 class SbatchConfig(Config):
     """Everything in a generated sbatch script besides the recipe (the CLI's `launch` flags)."""
@@ -109,7 +37,10 @@ class SbatchConfig(Config):
     preset: PresetName | ClusterPreset = "lumi-g"
     """Built-in cluster preset name, or a ClusterPreset describing another cluster."""
     nodes: int = Field(1, ge=1)
-    """Nodes; the job runs nodes x tasks_per_node ranks."""
+    """Nodes; the job runs nodes x tasks_per_node ranks (CLI default: the recipe's cluster.nodes)."""
+    gpus_per_node: int | None = Field(None, ge=1)
+    """Training processes (one per GPU) per node; None: the preset's (CLI default: the recipe's
+    cluster.gpus_per_node when the recipe sets it)."""
     time: str = "24:00:00"
     """Wall-time limit per submission, Slurm syntax (MM, HH:MM:SS, D-HH:MM:SS, ...)."""
     account: str | None = None
@@ -124,12 +55,17 @@ class SbatchConfig(Config):
     """Stop requeueing after this many restarts (guards against a loop that never progresses)."""
     setup: list[str] | None = None
     """Shell lines that prepare the software environment; None: a marked EDIT block with hints."""
-    run_prefix: str = ""
-    """Prefix for each task's command, e.g. "singularity exec $SIF" (shell syntax, not quoted)."""
+    run_prefix: str | None = None
+    """Prefix for each command, e.g. "singularity exec $SIF" (shell syntax, not quoted); None: the
+    preset's (lumi-g: the container named by $LANGADAPT_SIF, if set at submit time or in setup)."""
     command: str = "langadapt run"
     """The per-task command; the recipe path and `run_args` follow it."""
     run_args: list[str] = Field(default_factory=list)
     """Extra arguments after the recipe, e.g. ["--set", "stage2.steps=100"] (quoted for the shell)."""
+    prepare: bool = True
+    """Run the single-process stages (data..embeddings) once in the batch shell before the srun of
+    the training stages, and evaluate/export after it; False: srun runs `command` alone (for a
+    command other than `langadapt run`)."""
     workdir: Path | None = None
     """Directory the job runs in (runs/ is created there); None: the current directory."""
     log_dir: str = "logs"
@@ -140,8 +76,12 @@ class SbatchConfig(Config):
     """Extra `#SBATCH` options verbatim, e.g. ["--exclusive", "--qos=high"]."""
 
     def cluster(self) -> ClusterPreset:
-        """The preset object in force."""
-        return PRESETS[self.preset] if isinstance(self.preset, str) else self.preset
+        """The preset object in force, with `gpus_per_node` applied (one task per GPU)."""
+        preset = PRESETS[self.preset] if isinstance(self.preset, str) else self.preset
+        if self.gpus_per_node is None:
+            return preset
+        gpus = self.gpus_per_node if preset.gpus_per_node else 0
+        return preset.model_copy(update={"tasks_per_node": self.gpus_per_node, "gpus_per_node": gpus})
 
 
 def slurm_time_seconds(spec: str) -> int:
@@ -209,7 +149,8 @@ def _setup_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
             *(f"#   {hint}" for hint in cluster.setup_hint),
             "# <<<<<<<<<< end EDIT <<<<<<<<<<",
         ]
-    return [*block, f'RUN_PREFIX="${{RUN_PREFIX:-{config.run_prefix}}}"', ""]
+    prefix = cluster.run_prefix if config.run_prefix is None else config.run_prefix
+    return [*block, f'RUN_PREFIX="${{RUN_PREFIX:-{prefix}}}"', ""]
 
 
 def _env_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
@@ -226,12 +167,28 @@ def _env_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
 
 
 def _run_block(recipe: Path, config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
-    """srun in the background (so the shell can take SIGUSR1), then requeue if a run asked for it."""
+    """The steps, each in the background (so the shell can take SIGUSR1), then requeue if asked.
+
+    With `prepare`, three steps: data..embeddings in this batch shell (one process: a job step
+    of its own would need a free task slot; `placement` knows the batch shell is not rank 0 of N),
+    the training stages under srun (the multi-rank part, which refuses to start otherwise), then
+    evaluate/export here. The last is a plain `langadapt run`: complete stages are skipped, so a
+    requeued job runs again only what is missing (`--from` would re-run evaluation each time).
+    """
     srun = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={cluster.tasks_per_node}"]
     srun += [f"--cpus-per-task={cluster.cpus_per_task}"] if cluster.cpus_per_task else []
     srun += [f"--cpu-bind={cluster.cpu_bind}"] if cluster.cpu_bind else []
-    task = f"{config.command} {shlex.quote(str(recipe))}"
-    task += "".join(f" {shlex.quote(arg)}" for arg in config.run_args)
+    extra = "".join(f" {shlex.quote(arg)}" for arg in config.run_args)
+
+    def task(*stage_flags: str) -> str:  # stage flags right after the recipe, run_args last
+        return f"$RUN_PREFIX {config.command} {shlex.quote(str(recipe))}{''.join(f' {f}' for f in stage_flags)}{extra}"
+
+    if config.prepare:
+        steps = [f'step "data..embeddings (one process)" {task("--until", "embeddings")}',
+                 f'step "training (srun)" {" ".join(srun)} {task("--until", "stage2")}',
+                 f'step "evaluate, export (one process)" {task()}']
+    else:
+        steps = [f'step "srun" {" ".join(srun)} {task()}']
     first = shlex.split(config.command)[0]
     return [
         f'if [ -z "$RUN_PREFIX" ] && ! command -v {shlex.quote(first)} >/dev/null; then',
@@ -242,19 +199,25 @@ def _run_block(recipe: Path, config: SbatchConfig, cluster: ClusterPreset) -> li
             ' nodes, master $MASTER_ADDR:$MASTER_PORT, $(date -Is)"'
         ),
         "",
-        "REQUEUE=0",
-        "on_warning() {  # Slurm's time-limit warning: tell every rank to checkpoint and exit",
+        "REQUEUE=0; CHILD=; STATUS=0",
+        "on_warning() {  # Slurm's time-limit warning: tell the running step to checkpoint and exit",
         '  echo "langadapt: SIGUSR1 (time limit near) at $(date -Is): checkpointing, then requeue"',
-        '  REQUEUE=1; kill -USR1 "$SRUN_PID" 2>/dev/null  # srun forwards it to all tasks',
+        '  REQUEUE=1; [ -n "$CHILD" ] && kill -USR1 "$CHILD" 2>/dev/null  # srun forwards it to all tasks',
         "}",
         "trap on_warning USR1",
-        f"{' '.join(srun)} $RUN_PREFIX {task} &",
-        "SRUN_PID=$!",
-        "while :; do  # `wait` also returns when the trap runs; wait again until srun really ended",
-        '  wait "$SRUN_PID"; STATUS=$?',
-        '  kill -0 "$SRUN_PID" 2>/dev/null || break',
-        "done",
-        'echo "langadapt: srun exited with $STATUS at $(date -Is)"',
+        "step() {  # step NAME COMMAND...: run it, wait until it really ended; fail to stop the job",
+        f'  [ "$REQUEUE" = 1 ] && {{ STATUS={REQUEUE_EXIT_CODE}; return 1; }}  # warned between steps',
+        '  local name="$1"; shift',
+        '  "$@" & CHILD=$!',
+        "  while :; do  # `wait` also returns when the trap runs; wait again until the step ended",
+        '    wait "$CHILD"; STATUS=$?',
+        '    kill -0 "$CHILD" 2>/dev/null || break',
+        "  done",
+        "  CHILD=",
+        '  echo "langadapt: $name exited with $STATUS at $(date -Is)"',
+        '  [ "$STATUS" -eq 0 ]',
+        "}",
+        " && \\\n".join(steps),
         f'if [ "$STATUS" -ne 0 ] && {{ [ "$REQUEUE" = 1 ] || [ "$STATUS" -eq {REQUEUE_EXIT_CODE} ]; }}; then',
         f'  if [ "${{SLURM_RESTART_COUNT:-0}}" -ge {config.max_requeues} ]; then',
         f'    echo "langadapt: not requeueing: already restarted {config.max_requeues} times" >&2',
@@ -272,6 +235,7 @@ def write_sbatch(
     preset: PresetName | ClusterPreset = "lumi-g",
     *,
     nodes: int = 1,
+    gpus_per_node: int | None = None,
     time: str = "24:00:00",
     account: str | None = None,
     partition: str | None = None,
@@ -287,7 +251,8 @@ def write_sbatch(
     """
     if not Path(recipe_path).is_file():
         raise LangadaptError(f"launch: recipe file {recipe_path} not found")
-    config = build_config(preset=preset, nodes=nodes, time=time, account=account, partition=partition, **options)
+    config = build_config(preset=preset, nodes=nodes, gpus_per_node=gpus_per_node, time=time, account=account,
+                          partition=partition, **options)
     text = render_sbatch(recipe_path, config)
     name = config.cluster().name
     out = Path(out_path) if out_path else Path.cwd() / f"{Path(recipe_path).stem}.{name}.sbatch"
@@ -326,7 +291,9 @@ def submit(script: str | Path) -> str:
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """The `langadapt launch` flags (all but the recipe and --slurm/--submit, which the CLI owns)."""
     parser.add_argument("--preset", default="lumi-g", choices=sorted(PRESETS), help="cluster preset")
-    parser.add_argument("--nodes", type=int, default=1, help="number of nodes")
+    parser.add_argument("--nodes", type=int, help="number of nodes (default: the recipe's cluster.nodes)")
+    parser.add_argument("--gpus-per-node", type=int,
+                        help="training processes per node (default: cluster.gpus_per_node if set, else the preset's)")
     parser.add_argument("--time", default="24:00:00", help="time limit per submission (Slurm syntax)")
     parser.add_argument("--account", help="account/project to charge")
     parser.add_argument("--partition", help="partition (default: the preset's)")
@@ -336,7 +303,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-requeues", type=int, default=20, help="give up after this many requeues")
     parser.add_argument("--setup", action="append", metavar="LINE",
                         help="shell line preparing the environment (repeatable; default: an EDIT block)")
-    parser.add_argument("--run-prefix", default="", help='task command prefix, e.g. "singularity exec $SIF"')
+    parser.add_argument("--run-prefix", help='task command prefix, e.g. "singularity exec $SIF"')
     parser.add_argument("--sbatch", dest="extra_sbatch", action="append", default=[], metavar="OPTION",
                         help="extra #SBATCH option, e.g. --sbatch=--exclusive (repeatable)")
     parser.add_argument("--out", help="script path (default: <recipe>.<preset>.sbatch here)")
@@ -345,7 +312,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
 def write_sbatch_from_args(recipe_path: str | Path, args: argparse.Namespace, run_args: list[str]) -> Path:
     """`write_sbatch` with the flags of `add_launch_arguments`; `run_args` go to `langadapt run`."""
     return write_sbatch(
-        recipe_path, args.preset, nodes=args.nodes, time=args.time, account=args.account,
+        recipe_path, args.preset, nodes=args.nodes or 1, gpus_per_node=args.gpus_per_node, time=args.time, account=args.account,
         partition=args.partition, out_path=args.out, job_name=args.job_name,
         signal_seconds=args.signal_seconds, max_requeues=args.max_requeues, setup=args.setup,
         run_prefix=args.run_prefix, extra_sbatch=args.extra_sbatch, run_args=run_args,
