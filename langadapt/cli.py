@@ -13,7 +13,7 @@ from pathlib import Path
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import disk_error_line
-from langadapt.train.signals import REQUEUE_EXIT_CODE, Preempted, latch_stop_signals
+from langadapt.runtime.signals import REQUEUE_EXIT_CODE, Preempted, latch_stop_signals
 
 EXIT_USER_ERROR = 2
 
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch = commands.add_parser("launch", help="write an sbatch script for a multi-node run")
     _recipe_args(launch)
     launch.add_argument("--slurm", action="store_true", required=True, help="write a Slurm batch script")
-    from langadapt.train.launch import add_launch_arguments
+    from langadapt.runtime.launch import add_launch_arguments
 
     add_launch_arguments(launch)
 
@@ -148,7 +148,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
-    from langadapt.train.launch import write_sbatch_from_args
+    from langadapt.runtime.launch import write_sbatch_from_args
 
     cluster = load_recipe(args.recipe, args.overrides).recipe.cluster  # fail here, not after the queue wait
     # The recipe's cluster is what `plan` and preflight assumed; flags win, then the recipe

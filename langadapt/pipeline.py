@@ -29,8 +29,8 @@ from langadapt.preflight import check_recipe
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.rundir import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.runlock import RunLock
+from langadapt.runtime import signals
 from langadapt.runtime.placement import DistInfo
-from langadapt.train import signals
 
 log = logging.getLogger("langadapt")
 

@@ -13,7 +13,7 @@ from langadapt import pipeline, rundir
 from langadapt.errors import LangadaptError
 from langadapt.pipeline import STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
-from langadapt.train import signals
+from langadapt.runtime import signals
 
 RECIPE = """\
 name: stub

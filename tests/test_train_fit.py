@@ -159,7 +159,7 @@ def test_metrics_mfu_per_device_and_resume_drops_rows_after_the_checkpoint(tmp_p
 def test_a_signal_latched_before_the_loop_stops_it_after_one_step(tmp_path: Path, monkeypatch) -> None:
     """Slurm's warning during model loading (latched by `langadapt run`): one step, a checkpoint,
     exit 75; the stop is then consumed, so a caller that catches it can train on."""
-    from langadapt.train import signals
+    from langadapt.runtime import signals
 
     monkeypatch.setattr(signals, "_latched", [])
     signals._remember(signal.SIGUSR1)  # what the latch's handler does

@@ -12,10 +12,10 @@ import pytest
 import torch.distributed as dist
 
 from langadapt.errors import LangadaptError
-from langadapt.train import distributed as D
-from langadapt.train.distributed import DistInfo
-from langadapt.train.hostlist import expand_nodelist, expand_tasks_per_node
-from langadapt.train.signals import REQUEUE_EXIT_CODE
+from langadapt.runtime import distributed as D
+from langadapt.runtime.distributed import DistInfo
+from langadapt.runtime.hostlist import expand_nodelist, expand_tasks_per_node
+from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 
 def test_no_launcher_is_single_process() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from langadapt.errors import LangadaptError
-from langadapt.train.launch import (
+from langadapt.runtime.launch import (
     PRESETS,
     ClusterPreset,
     add_launch_arguments,
@@ -28,7 +28,7 @@ from langadapt.train.launch import (
     write_sbatch,
     write_sbatch_from_args,
 )
-from langadapt.train.signals import REQUEUE_EXIT_CODE
+from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 
 @pytest.fixture

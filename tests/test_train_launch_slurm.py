@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.train.launch import ClusterPreset, submit, write_sbatch
-from langadapt.train.signals import REQUEUE_EXIT_CODE
+from langadapt.runtime.launch import ClusterPreset, submit, write_sbatch
+from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 HELPERS = Path(__file__).parent / "helpers"
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]

@@ -15,7 +15,7 @@ import pytest
 from helpers import fit_worker
 from helpers import multiproc as mp
 
-from langadapt.train.distributed import free_port
+from langadapt.runtime.distributed import free_port
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("deepspeed")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from langadapt.train.distributed import EXPORTED_ENV_VARS
+from langadapt.runtime.distributed import EXPORTED_ENV_VARS
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB, SEQ, MICRO, ACCUM = 128, 16, 2, 2
@@ -114,7 +114,7 @@ def latest_step(out: Path) -> int:
 
 
 def test_sigkill_and_sigterm_at_random_steps_then_resume_is_bit_identical(tmp_path: Path) -> None:
-    from langadapt.train.signals import REQUEUE_EXIT_CODE
+    from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
     steps, rng = 12, random.Random(5)
     reference = tmp_path / "reference"

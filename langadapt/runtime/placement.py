@@ -30,7 +30,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
-from langadapt.train.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN, expand_nodelist, expand_tasks_per_node
+from langadapt.runtime.hostlist import (
+    SLURM_PORT_BASE,
+    SLURM_PORT_SPAN,
+    expand_nodelist,
+    expand_tasks_per_node,
+)
 
 if TYPE_CHECKING:
     import torch

@@ -1,8 +1,8 @@
 """The two training stages: one loop (`loop.fit`), parameterised by which parameters train
 (`policy`) and which LR schedule runs (`lr`), over a torch or DeepSpeed engine (`engine`,
 `ds_engine`), with atomic resumable checkpoints (`checkpoint`), metrics and MFU (`metrics`,
-`flops`) and requeue on SIGTERM/SIGUSR1 (`signals`). `stage.run` is the pipeline's entry point;
-`distributed` and `launch` place processes and write sbatch scripts.
+`flops`). `stage.run` is the pipeline's entry point; process placement, the process group,
+stop signals (requeue) and sbatch scripts live in `langadapt.runtime`.
 
 Nothing is imported here: `langadapt plan` reads the configs without importing torch.
 """

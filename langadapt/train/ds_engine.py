@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.engine import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
 

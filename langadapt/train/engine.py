@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
+from langadapt.runtime.distributed import DistInfo, init_distributed
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig
-from langadapt.train.distributed import DistInfo, init_distributed
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, use_fused_loss
 from langadapt.train.policy import TrainableParams, param_groups
 

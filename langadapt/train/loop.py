@@ -20,15 +20,15 @@ import numpy as np
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.runtime.distributed import DistInfo
+from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
 from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
-from langadapt.train.distributed import DistInfo
 from langadapt.train.engine import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
 from langadapt.train.metrics import Metrics
 from langadapt.train.policy import numel, select_trainable
-from langadapt.train.signals import Preempted, StopOnSignal, clear_stop
 
 log = logging.getLogger("langadapt.train")
 

@@ -21,8 +21,8 @@ import torch
 from langadapt import rundir
 from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
+from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
-from langadapt.train.distributed import DistInfo
 from langadapt.train.loop import fit
 
 log = logging.getLogger("langadapt.train")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import (
     CheckpointConfig,
     EngineConfig,
@@ -30,7 +31,6 @@ from langadapt.train.config import (
     ScheduleConfig,
     TrainStageConfig,
 )
-from langadapt.train.distributed import DistInfo
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 

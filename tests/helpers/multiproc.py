@@ -14,7 +14,7 @@ import psutil
 import torch
 from safetensors.torch import load_file
 
-from langadapt.train.distributed import EXPORTED_ENV_VARS, free_port
+from langadapt.runtime.distributed import EXPORTED_ENV_VARS, free_port
 
 HELPERS = Path(__file__).resolve().parent
 REPO = HELPERS.parents[1]

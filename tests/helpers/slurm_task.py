@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import signal
 
-from langadapt.train.signals import latch_stop_signals
+from langadapt.runtime.signals import latch_stop_signals
 
 # First thing, before the slow imports, as `langadapt run` does: Slurm's warning may come seconds
 # after the job starts, before `fit` has installed its own handler, and an unhandled SIGUSR1
@@ -34,8 +34,8 @@ import fit_worker  # tests/helpers is this script's sys.path[0]
 import torch
 import torch.distributed as dist
 
-from langadapt.train.distributed import DistInfo, destroy, init_distributed
-from langadapt.train.signals import REQUEUE_EXIT_CODE
+from langadapt.runtime.distributed import DistInfo, destroy, init_distributed
+from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 
 def allreduce(out: Path) -> None:

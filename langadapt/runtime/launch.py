@@ -1,7 +1,7 @@
 """Slurm batch scripts for multi-node training: `langadapt launch RECIPE --slurm ...`.
 
 One srun task per GPU runs `langadapt run RECIPE`; each task finds its rank, world and master
-in Slurm's environment (`langadapt.train.distributed.DistInfo`), so the script contains no
+in Slurm's environment (`langadapt.runtime.distributed.DistInfo`), so the script contains no
 torchrun and the same command also works under torchrun or the deepspeed launcher.
 
 Time limits are survived, not suffered: Slurm sends the batch shell SIGUSR1 `signal_seconds`
@@ -25,9 +25,9 @@ from pydantic import Field
 
 from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
+from langadapt.runtime.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
-from langadapt.train.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
-from langadapt.train.signals import REQUEUE_EXIT_CODE
+from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 __all__ = ["PRESETS", "ClusterPreset", "SbatchConfig", "render_sbatch", "submit", "write_sbatch"]
 
