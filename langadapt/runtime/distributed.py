@@ -108,7 +108,9 @@ def init_distributed(
     if dist.is_initialized() or not (info.distributed or use_deepspeed):
         return info
     export_env(info)
-    kwargs = {"timeout": timeout or collective_timeout()}
+    timeout = timeout or collective_timeout()
+    _bound_later_groups(timeout)
+    kwargs = {"timeout": timeout}
     if use_deepspeed:
         import deepspeed
 
@@ -125,6 +127,20 @@ def init_distributed(
     else:
         dist.init_process_group(info.backend, rank=info.rank, world_size=info.world_size, **kwargs)
     return info
+
+
+def _bound_later_groups(timeout: timedelta) -> None:
+    """Give groups created later (DeepSpeed's data-parallel and ZeRO groups) the same timeout.
+
+    `torch.distributed.new_group` without a timeout does not inherit the world group's: it takes
+    c10d's module defaults (30 min gloo, 10 min NCCL). A ZeRO-2 run whose peer froze then waited
+    30 minutes in a gradient reduce although the world group had a 10 s timeout
+    (tests/test_train_multiprocess_faults.py); those defaults are what c10d reads, so set them.
+    """
+    import torch.distributed.distributed_c10d as c10d
+
+    c10d.default_pg_timeout = timeout
+    c10d.default_pg_nccl_timeout = timeout
 
 
 def is_main() -> bool:
