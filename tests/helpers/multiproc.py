@@ -138,3 +138,32 @@ def _steps(metrics: Path) -> list[int]:
         except (ValueError, KeyError):  # a line being written right now
             pass
     return steps
+
+
+def fault_one_rank(cmd: list[str], out: Path, rank: int, at_step: int, sig: signal.Signals,
+                   extra_env: dict[str, str] | None = None, timeout: float = 120) -> tuple[int | None, float]:
+    """Start `cmd` (torchrun), send `sig` to the worker of global rank `rank` once metrics.jsonl
+    shows `at_step`, and wait for torchrun. Returns (exit code or None if it hung past `timeout`,
+    seconds from the signal to torchrun's exit). Everything left is SIGKILLed before returning,
+    so a hang fails the test instead of the suite."""
+    log = out.with_suffix(".log")
+    with open(log, "a") as f:
+        proc = subprocess.Popen(cmd, env={**env(), **(extra_env or {})}, stdout=f, stderr=subprocess.STDOUT)
+    deadline = time.time() + timeout
+    while not ((out / "metrics.jsonl").exists() and any(s >= at_step for s in _steps(out / "metrics.jsonl"))):
+        assert proc.poll() is None and time.time() < deadline, f"no step {at_step}:\n{log.read_text()[-3000:]}"
+        time.sleep(0.05)
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    victim = next(p for p in workers if p.environ().get("RANK") == str(rank))
+    victim.send_signal(sig)
+    start = time.monotonic()
+    try:
+        code: int | None = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    elapsed = time.monotonic() - start
+    for p in [psutil.Process(proc.pid), *workers] if code is None else workers:
+        if p.is_running():
+            p.kill()
+    proc.wait()
+    return code, elapsed
