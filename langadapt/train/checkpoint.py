@@ -8,10 +8,13 @@ Layout under `<stage>/checkpoints/`:
       rng_rank<R>.pt          python / numpy / torch (CPU and accelerator) RNG states per rank
     latest                    the name of the newest COMPLETE checkpoint
 
-Every rank writes into `step_XXXXXXXX.tmp/`; after a barrier rank 0 renames it and only then
-rewrites `latest` (write-to-temp + os.replace, so `latest` is never half-written). A crash at
-any point leaves `latest` naming the previous complete checkpoint, and the stale `.tmp` folder
-is removed on the next start. The data stream's state is a few integers, so resuming skips the
+Every rank writes into `step_XXXXXXXX.tmp/` and fsyncs it; after a barrier rank 0 renames it and
+only then rewrites `latest` (write-to-temp + fsync + os.replace, so `latest` is never half-written,
+and the directory is fsynced so the renames survive a node crash, not only a killed process). A
+folder is deleted (pruned, or replaced by a re-save of its step) by renaming it to `.del` first:
+so a folder named `step_XXXXXXXX` is always complete. A crash at any point leaves `latest` naming
+a complete checkpoint, and the stale `.tmp`/`.del` folders are removed on the next start;
+tests/test_train_checkpoint_kill.py kills a run at random points of its writes. The data stream's state is a few integers, so resuming skips the
 consumed data in O(1) instead of re-reading it. Needs a filesystem all ranks share (the norm
 on clusters: Lustre, GPFS).
 """
@@ -81,6 +84,34 @@ def _barrier() -> None:
         torch_dist.barrier()
 
 
+def _discard(path: Path) -> None:
+    """Delete a checkpoint folder so that no folder named `step_N` is ever partly deleted."""
+    doomed = path.with_name(path.name + ".del")
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _fsync_files(folder: Path) -> None:
+    """Flush every file under `folder` (a killed process loses nothing, a crashed node would)."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the renames inside `folder` durable (POSIX: a rename is on disk once its directory is)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Checkpointer:
     """Decides when to save, saves atomically, keeps the last K, finds the latest complete one."""
 
@@ -89,7 +120,7 @@ class Checkpointer:
         self._last_save = time.monotonic()
         if rank == 0:
             root.mkdir(parents=True, exist_ok=True)
-            for stale in root.glob("step_*.tmp"):  # a crash mid-write: never complete, never named
+            for stale in [*root.glob("step_*.tmp"), *root.glob("step_*.del")]:  # never complete, never named
                 shutil.rmtree(stale, ignore_errors=True)
         _barrier()
 
@@ -127,6 +158,7 @@ class Checkpointer:
             if self.rank == 0:
                 trainer = {**asdict(state), "stream": stream.state_dict(), "saved_at": time.time()}
                 (tmp / "trainer_state.json").write_text(json.dumps(trainer, indent=1, default=int))
+            _fsync_files(tmp)  # on disk before the rename makes them "complete"
         _barrier()
         if self.rank == 0:
             self._publish(tmp, final)
@@ -135,20 +167,25 @@ class Checkpointer:
         return final
 
     def _publish(self, tmp: Path, final: Path) -> None:
-        """Rename into place, then point `latest` at it, then prune: each step atomic."""
-        if final.exists():  # the same step saved again (e.g. the final one after a resume)
-            shutil.rmtree(final)
+        """Rename into place, then point `latest` at it, then prune: each step atomic.
+
+        A re-save of the same step (the final one after a resume) moves the old folder aside
+        first: deleting it in place would leave `latest` naming a half-deleted checkpoint."""
+        if final.exists():
+            _discard(final)
         os.replace(tmp, final)
+        _fsync_dir(self.root)
         pointer = self.root / "latest.tmp"
         with open(pointer, "w") as f:
             f.write(final.name)
             f.flush()
             os.fsync(f.fileno())
         os.replace(pointer, self.root / "latest")
+        _fsync_dir(self.root)
         steps = sorted((int(m.group(1)), p) for p in self.root.iterdir() if (m := STEP_DIR.match(p.name)))
         for _, old in steps[: -self.config.keep_last]:
             if old != final:
-                shutil.rmtree(old, ignore_errors=True)
+                _discard(old)
 
     def load(self, path: Path, engine: Engine, stream: Stateful) -> TrainState:
         """Restore weights, optimizer, RNG and the data position from a complete checkpoint."""

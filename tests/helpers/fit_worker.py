@@ -10,7 +10,8 @@ writes OUT/metrics.jsonl and OUT/model. This worker adds (rank 0):
     OUT/initial.pt          the weights before training (the frozen-tensor check compares with it)
     OUT/dist-<rank>.json    each rank's DistInfo, as it read it from its launcher
     OUT/result.json         fit's TrainResult (resumed_from: the step it resumed from, or null)
-With --step-sleep each data fetch sleeps, so a test can kill the run at a step of its choice.
+With --step-sleep each data fetch sleeps, so a test can kill the run at a step of its choice;
+--hidden widens the model (a checkpoint that takes a while to write, for the kill-while-saving test).
 """
 
 from __future__ import annotations
@@ -50,12 +51,12 @@ class SlowStream(SyntheticStream):
 
 
 def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "stage2", steps: int = 8,
-          save_every: int | None = None, step_sleep: float = 0.0) -> None:
+          save_every: int | None = None, step_sleep: float = 0.0, hidden: int = 32) -> None:
     """One `fit` in this process, on whatever ranks the environment describes (see module doc)."""
     dist = DistInfo.from_env()
     out.mkdir(parents=True, exist_ok=True)
     (out / f"dist-{dist.rank}.json").write_text(json.dumps(dataclasses.asdict(dist)))
-    model = tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0)
+    model = tiny_llama(vocab_size=VOCAB, hidden=hidden, layers=2, seed=0)
     if dist.rank == 0 and not (out / "initial.pt").exists():
         torch.save({k: v.clone() for k, v in model.state_dict().items()}, out / "initial.pt")
     config = TrainStageConfig(
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--save-every", type=int, default=None)
     parser.add_argument("--step-sleep", type=float, default=0.0)
+    parser.add_argument("--hidden", type=int, default=32, help="wider: larger checkpoints, slower to write")
     torch.set_num_threads(1)  # two ranks share two cores
     train(**{k.replace("-", "_"): v for k, v in vars(parser.parse_args()).items()})
 
