@@ -1,9 +1,14 @@
-"""Shared fixtures: the ../shared corpus pack and tiny model, skipped cleanly when absent."""
+"""Shared fixtures: the ../shared corpus pack and tiny model, skipped cleanly when absent.
+
+With LANGADAPT_TEST_REQUIRE_SHARED=1 (set by .ci/run) a missing pack fails the tests that need it
+instead: in CI "skipped" would hide that the end-to-end and golden-loss tests never ran.
+"""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,11 +17,18 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def skip_unless_required(reason: str) -> None:
+    """Skip for missing shared data, or fail when CI said the data must be there."""
+    if os.environ.get("LANGADAPT_TEST_REQUIRE_SHARED") == "1":
+        pytest.fail(f"shared test data required (LANGADAPT_TEST_REQUIRE_SHARED=1) but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """../shared (corpora + tiny-en-llama); tests that need it skip when it is missing."""
     if not (SHARED / "corpora").is_dir():
-        pytest.skip(f"../shared/corpora not found at {SHARED} (CI provides it beside the clone)")
+        skip_unless_required(f"../shared/corpora not found at {SHARED} (CI provides it beside the clone)")
     return SHARED
 
 
@@ -25,7 +37,7 @@ def tiny_en_llama(shared_dir: Path) -> Path:
     """The 8.6M-parameter English Llama in ../shared/models/tiny-en-llama."""
     path = shared_dir / "models" / "tiny-en-llama"
     if not (path / "config.json").is_file():
-        pytest.skip(f"tiny-en-llama not found at {path}")
+        skip_unless_required(f"tiny-en-llama not found at {path}")
     return path
 
 

@@ -100,7 +100,8 @@ def test_warnings_for_mismatches() -> None:
 
 
 def test_with_the_real_mixture_planner() -> None:
-    schedule = pytest.importorskip("langadapt.data.schedule")
+    from langadapt.data import schedule
+
     mix = schedule.plan_mixture(
         [
             {"name": "nb", "unique_tokens": 34e9, "epochs": 6},

@@ -18,7 +18,6 @@ from helpers import multiproc as mp
 from langadapt.runtime.distributed import free_port
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("deepspeed")
 
 
 @pytest.mark.skipif(shutil.which("deepspeed") is None, reason="the deepspeed launcher is not on PATH")

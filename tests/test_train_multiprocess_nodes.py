@@ -17,7 +17,6 @@ import torch
 from helpers import multiproc as mp
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("deepspeed")
 
 
 def test_stage1_zero2_two_ranks_leaves_frozen_tensors_bit_identical(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ import pytest
 from helpers import multiproc as mp
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("deepspeed")
 
 STEPS, EVERY = 10, 2
 

@@ -22,7 +22,6 @@ from helpers import fit_worker
 from helpers import multiproc as mp
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("deepspeed")
 
 HALF, STEPS = 4, 8
 

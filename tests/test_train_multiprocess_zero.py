@@ -14,7 +14,6 @@ import pytest
 from helpers import multiproc as mp
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("deepspeed")
 
 
 @pytest.fixture(scope="module")

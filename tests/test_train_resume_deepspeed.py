@@ -23,8 +23,6 @@ from test_train_resume import (
     train,
 )
 
-pytest.importorskip("deepspeed")
-
 
 @pytest.mark.parametrize("zero", [0, 1])
 def test_deepspeed_sigkill_then_resume_is_bit_identical(tmp_path: Path, zero: int) -> None:
