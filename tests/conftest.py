@@ -56,3 +56,17 @@ def read_shared_texts(shared_dir: Path, name: str, limit: int | None = None) -> 
 def shared_texts(shared_dir: Path):
     """Callable: shared_texts("nb.debian-handbook.valid", limit=None) -> list[str]."""
     return lambda name, limit=None: read_shared_texts(shared_dir, name, limit)
+
+
+@pytest.fixture(autouse=True)
+def _restore_langadapt_logger():
+    """Tests that call `cli.main` in-process install the CLI's console handler (on that test's
+    captured stderr, with propagation off); later tests would log into a closed stream and their
+    `caplog` would see nothing. Each test gets the logger back as it found it."""
+    import logging
+
+    logger = logging.getLogger("langadapt")
+    saved = (list(logger.handlers), logger.propagate, logger.level)
+    yield
+    logger.handlers[:], logger.propagate = saved[0], saved[1]
+    logger.setLevel(saved[2])
