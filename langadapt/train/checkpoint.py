@@ -125,12 +125,21 @@ class Checkpointer:
         _barrier()
 
     def latest(self) -> Path | None:
-        """The newest complete checkpoint, or None for a fresh start."""
+        """The checkpoint `latest` names, or None for a fresh start.
+
+        If the named folder is gone (a crash between moving a re-saved step aside and renaming
+        its replacement in), or `latest` was never written (a crash right after the first
+        rename), the newest `step_N` folder is used: every such folder is complete."""
         pointer = self.root / "latest"
-        if not pointer.is_file():
+        if pointer.is_file():
+            path = self.root / pointer.read_text().strip()
+            if (path / "trainer_state.json").is_file():
+                return path
+        if not self.root.is_dir():
             return None
-        path = self.root / pointer.read_text().strip()
-        return path if (path / "trainer_state.json").is_file() else None
+        complete = [(int(m.group(1)), p) for p in self.root.iterdir()
+                    if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()]
+        return max(complete)[1] if complete else None
 
     def due(self, step: int, total_steps: int) -> bool:
         """A step-based (or final) checkpoint is due after `step` steps."""
