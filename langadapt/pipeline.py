@@ -47,6 +47,11 @@ class Stage:
 
 def stage_table(recipe: Recipe) -> list[Stage]:
     """Each stage with its slice of the recipe (imports are lazy: `plan` needs no torch)."""
+    stage1_skip = (
+        "init: scratch has no embedding stage" if recipe.init == "scratch"
+        else None if recipe.stage1.enabled else "stage1.enabled is false"
+    )
+
 
     def data(ctx: StageContext) -> dict[str, Any]:
         from langadapt.data.stage import run
@@ -89,10 +94,6 @@ def stage_table(recipe: Recipe) -> list[Stage]:
 
         return run(recipe.export, ctx, target_languages(recipe))
 
-    stage1_skip = (
-        "init: scratch has no embedding stage" if recipe.init == "scratch"
-        else None if recipe.stage1.enabled else "stage1.enabled is false"
-    )
     return [
         Stage("data", ("data",), data),
         Stage("tokenizer", ("tokenizer", "base_model"), tokenizer),
