@@ -52,7 +52,6 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         else None if recipe.stage1.enabled else "stage1.enabled is false"
     )
 
-
     def data(ctx: StageContext) -> dict[str, Any]:
         from langadapt.data.stage import run
 
