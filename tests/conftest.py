@@ -8,20 +8,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
+from helpers.shared_data import skip_unless_required
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-
-
-def skip_unless_required(reason: str) -> None:
-    """Skip for missing shared data, or fail when CI said the data must be there."""
-    if os.environ.get("LANGADAPT_TEST_REQUIRE_SHARED") == "1":
-        pytest.fail(f"shared test data required (LANGADAPT_TEST_REQUIRE_SHARED=1) but {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

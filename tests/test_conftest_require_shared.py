@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import skip_unless_required
+from helpers.shared_data import skip_unless_required
 
 
 def test_missing_shared_data_skips_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
