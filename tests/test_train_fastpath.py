@@ -7,14 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from langadapt.errors import LangadaptError
-from langadapt.train import fastpath
+from langadapt.train import config as train_config
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, repeated_blocks, use_fused_loss
 from langadapt.train.synthetic import tiny_llama
 
 
 def test_auto_resolves_off_on_cpu_and_on_for_gpus(monkeypatch) -> None:
-    monkeypatch.setattr(fastpath, "liger_available", lambda: True)
+    monkeypatch.setattr(train_config, "liger_available", lambda: True)
     cpu = check_engine("stage2", TrainStageConfig(), EngineConfig(), "cpu")
     gpu = check_engine("stage2", TrainStageConfig(), EngineConfig(), "cuda")
     assert (cpu.compile, cpu.fused_loss) == (False, False)
@@ -24,7 +24,7 @@ def test_auto_resolves_off_on_cpu_and_on_for_gpus(monkeypatch) -> None:
 
 
 def test_auto_without_liger_falls_back_and_explicit_true_is_refused(monkeypatch) -> None:
-    monkeypatch.setattr(fastpath, "liger_available", lambda: False)
+    monkeypatch.setattr(train_config, "liger_available", lambda: False)
     assert check_engine("stage2", TrainStageConfig(), EngineConfig(), "cuda").fused_loss is False
     with pytest.raises(LangadaptError, match="liger-kernel is not installed"):
         check_engine("stage2", TrainStageConfig(), EngineConfig(fused_loss=True), "cuda")
@@ -37,14 +37,12 @@ def test_loss_module_equals_the_plain_cross_entropy_of_the_logits() -> None:
     expected = F.cross_entropy(model(input_ids=inputs).logits.flatten(0, 1), labels.flatten())
     got = CausalLMLoss(model, fused=False)(inputs, labels)
     assert torch.allclose(got, expected, atol=1e-6)
-    assert list(CausalLMLoss(model, fused=False).state_dict())[0].startswith("model.")
+    assert next(iter(CausalLMLoss(model, fused=False).state_dict())).startswith("model.")
 
 
 def test_compile_blocks_compiles_the_decoder_layers_in_place_and_keeps_names_and_values() -> None:
     model = tiny_llama(vocab_size=64, hidden=32, layers=3, seed=0)
     names = list(model.state_dict())
-    inputs = torch.randint(0, 64, (1, 16))
-    before = model(input_ids=inputs).logits
     assert repeated_blocks(model) is model.model.layers
     assert compile_blocks(model) == 3
     assert list(model.state_dict()) == names  # checkpoints and DeepSpeed see the same parameters

@@ -9,6 +9,7 @@ fail, at start-up rather than as a crash after the queue wait.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import Any, Literal
 
@@ -169,6 +170,11 @@ def check_engine(
     return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type)})
 
 
+def liger_available() -> bool:
+    """Whether liger-kernel is installed (the `gpu` extra); found without importing it or torch."""
+    return importlib.util.find_spec("liger_kernel") is not None
+
+
 def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, bool]:
     """`compile` and `fused_loss` resolved to booleans for this device (see langadapt.train.fastpath).
 
@@ -180,9 +186,7 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
     That path trained, and resumed after a kill, in one H100 run (tests/gpu/RESULTS.md, run 2),
     but nothing in the GPU suite keeps it working: off until a test does.
     """
-    from langadapt.train.fastpath import liger_available
-
-    gpu = device_type != "cpu"
+    gpu, have_liger = device_type != "cpu", liger_available()
     if engine.compile is True and zero == 3:
         raise LangadaptError("engine.compile: not with ZeRO-3 (DeepSpeed gathers parameters inside each "
                              "compiled block); use zero_stage 2 or engine.compile: false")
@@ -191,11 +195,11 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
                              "module, which ZeRO-3 partitions); use zero_stage 2 or engine.fused_loss: false")
     if engine.fused_loss is True and not gpu:
         raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
-    if engine.fused_loss is True and not liger_available():
+    if engine.fused_loss is True and not have_liger:
         raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
     compile_ = gpu and zero < 3 if engine.compile == "auto" else engine.compile
-    fused = gpu and zero < 3 and liger_available() if engine.fused_loss == "auto" else engine.fused_loss
-    if engine.fused_loss == "auto" and gpu and not liger_available():
+    fused = gpu and zero < 3 and have_liger if engine.fused_loss == "auto" else engine.fused_loss
+    if engine.fused_loss == "auto" and gpu and not have_liger:
         log.info("engine.fused_loss: auto, but liger-kernel is not installed: full logits are materialised")
     return {"compile": compile_, "fused_loss": fused}
 

@@ -18,7 +18,6 @@ Measured on an H100 in benchmarks/README.md (train_throughput, gpu-1b preset).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 
 import torch
@@ -28,11 +27,6 @@ from langadapt.errors import LangadaptError
 from langadapt.modeling import body_and_head, head_is_plain_by_config, head_splits_cleanly
 
 log = logging.getLogger("langadapt.train")
-
-
-def liger_available() -> bool:
-    """Whether liger-kernel is installed (the `gpu` extra)."""
-    return importlib.util.find_spec("liger_kernel") is not None
 
 
 class CausalLMLoss(torch.nn.Module):
