@@ -237,7 +237,7 @@ def main() -> None:
         results[name]["mfu"] = {k: None if peak is None else v * fpt2 / peak
                                 for k, v in results[name].items() if k != "best"}
         results[name]["params_M"] = sum(p.numel() for p in model.parameters()) / 1e6
-        results[name]["plan"] = plan_prediction(spec, preset, fpt2, peak)
+        results[name]["plan"] = plan_prediction(model.config.to_dict(), preset, fpt2, peak)
         del model
         if args.profile:
             profile_stage(spec, preset, defaults, args.profile)
@@ -264,17 +264,14 @@ def extra_sides(args: argparse.Namespace) -> dict[str, EngineConfig]:
     return sides
 
 
-def plan_prediction(spec: dict, preset: dict, fpt: float, peak: float | None) -> dict:
+def plan_prediction(config: dict, preset: dict, fpt: float, peak: float | None) -> dict:
     """What `langadapt plan` predicts for this model and batch (memory, and tokens/s at its MFU)."""
     from langadapt.planning.memory import memory_per_gpu
-    from langadapt.planning.models import ModelDims
+    from langadapt.planning.models import dims_from_config
     from langadapt.recipe import ClusterConfig
 
-    dims = ModelDims("bench", hidden=spec["hidden"], layers=spec["layers"], heads=spec["num_attention_heads"],
-                     kv_heads=spec["num_key_value_heads"], ffn=spec["intermediate_size"], vocab=spec["vocab_size"],
-                     head_dim=spec.get("head_dim"))
     fused = torch.cuda.is_available()  # engine.fused_loss auto
-    memory = memory_per_gpu(dims, 0, 1, preset["seq"], preset["micro"], fused_loss=fused)["total"]
+    memory = memory_per_gpu(dims_from_config(config), 0, 1, preset["seq"], preset["micro"], fused_loss=fused)["total"]
     mfu = ClusterConfig().mfu  # the recipe default `plan` assumes
     return {"memory_gib": memory * 1e9 / 2**30, "mfu": mfu, "tokens_per_second": None if peak is None else mfu * peak / fpt}
 
