@@ -23,7 +23,7 @@ import multiprocessing
 import os
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,9 +85,10 @@ def encode_corpus(
                                "vocab_size": info.vocab_size, "eos_id": info.eos_id, "workers": workers,
                                "sources": {}, "valid": {}}
     start = time.perf_counter()
-    with _Encoder(spec, workers, np_dtype, info.eos_id) as encoder:
+    with Encoder(spec, workers, np_dtype, info.eos_id) as encoder:
         for split, path, target in jobs:
-            meta = _write_shard(path, target, encoder, info.vocab_size)
+            meta = write_shard(read_documents(path), path.name.removesuffix(".jsonl.gz"), target, encoder,
+                               info.vocab_size)
             summary[split][meta["source"]] = meta
     summary["seconds"] = time.perf_counter() - start
     summary["text_bytes"] = sum(m["text_bytes"] for m in summary["sources"].values())
@@ -134,12 +135,12 @@ def _encode_batch(texts: list[str], eos_id: int, dtype: str, encode: Any = None)
     return flat, lengths
 
 
-def _batches(path: Path) -> Iterator[tuple[list[str], dict]]:
+def _batches(documents: Iterable[dict]) -> Iterator[tuple[list[str], dict]]:
     """Batches of about BATCH_CHARS characters, with the first document's metadata."""
     texts: list[str] = []
     chars = 0
     first: dict = {}
-    for doc in read_documents(path):
+    for doc in documents:
         first = first or doc
         texts.append(doc["text"])
         chars += len(doc["text"])
@@ -150,7 +151,7 @@ def _batches(path: Path) -> Iterator[tuple[list[str], dict]]:
         yield texts, first
 
 
-class _Encoder:
+class Encoder:
     """Encodes batches in input order, in-process or on a pool with at most 2 batches per worker."""
 
     def __init__(self, spec: EncoderSpec, workers: int, dtype: np.dtype, eos_id: int) -> None:
@@ -158,7 +159,7 @@ class _Encoder:
         self.pool: Any = None
         self.local: Any = None
 
-    def __enter__(self) -> _Encoder:
+    def __enter__(self) -> Encoder:
         if self.workers > 1:
             # spawn, not fork: the parent may hold tokenizer/torch threads that fork copies half-way.
             context = multiprocessing.get_context("spawn")
@@ -193,15 +194,18 @@ class _Encoder:
             yield (*result.get(), done_bytes, doc)
 
 
-def _write_shard(path: Path, target: Path, encoder: _Encoder, vocab_size: int) -> dict:
-    """Stream one source file into tokens.bin + doc_offsets.npy, then meta.json (the marker)."""
+def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: Encoder, vocab_size: int) -> dict:
+    """Stream one source's documents into tokens.bin + doc_offsets.npy, then meta.json (the marker).
+
+    `documents` are dicts with `text` (and optionally `lang`, `role`): a data-stage file, or texts
+    from Python (`langadapt.data.texts`)."""
     target.mkdir(parents=True, exist_ok=True)
     (target / "meta.json").unlink(missing_ok=True)
     tokens_tmp, offsets_tmp = target / "tokens.bin.tmp", target / "doc_offsets.raw.tmp"
     num_tokens, num_docs, text_bytes, first = 0, 0, 0, {}
     with open(tokens_tmp, "wb") as tokens_file, open(offsets_tmp, "wb") as offsets_file:
         np.zeros(1, dtype=np.int64).tofile(offsets_file)
-        for flat, lengths, nbytes, doc in encoder.encode(_batches(path)):
+        for flat, lengths, nbytes, doc in encoder.encode(_batches(documents)):
             first = first or doc
             flat.tofile(tokens_file)
             (num_tokens + np.cumsum(lengths)).tofile(offsets_file)
@@ -210,7 +214,7 @@ def _write_shard(path: Path, target: Path, encoder: _Encoder, vocab_size: int) -
             text_bytes += nbytes
     _raw_to_npy(offsets_tmp, target / "doc_offsets.npy", num_docs + 1)
     tokens_tmp.replace(target / "tokens.bin")
-    meta = {"source": path.name.removesuffix(".jsonl.gz"), "lang": first.get("lang"), "role": first.get("role"),
+    meta = {"source": source, "lang": first.get("lang"), "role": first.get("role"),
             "dtype": encoder.dtype.name, "num_tokens": num_tokens, "num_docs": num_docs,
             "eos_id": encoder.eos_id, "vocab_size": vocab_size, "backend": encoder.spec.backend,
             "text_bytes": text_bytes}

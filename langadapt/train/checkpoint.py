@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 
+from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
 from langadapt.train.config import CheckpointConfig
 from langadapt.train.engine import Engine
@@ -125,21 +126,8 @@ class Checkpointer:
         _barrier()
 
     def latest(self) -> Path | None:
-        """The checkpoint `latest` names, or None for a fresh start.
-
-        If the named folder is gone (a crash between moving a re-saved step aside and renaming
-        its replacement in), or `latest` was never written (a crash right after the first
-        rename), the newest `step_N` folder is used: every such folder is complete."""
-        pointer = self.root / "latest"
-        if pointer.is_file():
-            path = self.root / pointer.read_text().strip()
-            if (path / "trainer_state.json").is_file():
-                return path
-        if not self.root.is_dir():
-            return None
-        complete = [(int(m.group(1)), p) for p in self.root.iterdir()
-                    if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()]
-        return max(complete)[1] if complete else None
+        """The checkpoint `latest` names, or None for a fresh start (see `latest_checkpoint`)."""
+        return latest_checkpoint(self.root)
 
     def due(self, step: int, total_steps: int) -> bool:
         """A step-based (or final) checkpoint is due after `step` steps."""
@@ -206,3 +194,50 @@ class Checkpointer:
         stream.load_state_dict(trainer.pop("stream"))
         fields = TrainState.__dataclass_fields__
         return TrainState(**{k: v for k, v in trainer.items() if k in fields})
+
+
+def latest_checkpoint(root: Path) -> Path | None:
+    """The checkpoint `root/latest` names, or None when `root` holds no complete checkpoint.
+
+    If the named folder is gone (a crash between moving a re-saved step aside and renaming
+    its replacement in), or `latest` was never written (a crash right after the first
+    rename), the newest `step_N` folder is used: every such folder is complete."""
+    pointer = root / "latest"
+    if pointer.is_file():
+        path = root / pointer.read_text().strip()
+        if (path / "trainer_state.json").is_file():
+            return path
+    if not root.is_dir():
+        return None
+    complete = [(int(m.group(1)), p) for p in root.iterdir()
+                if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()]
+    return max(complete)[1] if complete else None
+
+
+def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
+    """A training checkpoint's weights as a Hugging Face model folder in `out`; returns `out`.
+
+    `checkpoint` is one `step_N` folder, or a stage's `checkpoints/` folder (its latest complete
+    checkpoint). Checkpoints hold weights and optimizer state but no config: `config_from` is a
+    model folder of the same architecture (the stage's starting or final model) whose config,
+    generation config and tokenizer files are copied beside the weights. Torch-engine checkpoints
+    only; for DeepSpeed ones, DeepSpeed's own `zero_to_fp32.py` consolidates the ZeRO shards.
+    """
+    from huggingface_hub import save_torch_state_dict
+    from safetensors.torch import load_file
+
+    checkpoint, config_from, out = Path(checkpoint), Path(config_from), Path(out)
+    step = latest_checkpoint(checkpoint) if not (checkpoint / "trainer_state.json").is_file() else checkpoint
+    if step is None:
+        raise LangadaptError(f"{checkpoint}: no complete checkpoint (step_N folder with trainer_state.json)")
+    weights = step / "model.safetensors"
+    if not weights.is_file():
+        raise LangadaptError(f"{step}: no model.safetensors (a DeepSpeed checkpoint? use DeepSpeed's zero_to_fp32.py)")
+    if not (config_from / "config.json").is_file():
+        raise LangadaptError(f"{config_from}: no config.json; pass the stage's model folder as config_from")
+    out.mkdir(parents=True, exist_ok=True)
+    for path in config_from.iterdir():  # config, generation config, tokenizer: everything but weights
+        if path.is_file() and not path.name.startswith(("model.safetensors", "model-", "pytorch_model")):
+            shutil.copy2(path, out / path.name)
+    save_torch_state_dict(load_file(weights), out)  # shards big models, handles tied tensors
+    return out

@@ -14,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -55,8 +55,10 @@ class TrainResult:
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
-        out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str = "stage2") -> TrainResult:
-    """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`."""
+        out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str = "stage2",
+        tokenizer: Any = None) -> TrainResult:
+    """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`
+    (with `tokenizer` saved beside the weights when given, so the folder loads on its own)."""
     dist = dist or DistInfo.from_env()
     engine_config = check_engine(stage_name, config, engine_config, "cuda" if torch.cuda.is_available() else "cpu")
     random.seed(seed)
@@ -94,6 +96,8 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
                 clear_stop()  # honoured: a library caller that catches this may train again
                 raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
     engine.export(out_dir / "model", dist.rank)
+    if tokenizer is not None and dist.rank == 0:
+        tokenizer.save_pretrained(out_dir / "model")
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
                        out_dir / "model")
