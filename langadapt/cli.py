@@ -84,6 +84,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"recipe {args.recipe}: valid; run directory {loaded.recipe.run_dir}")
         for name, action in actions:
             print(f"  {name:<11} {action}")
+        print("sources:")
+        for source in loaded.recipe.data.sources:
+            print(f"  {source.describe()}")
     else:
         print(f"run complete: {loaded.recipe.run_dir}")
     return 0

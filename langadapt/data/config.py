@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -57,11 +58,21 @@ class SourceConfig(Config):
     unique_tokens: float | None = Field(default=None, gt=0)
     """Declared size in tokens, used by `langadapt plan` when the data is not available locally."""
     max_docs: int | None = Field(default=None, gt=0)
-    """Read at most this many documents (before cleaning); handy for smoke tests."""
+    """Read at most this many documents (before cleaning): a streamed hf_hub source stops there."""
     valid_path: str | list[str] | None = None
     """Explicit held-out file(s) for this source; otherwise documents are held out by hash."""
     fetch: FetchConfig | None = None
     """Create `path` from a Debian documentation package when it matches no file."""
+    subset: str | None = None
+    """hf_hub: the dataset's config (load_dataset's `name`), e.g. `no` for CulturaX's Norwegian part."""
+    revision: str | None = None
+    """hf_hub: the Hub commit (or tag/branch) to read; a commit hash pins the data (part of the fingerprint)."""
+    data_files: str | list[str] | dict[str, str | list[str]] | None = None
+    """hf_hub: only these files of the dataset repo (globs; a mapping names files per split)."""
+    split: str = "train"
+    """hf_hub / hf_disk: the split to read."""
+    streaming: bool = True
+    """hf_hub: stream rows (nothing is downloaded beyond what is read); false downloads and caches it first."""
 
     @field_validator("name")
     @classmethod
@@ -77,6 +88,40 @@ class SourceConfig(Config):
         if self.weight is not None and self.epochs is not None:
             raise ValueError(f"source {self.name}: set either weight or epochs, not both")
         return self
+
+    @model_validator(mode="after")
+    def _hub_keys_need_hub(self) -> SourceConfig:
+        """Hub-only keys on a file source would be silently ignored: refuse them instead."""
+        hub_only = {"subset": None, "revision": None, "data_files": None, "streaming": True}
+        if self.format != "hf_hub":
+            for key, default in hub_only.items():
+                if getattr(self, key) != default:
+                    raise ValueError(f"source {self.name}: {key} applies only to format: hf_hub")
+            if self.split != "train" and self.format != "hf_disk":
+                raise ValueError(f"source {self.name}: split applies only to format: hf_hub or hf_disk")
+        elif not isinstance(self.path, str):
+            raise ValueError(f"source {self.name}: an hf_hub path is one dataset id, not a list")
+        return self
+
+    @property
+    def pinned(self) -> bool:
+        """Whether an hf_hub source's content is fixed: a commit hash, or a local folder (whose files the
+        fingerprint hashes). A branch, a tag or no revision reads whatever the Hub has that day."""
+        if isinstance(self.path, str) and Path(self.path).is_dir():
+            return True
+        return self.revision is not None and re.fullmatch(r"[0-9a-f]{40}", self.revision) is not None
+
+    def describe(self) -> str:
+        """One line for `--dry-run`: where the text comes from and its part in the mixture."""
+        share = f"epochs {self.epochs:g}" if self.epochs is not None else f"weight {self.effective_weight:g}"
+        where = f"{self.path}" if isinstance(self.path, str) else ", ".join(self.path)
+        if self.format == "hf_hub":
+            revision = f"{self.revision or 'latest'}{'' if self.pinned else ' (not pinned to a commit)'}"
+            where = f"hub {self.path} subset {self.subset or '-'} split {self.split} revision {revision}"
+            if self.data_files is not None:
+                where += f" data_files {self.data_files}"
+        cap = f", max_docs {self.max_docs:,}" if self.max_docs is not None else ""
+        return f"{self.name} ({self.lang}, {self.role}, {share}{cap}): {where}"
 
     @property
     def effective_weight(self) -> float | None:

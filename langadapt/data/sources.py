@@ -11,7 +11,9 @@ from __future__ import annotations
 import glob
 import gzip
 import io
+import itertools
 import json
+import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import IO, Literal
 from langadapt.data.config import SourceConfig
 from langadapt.errors import LangadaptError
 
+log = logging.getLogger("langadapt.data")
 DecodePolicy = Literal["error", "replace", "skip"]
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -283,23 +286,54 @@ def _iter_parquet(source: SourceConfig, path: Path) -> Iterator[str]:
 
 
 def _iter_hf(source: SourceConfig, path: Path | str, disk: bool) -> Iterator[str]:
-    """A `datasets` dataset saved with save_to_disk, or a hub id streamed (never fully downloaded)."""
+    """A `datasets` dataset saved with save_to_disk, or a Hub dataset (id or local folder) streamed."""
     import datasets
 
     try:
         if disk:
             dataset = datasets.load_from_disk(str(path))
             if isinstance(dataset, datasets.DatasetDict):
-                if "train" not in dataset:
-                    raise LangadaptError(
-                        f"source {source.name}: {path} has splits {', '.join(dataset)}, no 'train'"
-                    )
-                dataset = dataset["train"]
+                if source.split not in dataset:
+                    raise LangadaptError(f"source {source.name}: split {source.split!r} not in {path} "
+                                         f"(splits: {', '.join(dataset)})")
+                dataset = dataset[source.split]
         else:
-            dataset = datasets.load_dataset(str(path), split="train", streaming=True)
+            if not source.pinned:
+                log.warning("source %s: %s is not pinned to a commit (revision: %s): a rerun may read other data",
+                            source.name, path, source.revision or "none")
+            dataset = datasets.load_dataset(str(path), name=source.subset, revision=source.revision,
+                                            data_files=source.data_files, split=source.split,
+                                            streaming=source.streaming)
     except LangadaptError:
         raise
     except Exception as err:  # datasets raises many types (FileNotFoundError, hub errors, ...)
-        raise LangadaptError(f"source {source.name}: cannot load dataset {path}: {err}") from None
-    for i, record in enumerate(dataset):
+        raise LangadaptError(f"source {source.name}: {_hub_error(source, path, err)}") from None
+    columns = None if disk else dataset.column_names  # None also when a stream's schema is not known up front
+    if columns is not None and source.text_field not in columns:
+        raise LangadaptError(f"source {source.name}: text_field {source.text_field!r} is not a column of {path} "
+                             f"(columns: {', '.join(columns)})")
+    rows = iter(dataset)
+    for i in itertools.count():
+        try:
+            record = next(rows)
+        except StopIteration:
+            return
+        except Exception as err:  # a stream fails mid-way: a bad shard, a dropped connection
+            raise LangadaptError(f"source {source.name}: reading row {i} of {path} failed: "
+                                 f"{' '.join(str(err).split())}") from None
         yield _field(source, path, record, f"row {i}")
+
+
+def _hub_error(source: SourceConfig, path: Path | str, err: Exception) -> str:
+    """`datasets`' message on one line, blamed on the recipe key that caused it."""
+    message = " ".join(str(err).split())
+    if "BuilderConfig" in message or "Config name is missing" in message:
+        listed = message.partition("Available: ")[2] or message.partition("among the available configs: ")[2]
+        available = listed.split(" Example")[0].strip("[] ").replace("'", "")
+        what = f"subset {source.subset!r} is not a config of" if source.subset else "set subset: a config of"
+        return f"{what} {path} (available: {available})"
+    if "Bad split" in message or "Unknown split" in message:
+        return f"split {source.split!r} is not in {path} ({message})"
+    if "Revision" in message or "revision" in message:
+        return f"revision {source.revision!r} of {path}: {message}"
+    return f"cannot load dataset {path}: {message}"
