@@ -47,10 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: cluster.mfu)")
 
     ev = commands.add_parser("eval", help="evaluate a run directory or a Hugging Face model folder")
-    ev.add_argument("model", help="run directory (runs/<name>) or HF model folder")
+    ev.add_argument("model", help="the adapted model: run directory (runs/<name>) or HF model folder")
     ev.add_argument("--suite", action="append", default=None, help="suite YAML (repeatable)")
+    ev.add_argument("--name", default=None, help="the model folder's name in the report (default: RUN/STAGE it "
+                                                 "came from, else the folder name)")
     ev.add_argument("--out", default=None, help="output folder (default: RUN/eval, or ./eval_NAME for a model folder)")
-    ev.add_argument("--compare", action="append", default=[], help="another run dir or HF folder to compare")
+    ev.add_argument("--compare", action="extend", nargs="+", default=[], metavar="[NAME=]PATH",
+                    help="reference models (run dirs or HF folders): deltas are against the first")
     ev.add_argument("--overwrite", action="store_true", help="replace an existing results.json in the output folder")
 
     export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
@@ -107,21 +110,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from langadapt.evaluation import evaluate_cli
 
     suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
-    out = Path(args.out) if args.out else default_eval_out(Path(args.model))
+    out = Path(args.out) if args.out else default_eval_out(Path(args.model), args.name)
     if (out / "results.json").exists() and not args.overwrite:
         raise LangadaptError(f"{out / 'results.json'}: already exists; pass --overwrite to replace it (or choose another --out)")
-    evaluate_cli(args.model, suites, out, args.compare)
+    results = evaluate_cli(args.model, suites, out, args.compare, name=args.name)
+    print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
     print(f"evaluation written to {out}")
     return 0
 
 
-def default_eval_out(target: Path) -> Path:
+def default_eval_out(target: Path, name: str | None = None) -> Path:
     """`<run>/eval` for a run directory; `eval_<name>` here for a model folder, which is left
-    untouched (it may be read-only, or be uploaded to the Hub as it is)."""
+    untouched (it may be read-only, or be uploaded to the Hub as it is). The name is `--name`, else
+    the run and stage the folder came from (`eval_demo_stage2`, not one `eval_model` for all)."""
+    from langadapt.evaluation.naming import derived_name, out_folder_name
     from langadapt.rundir import RunLayout
 
     if (target / "config.json").is_file():
-        return Path(f"eval_{target.resolve().name}")
+        return Path(out_folder_name(name or derived_name(target)))
     return RunLayout(target).cli_eval
 
 

@@ -190,7 +190,8 @@ def test_evaluate_cli_on_a_model_folder_with_explicit_files(run_dir, tmp_path):
     suite = tmp_path / "local.yaml"
     suite.write_text(f"name: local\ntasks:\n  - {{kind: bpb, files: {{nb_local: [{text}]}}}}\n", "utf-8")
     results = evaluate_cli(str(run_dir / "stage2" / "model"), [str(suite)], tmp_path / "out", [])
-    assert list(results["models"]) == ["model"] and "nb_local" in results["models"]["model"]
+    assert list(results["models"]) == ["demo/stage2"]  # the run and stage it came from, not "model"
+    assert "nb_local" in results["models"]["demo/stage2"]
     assert (tmp_path / "out" / "report.html").is_file()
 
 

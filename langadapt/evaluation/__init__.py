@@ -4,7 +4,7 @@ and samples, run on the base, initialised, stage-1 and adapted models, reported 
     bits_per_byte(model, tokenizer, texts, window, stride, batch_size)   as lm-eval defines it
     load_suite(path)                                                     a validated suite YAML
     evaluate_models(models, suites, texts_by_lang, config)               the results dict
-    evaluate_cli(model_or_run, suites, out, compare)                     `langadapt eval`
+    evaluate_cli(model_or_run, suites, out, compare, name)               `langadapt eval`
     EvaluationConfig                                                     the recipe slice
     run(config, ctx)                                                     the pipeline stage
 

@@ -113,10 +113,16 @@ def evaluate_models(
     suites: list[Suite],
     texts_by_lang: dict[str, list[str]],
     config: EvaluationConfig,
+    reference: str | None = None,
 ) -> dict:
-    """Run `suites` on every model (one in memory at a time); see the module docstring for the shape."""
+    """Run `suites` on every model (one in memory at a time); see the module docstring for the shape.
+
+    Deltas are against `reference` (default: `base` when present, else the first model)."""
     if not models:
         raise LangadaptError("evaluation: no models to evaluate")
+    reference = reference or ("base" if "base" in models else next(iter(models)))
+    if reference not in models:
+        raise LangadaptError(f"evaluation: reference model {reference!r} is not among {', '.join(models)}")
     plan = plan_suites(suites, texts_by_lang, config)
     results: dict[str, Any] = {
         "models": {},
@@ -139,7 +145,6 @@ def evaluate_models(
         del model
         gc.collect()
     results["tokenizers"] = {"used_by": used_by, "metrics": _tokenizer_metrics(tokenizers, plan)}
-    reference = "base" if "base" in models else next(iter(models))
     results["reference"] = reference
     results["deltas"] = _deltas(results["models"], reference)
     results["task_deltas"] = _task_deltas(results["tasks"], reference)

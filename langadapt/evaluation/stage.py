@@ -26,6 +26,7 @@ from langadapt.data.documents import texts_by_lang
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
+from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.rundir import MODEL_STAGES, TRAINING_STAGES, RunLayout
@@ -72,22 +73,24 @@ def models_to_score(
     return models
 
 
-def compare_models(entries: list[str], config: EvaluationConfig) -> dict[str, ModelSpec]:
-    """Extra models: an HF folder as itself, a run directory as its final (or latest) model."""
-    models: dict[str, ModelSpec] = {}
+def compare_models(entries: list[str], taken: set[str] = frozenset()) -> dict[str, ModelSpec]:
+    """Extra models, each `PATH` or `NAME=PATH`: an HF folder as itself, a run directory as its
+    final (or latest) model; named as `naming.unique_names` says, never clashing with `taken`."""
+    names, paths = [], []
     for entry in entries:
-        path = Path(entry)
-        if _is_model(path):
-            models[path.name] = path
-            continue
-        found = list(RunLayout(path).models_on_disk().items())
-        if not found:
-            raise LangadaptError(
-                f"compare: {entry}: neither a Hugging Face model folder nor a run directory with models"
-            )
-        name, spec = found[-1]
-        models[f"{path.name}:{name}"] = spec
-    return models
+        name, path = split_named(entry)
+        names.append(name)
+        paths.append(_model_of(Path(path), entry))
+    return dict(zip(unique_names(paths, names, set(taken)), paths))
+
+
+def _model_of(path: Path, entry: str) -> Path:
+    if _is_model(path):
+        return path
+    found = list(RunLayout(path).models_on_disk().values())
+    if not found:
+        raise LangadaptError(f"compare: {entry}: neither a Hugging Face model folder nor a run directory with models")
+    return found[-1]
 
 
 def held_out_texts(run_dir: Path | None) -> dict[str, list[str]]:
@@ -121,7 +124,7 @@ def run(config: EvaluationConfig, ctx: StageContext) -> dict:
     suites = load_suites(config.suites)
     own = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
     models = models_to_score(own, ctx.base_model, config, ctx.seed)
-    models.update(compare_models(config.compare, config))
+    models.update(compare_models(config.compare, set(models)))
     if not models:
         raise LangadaptError(f"evaluate: no models to evaluate in {ctx.run_dir}")
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
@@ -153,29 +156,38 @@ def evaluate_cli(
     out: Path,
     compare: list[str],
     config: EvaluationConfig | None = None,
+    name: str | None = None,
 ) -> dict:
-    """`langadapt eval`: a run directory's models, or one HF folder, plus `compare`; report into `out`.
+    """`langadapt eval`: a run directory's models, or one HF folder (the adapted model, called
+    `name` or as `naming` derives it), plus `compare` (the references); report into `out`.
 
-    Held-out text comes from the first run directory among the arguments (its data stage);
-    an HF folder on its own can only run suites whose tasks name explicit files.
+    Deltas are taken against the first `compare` model, else the run's base model. Held-out text
+    comes from the first run directory among the arguments (its data stage); an HF folder on its
+    own can only run suites whose tasks name explicit files.
     """
     config = (config or EvaluationConfig()).model_copy(update={"suites": suites, "compare": compare})
     target = Path(model_or_run)
     if not target.exists():
         raise LangadaptError(f"{model_or_run}: no such run directory or model folder")
     if _is_model(target):
-        models: dict[str, ModelSpec] = {target.name: target}
+        models: dict[str, ModelSpec] = {unique_names([target], [name])[0]: target}
         run_dir = None
     else:
+        if name is not None:
+            raise LangadaptError(f"--name {name}: names a model folder; a run's models are named base, init, stage1, adapted")
         base, seed = _run_base_and_seed(target)
         models, run_dir = models_to_score(RunLayout(target).models_on_disk(), base, config, seed), target
         if not models:
             raise LangadaptError(
                 f"{model_or_run}: neither a Hugging Face model folder nor a run directory with models"
             )
-    models.update(compare_models(compare, config))
-    data_dir = run_dir or next((Path(c) for c in compare if RunLayout(Path(c)).data.valid.is_dir()), None)
-    results = evaluate_models(models, load_suites(suites), held_out_texts(data_dir), config)
+    references = compare_models(compare, set(models))
+    models.update(references)
+    data_dirs = [run_dir, *(Path(split_named(c)[1]) for c in compare)]
+    data_dir = next((d for d in data_dirs if d is not None and RunLayout(d).data.valid.is_dir()), None)
+    results = evaluate_models(models, load_suites(suites), held_out_texts(data_dir), config,
+                              reference=next(iter(references), None))
+    results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
     metrics = training_metrics(RunLayout(run_dir)) if run_dir is not None else {}
-    write_report(results, out, metrics, title=f"langadapt evaluation: {target.name}")
+    write_report(results, out, metrics, title=f"langadapt evaluation: {next(iter(models))}")
     return results
