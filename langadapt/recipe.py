@@ -88,7 +88,7 @@ class Recipe(Config):
     embeddings: EmbeddingConfig = EmbeddingConfig()
     """How the new vocabulary's input and output embeddings are initialised."""
     engine: EngineConfig = EngineConfig()
-    """Training engine shared by both stages (torch or DeepSpeed, precision, ZeRO)."""
+    """Training engine shared by both stages (torch, DeepSpeed or FSDP2; precision, ZeRO)."""
     stage1: TrainStageConfig = TrainStageConfig()
     """Stage 1: train embeddings and LM head with the body frozen."""
     stage2: TrainStageConfig = TrainStageConfig()

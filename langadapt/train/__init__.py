@@ -1,6 +1,6 @@
 """The two training stages: one loop (`loop.fit`), parameterised by which parameters train
-(`policy`) and which LR schedule runs (`lr`), over a torch or DeepSpeed engine (`engine`,
-`ds_engine`), with atomic resumable checkpoints (`checkpoint`), metrics and MFU (`metrics`,
+(`policy`) and which LR schedule runs (`lr`), over a torch, DeepSpeed or FSDP2 engine (`engine`,
+`ds_engine`, `fsdp_engine`), with atomic resumable checkpoints (`checkpoint`), metrics and MFU (`metrics`,
 `flops`). `stage.run` is the pipeline's entry point; process placement, the process group,
 stop signals (requeue) and sbatch scripts live in `langadapt.runtime`.
 

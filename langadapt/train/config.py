@@ -126,11 +126,20 @@ class TrainStageConfig(Config):
         return list(EMBEDDING_PATTERNS) if stage_name == "stage1" else ["all"]
 
 
-class EngineConfig(Config):
-    """How the model is run: plain PyTorch (DDP when multi-process) or DeepSpeed ZeRO."""
+class FSDPConfig(Config):
+    """FSDP2 settings (engine.kind: fsdp); see langadapt.train.fsdp_engine."""
 
-    kind: Literal["torch", "deepspeed"] = "torch"
-    """Engine: `torch` (AdamW, autocast, DDP) or `deepspeed` (deepspeed.initialize, ZeRO)."""
+    reshard_after_forward: bool = True
+    """Free each gathered block after forward, gather it again in backward (false: keep it, more memory, fewer all-gathers)."""
+    cpu_offload: bool = False
+    """Keep the sharded weights, gradients and optimizer state in host memory; AdamW steps on the CPU."""
+
+
+class EngineConfig(Config):
+    """How the model is run: plain PyTorch (DDP when multi-process), DeepSpeed ZeRO, or FSDP2."""
+
+    kind: Literal["torch", "deepspeed", "fsdp"] = "torch"
+    """Engine: `torch` (AdamW, autocast, DDP), `deepspeed` (deepspeed.initialize, ZeRO) or `fsdp` (FSDP2 fully_shard)."""
     zero_stage: int = Field(0, ge=0, le=3)
     """DeepSpeed ZeRO stage 0-3 (needs kind: deepspeed); a stage may override it."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -141,10 +150,12 @@ class EngineConfig(Config):
     """transformers attention kernel: sdpa, eager, flash_attention_2, ..."""
     deepspeed_config: dict[str, Any] | None = None
     """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error."""
+    fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
+    """FSDP2 settings (needs kind: fsdp)."""
     compile: bool | Literal["auto"] = "auto"
-    """torch.compile each decoder block in place (regional); auto: on for GPUs up to ZeRO-2, off on CPU."""
+    """torch.compile each decoder block in place (regional); auto: on for GPUs (not ZeRO-3), off on CPU."""
     fused_loss: bool | Literal["auto"] = "auto"
-    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs up to ZeRO-2 when installed."""
+    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs (not ZeRO-3) when installed."""
     peak_tflops: float | None = Field(None, gt=0)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 
@@ -161,13 +172,30 @@ def check_engine(
     zkey = f"{stage_name}.zero_stage" if stage.zero_stage is not None else "engine.zero_stage"
     if engine.kind == "torch" and zero > 0:
         raise LangadaptError(f"{zkey}: ZeRO stage {zero} needs engine.kind: deepspeed (torch runs DDP)")
+    if engine.kind == "fsdp" and zero > 0:  # kept valid, so switching a recipe's engine is one --set
+        log.warning("%s: ZeRO stage %d is DeepSpeed's; ignored by engine.kind: fsdp, which shards "
+                    "weights, gradients and optimizer state (ZeRO-3's layout)", zkey, zero)
+        zero = 0
     if engine.precision == "fp16" and device_type == "cpu":
         raise LangadaptError("engine.precision: fp16 needs a GPU; use bf16 or fp32 on CPU")
+    _check_fsdp(engine)
     if zero == 3 and stage.trainable_patterns(stage_name) != ["all"]:
         zero = _zero3_with_frozen(stage_name, stage, engine)
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
     return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type)})
+
+
+def _check_fsdp(engine: EngineConfig) -> None:
+    """engine.fsdp only with kind fsdp (a setting that would be silently ignored is refused); no fp16."""
+    if engine.kind != "fsdp":
+        changed = sorted(engine.fsdp.model_dump().items() - FSDPConfig().model_dump().items())
+        if changed:
+            raise LangadaptError(f"engine.fsdp.{changed[0][0]}: set, but engine.kind is {engine.kind!r}; "
+                                 "use engine.kind: fsdp or remove it")
+    elif engine.precision == "fp16":
+        raise LangadaptError("engine.precision: fp16 is not supported with engine.kind: fsdp (no loss scaler "
+                             "for sharded gradients here); use bf16")
 
 
 def liger_available() -> bool:
@@ -180,6 +208,9 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
 
     auto is on for GPUs (CUDA or ROCm), where both were measured to help, and off on CPU, where
     compile time outweighs the gain of a short run and liger's Triton kernels do not run.
+    FSDP2 takes both: its hooks are excluded from tracing (dynamo runs them eagerly, at the edges of
+    each compiled block), and the head sits in the root group, whose weights stay gathered through
+    the root's forward, where the fused loss reads them (langadapt.train.fsdp_engine).
     ZeRO-3 takes neither: its parameter-fetch hooks fire inside every block, which an in-place
     compiled block would trace, and the fused loss reads the head's weight outside the head's own
     forward, so the weight would have to be registered with DeepSpeed as an external parameter.

@@ -1,4 +1,4 @@
-"""One small interface over the ways a model is trained: plain PyTorch or DeepSpeed.
+"""One small interface over the ways a model is trained: plain PyTorch, DeepSpeed or FSDP2.
 
 The loop sees only `Engine`: `micro_step` (forward + backward of one micro-batch), `step` (clip
 and optimizer update at the accumulation boundary, or a skip), `save`/`load` (resumable state),
@@ -59,7 +59,7 @@ def loss_module(model: torch.nn.Module, config: EngineConfig) -> CausalLMLoss:
 
 
 class Engine:
-    """The operations the training loop needs; see `TorchEngine` and `DeepSpeedEngine`."""
+    """The operations the training loop needs; see `TorchEngine`, `DeepSpeedEngine` and `FSDPEngine`."""
 
     device: torch.device
     model: torch.nn.Module
@@ -168,8 +168,8 @@ def build_engine(model: torch.nn.Module, selection: TrainableParams, stage: Trai
                  config: EngineConfig, dist: DistInfo, stage_name: str = "stage") -> Engine:
     """The engine `config.kind` names, over the trainable parameters only.
 
-    Starts the process group if the launcher has not: DeepSpeed needs one even for a single
-    process, DDP only with several.
+    Starts the process group if the launcher has not: DeepSpeed and FSDP need one even for a
+    single process, DDP only with several.
     """
     device = dist.device()
     if config.kind == "deepspeed":
@@ -177,6 +177,11 @@ def build_engine(model: torch.nn.Module, selection: TrainableParams, stage: Trai
 
         init_deepspeed_group(dist, device)
         return DeepSpeedEngine(model, selection, stage, config, dist, device, stage_name)
+    if config.kind == "fsdp":
+        from langadapt.train.fsdp_engine import FSDPEngine, init_fsdp_group
+
+        init_fsdp_group(dist)
+        return FSDPEngine(model, selection, stage, config, dist, device)
     if dist.distributed:
         init_distributed(dist)
     return TorchEngine(model, selection, stage, config, dist, device)

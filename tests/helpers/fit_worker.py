@@ -1,6 +1,7 @@
 """One training stage through the real loop (`langadapt.train.loop.fit`), under any launcher.
 
     torchrun --nproc_per_node 2 fit_worker.py OUT --engine deepspeed --zero 2 --stage stage2
+    torchrun --nproc_per_node 2 fit_worker.py OUT --engine fsdp --precision bf16 --activation-checkpointing
 
 The tiny Llama and the synthetic stream come from `langadapt.train.synthetic`: the same
 initial weights on every rank, and row i of the data depends on i only, so runs with different
@@ -51,7 +52,8 @@ class SlowStream(SyntheticStream):
 
 
 def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "stage2", steps: int = 8,
-          save_every: int | None = None, step_sleep: float = 0.0, hidden: int = 32) -> None:
+          save_every: int | None = None, step_sleep: float = 0.0, hidden: int = 32, precision: str = "fp32",
+          activation_checkpointing: bool = False, cpu_offload: bool = False) -> None:
     """One `fit` in this process, on whatever ranks the environment describes (see module doc)."""
     dist = DistInfo.from_env()
     out.mkdir(parents=True, exist_ok=True)
@@ -65,7 +67,9 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
         checkpoint=CheckpointConfig(every_steps=save_every or steps, keep_last=2), log_every=1,
     )
     engine_config = EngineConfig(kind=engine, zero_stage=zero if engine == "deepspeed" else 0,
-                                 attn_implementation="eager")
+                                 attn_implementation="eager", precision=precision,
+                                 activation_checkpointing=activation_checkpointing,
+                                 fsdp={"cpu_offload": True} if cpu_offload else {})
     stream = SlowStream(VOCAB, SEQ, seed=7, sleep=step_sleep)
     result = fit(model, stream, config, engine_config, out, seed=0, dist=dist, stage_name=stage)
     if dist.rank == 0:
@@ -75,13 +79,16 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
-    parser.add_argument("--engine", choices=["torch", "deepspeed"], default="deepspeed")
+    parser.add_argument("--engine", choices=["torch", "deepspeed", "fsdp"], default="deepspeed")
     parser.add_argument("--zero", type=int, default=2)
     parser.add_argument("--stage", choices=["stage1", "stage2"], default="stage2")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--save-every", type=int, default=None)
     parser.add_argument("--step-sleep", type=float, default=0.0)
     parser.add_argument("--hidden", type=int, default=32, help="wider: larger checkpoints, slower to write")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--cpu-offload", action="store_true", help="engine.fsdp.cpu_offload")
     torch.set_num_threads(1)  # two ranks share two cores
     train(**{k.replace("-", "_"): v for k, v in vars(parser.parse_args()).items()})
 
