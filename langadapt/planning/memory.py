@@ -1,4 +1,4 @@
-"""Memory per GPU: model states under ZeRO stages 0-3, plus activations.
+"""Memory per GPU: model states under ZeRO stages 0-3 or FSDP2, plus activations.
 
 Model states follow the ZeRO paper (Rajbhandari et al. 2020, section 3.1 and figure 1): mixed
 precision Adam keeps 2 bytes of 16-bit weights, 2 of 16-bit gradients and K = 12 of optimizer
@@ -7,6 +7,15 @@ stage 1 partitions the optimizer states, stage 2 also the gradients, stage 3 als
 Their 7.5B-parameter example on 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB. Frozen parameters
 (stage 1 of our method: the body) have weights but neither gradients nor optimizer state, which
 is why that stage needs no ZeRO-3.
+
+FSDP2 (`engine.kind: fsdp`) shards the same 16 bytes per trainable parameter over Nd GPUs as
+ZeRO-3, arranged differently: fp32 weight shards (the master copy, 4 bytes, frozen ones too),
+fp32 gradient shards (4) and AdamW's two moments (8). On top come the bf16 copies it all-gathers,
+which are not sharded: the root group (embeddings, head, final norm) for the whole step, and
+two blocks at a time (the one computing and the next, prefetched), or every block from its
+forward to its backward with `reshard_after_forward: false`; plus the unsharded gradients of the
+root and one block (bf16, and their fp32 copy for the reduce-scatter). With `cpu_offload` the
+shards live in host memory and only the gathered copies stay on the GPU.
 
 Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
 Transformer Models", section 4): one transformer layer stores s*b*h*(34 + 5*a*s/h) bytes with
@@ -59,6 +68,31 @@ def zero_model_states(
     }
 
 
+def fsdp_model_states(
+    model: ModelDims,
+    trainable: Literal["all", "embeddings"] = "all",
+    num_gpus: int = 1,
+    reshard_after_forward: bool = True,
+    cpu_offload: bool = False,
+) -> dict[str, float]:
+    """Bytes per GPU of weights, gradients and optimizer states under FSDP2 with bf16 compute.
+
+    Sharded states as in the module docstring, plus the gathered copies (counted under weights
+    and gradients); `cpu_offload` leaves only the gathered copies on the GPU.
+    """
+    nd, on_gpu = float(num_gpus), 0.0 if cpu_offload else 1.0
+    total, block = model.num_params(), model.layer_params()
+    root = total - model.layers * block  # embeddings, head, final norm
+    train = total if trainable == "all" else model.embedding_params()
+    train_block = block if trainable == "all" else 0  # stage 1: no gradient in the body
+    train_root = train - model.layers * train_block
+    live_blocks = 2 if reshard_after_forward else model.layers
+    weights = on_gpu * 4.0 * total / nd + 2.0 * (root + live_blocks * block)
+    grads = on_gpu * 4.0 * train / nd + (2.0 + 4.0) * (train_root + train_block)
+    optimizer = on_gpu * 8.0 * train / nd
+    return {"weights": weights, "gradients": grads, "optimizer": optimizer, "total": weights + grads + optimizer}
+
+
 def layer_activation_bytes(
     seq_len: int, micro_batch: int, hidden: int, heads: int, flash: bool = False
 ) -> float:
@@ -86,17 +120,25 @@ def activation_bytes(
 
 def memory_per_gpu(
     model: ModelDims,
-    stage: int,
+    stage: int | Literal["fsdp"],
     num_gpus: int,
     seq_len: int,
     micro_batch: int,
     trainable: Literal["all", "embeddings"] = "all",
     checkpointing: Checkpointing = "flash",
     fused_loss: bool = False,
+    *,
+    reshard_after_forward: bool = True,
+    cpu_offload: bool = False,
 ) -> dict[str, float]:
-    """GB per GPU: weights, gradients, optimizer, activations and their total."""
-    train = model.num_params() if trainable == "all" else model.embedding_params()
-    states = zero_model_states(model.num_params(), train, stage, num_gpus)
+    """GB per GPU: weights, gradients, optimizer, activations and their total.
+
+    `stage`: a ZeRO stage 0-3, or "fsdp" (FSDP2; the keyword-only settings are engine.fsdp's)."""
+    if stage == "fsdp":
+        states = fsdp_model_states(model, trainable, num_gpus, reshard_after_forward, cpu_offload)
+    else:
+        train = model.num_params() if trainable == "all" else model.embedding_params()
+        states = zero_model_states(model.num_params(), train, stage, num_gpus)
     activations = activation_bytes(model, seq_len, micro_batch, checkpointing, fused_loss)
     out = {k: v / GB for k, v in states.items() if k != "total"}
     out["activations"] = activations / GB

@@ -18,6 +18,7 @@ from langadapt.planning.hardware import Hardware, co2_kg, energy_kwh, get_hardwa
 from langadapt.planning.memory import Checkpointing, memory_per_gpu
 from langadapt.planning.models import ModelDims
 from langadapt.planning.render import render_plan
+from langadapt.train.config import FSDPConfig
 
 __all__ = ["StagePlanInput", "build_plan", "render_plan"]
 
@@ -41,6 +42,8 @@ class StagePlanInput(Config):
     """What trains: 'embeddings' (input matrix + LM head, body frozen) or 'all'."""
     zero_stage: int = Field(default=1, ge=0, le=3)
     """The ZeRO stage the recipe uses (all four are reported; this one is marked)."""
+    fsdp: FSDPConfig | None = None
+    """engine.fsdp when the stage runs engine.kind: fsdp (an FSDP2 row is added and marked); None: ZeRO."""
     activation_checkpointing: bool = False
     """Recompute each layer in the backward pass instead of storing its activations."""
     flash_attention: bool = True
@@ -84,14 +87,17 @@ def _mixture_summary(
 def _memory_by_zero_stage(
     model: ModelDims, stage: StagePlanInput, hw: Hardware, num_gpus: int, checkpointing: Checkpointing
 ) -> dict[str, dict[str, Any]]:
-    """GB per GPU under ZeRO 0-3 (all four, so the table shows what each stage buys)."""
+    """GB per GPU under ZeRO 0-3 (all four, so the table shows what each stage buys), and FSDP2
+    when the stage runs it."""
     memory = {}
-    for zero in range(4):
+    layouts: list[int | Literal["fsdp"]] = [0, 1, 2, 3] + (["fsdp"] if stage.fsdp else [])
+    for layout in layouts:
+        fsdp = stage.fsdp.model_dump() if layout == "fsdp" and stage.fsdp else {}
         mem = memory_per_gpu(
-            model, zero, num_gpus, stage.seq_len, stage.micro_batch, stage.trainable, checkpointing,
-            stage.fused_loss,
+            model, layout, num_gpus, stage.seq_len, stage.micro_batch, stage.trainable, checkpointing,
+            stage.fused_loss, **fsdp,
         )
-        memory[f"zero{zero}"] = {**mem, "fits": mem["total"] <= hw.memory_gb}
+        memory[f"zero{layout}" if layout != "fsdp" else "fsdp"] = {**mem, "fits": mem["total"] <= hw.memory_gb}
     return memory
 
 
@@ -114,10 +120,11 @@ def _stage_plan(
     kwh = energy_kwh(hours, hw.watts, pue)
     ckpt = "full" if stage.activation_checkpointing else ("flash" if stage.flash_attention else "none")
     memory = _memory_by_zero_stage(model, stage, hw, num_gpus, ckpt)
-    chosen = memory[f"zero{stage.zero_stage}"]
+    layout = "fsdp" if stage.fsdp else f"zero{stage.zero_stage}"
+    chosen = memory[layout]
     if not chosen["fits"]:
         warnings.append(
-            f"ZeRO-{stage.zero_stage} needs {chosen['total']:.1f} GB per GPU, "
+            f"{'FSDP2' if stage.fsdp else f'ZeRO-{stage.zero_stage}'} needs {chosen['total']:.1f} GB per GPU, "
             f"more than the {hw.memory_gb:g} GB of a {hw.name}"
         )
     return {
@@ -136,6 +143,7 @@ def _stage_plan(
         "wall_hours": hours / num_gpus,
         "tokens_per_second_per_gpu": mfu * hw.peak_flops / fpt,
         "zero_stage": stage.zero_stage,
+        "memory_layout": layout,
         "activation_checkpointing": ckpt,
         "memory_gb": memory,
         "energy_kwh": kwh,
@@ -161,7 +169,8 @@ def build_plan(
 
     Each stage has tokens, steps, grad_accum_steps, `mixture` (per-source tokens, epochs and D'/D),
     flops_per_token, flops, gpu_hours, wall_hours, tokens_per_second_per_gpu, `memory_gb` for
-    zero0-zero3 (weights, gradients, optimizer, activations, total, fits), energy_kwh, co2_kg and
+    zero0-zero3 and fsdp when it runs (weights, gradients, optimizer, activations, total, fits), the
+    `memory_layout` among them that the stage uses, energy_kwh, co2_kg and
     warnings. `grid` is gCO2e/kWh or a preset of `hardware.GRIDS`; `pue` multiplies device power.
     """
     if num_gpus < 1:

@@ -51,7 +51,8 @@ def _stage_input(recipe: Recipe, name: str, world_size: int, measured: dict[str,
         name=name, steps=stage.steps, seq_len=stage.seq_len, global_batch=global_batch,
         micro_batch=stage.micro_batch_size,
         trainable="all" if stage.trainable_patterns(name) == ["all"] else "embeddings",
-        zero_stage=zero, activation_checkpointing=recipe.engine.activation_checkpointing,
+        zero_stage=zero, fsdp=recipe.engine.fsdp if recipe.engine.kind == "fsdp" else None,
+        activation_checkpointing=recipe.engine.activation_checkpointing,
         flash_attention=recipe.engine.attn_implementation != "eager", mixture=mixture,
         fused_loss=recipe.engine.fused_loss is not False)  # auto: on for the GPUs a plan is for
 

@@ -1,4 +1,4 @@
-"""The plan as text: compute and energy per stage, data per source, memory per GPU per ZeRO stage."""
+"""The plan as text: compute and energy per stage, data per source, memory per GPU per ZeRO stage / FSDP2."""
 
 from __future__ import annotations
 
@@ -97,12 +97,12 @@ def render_plan(plan: dict[str, Any]) -> str:
         lines += ["", *_table(["stage", "source", "tokens", "epochs", "D'/D"], data, text_columns=2)]
     mem = []
     for s in plan["stages"]:
-        for zero, v in s["memory_gb"].items():
-            mark = "*" if zero == f"zero{s['zero_stage']}" else ""
+        for layout, v in s["memory_gb"].items():
+            mark = "*" if layout == s["memory_layout"] else ""
             mem.append(
                 [
                     f"{s['name']}{mark}",
-                    zero.replace("zero", "ZeRO-"),
+                    "FSDP2" if layout == "fsdp" else layout.replace("zero", "ZeRO-"),
                     f"{v['weights']:.1f}",
                     f"{v['gradients']:.1f}",
                     f"{v['optimizer']:.1f}",
@@ -111,9 +111,9 @@ def render_plan(plan: dict[str, Any]) -> str:
                     "yes" if v["fits"] else "NO",
                 ]
             )
-    lines += ["", f"Memory per GPU, GB (* = the stage's ZeRO setting; fits in {hw['memory_gb']:g} GB?)"]
+    lines += ["", f"Memory per GPU, GB (* = the stage's engine setting; fits in {hw['memory_gb']:g} GB?)"]
     lines += _table(
-        ["stage", "ZeRO", "weights", "grads", "optim", "activ", "total", "fits"], mem, text_columns=2
+        ["stage", "sharding", "weights", "grads", "optim", "activ", "total", "fits"], mem, text_columns=2
     )
     warnings = [f"{s['name']}: {w}" for s in plan["stages"] for w in s["warnings"]]
     if warnings:
