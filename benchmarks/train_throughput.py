@@ -19,12 +19,15 @@ frozen-body stage-1 step should cost about 2/3 of a stage-2 step (4N vs 6N FLOPs
     python benchmarks/train_throughput.py                   # CPU, both configs
     python benchmarks/train_throughput.py --preset gpu-1b   # ~1.1B Llama, bf16 + SDPA, reports MFU
     python benchmarks/train_throughput.py --preset gpu-1b --levers --deepspeed 2 3 --profile
+    python benchmarks/train_throughput.py --preset gpu-1b --deepspeed 3 --fsdp   # the three engines
 
 On a GPU, "ours" runs with the engine defaults a recipe gets there (engine.compile and
 engine.fused_loss auto: per-block compile + liger's fused head/loss) at the preset's micro-batch,
 and HF Trainer in its default configuration (eager, full logits) at the largest micro-batch that
 fits, accumulating to the same global batch. `--levers` adds ours with each lever off,
-`--deepspeed` our loop under DeepSpeed ZeRO-N on the same GPU, `--profile` the top CUDA kernels
+`--deepspeed` our loop under DeepSpeed ZeRO-N on the same GPU, `--fsdp` under FSDP2
+(engine.kind: fsdp, bf16 mixed precision policy; one rank, so its all-gathers are local copies:
+what it measures is FSDP's own overhead beside the torch engine and ZeRO-3), `--profile` the top CUDA kernels
 of a few stage-2 steps, and the plan's predicted memory and tokens/s are printed beside the
 measured ones.
 
@@ -205,6 +208,7 @@ def main() -> None:
     parser.add_argument("--levers", action="store_true", help="also ours with each fast-path lever off")
     parser.add_argument("--deepspeed", type=int, nargs="*", default=[], metavar="ZERO",
                         help="also our loop under DeepSpeed at these ZeRO stages (one process)")
+    parser.add_argument("--fsdp", action="store_true", help="also our loop under FSDP2 (engine.kind: fsdp, one process)")
     parser.add_argument("--profile", choices=["stage1", "stage2"], help="top CUDA kernels of ours at this stage")
     parser.add_argument("--skip-core", action="store_true",
                         help="only the extra sides (--levers, --deepspeed, --profile), e.g. to finish a cut-off run")
@@ -261,6 +265,8 @@ def extra_sides(args: argparse.Namespace) -> dict[str, EngineConfig]:
         sides["ours, fused loss only"] = EngineConfig(compile=False)
     for zero in args.deepspeed:
         sides[f"DeepSpeed ZeRO-{zero}"] = EngineConfig(kind="deepspeed", zero_stage=zero)
+    if args.fsdp:  # last: its one-rank process group is then DeepSpeed's, not the other way round
+        sides["FSDP2"] = EngineConfig(kind="fsdp")
     return sides
 
 
@@ -271,9 +277,12 @@ def plan_prediction(config: dict, preset: dict, fpt: float, peak: float | None) 
     from langadapt.recipe import ClusterConfig
 
     fused = torch.cuda.is_available()  # engine.fused_loss auto
-    memory = memory_per_gpu(dims_from_config(config), 0, 1, preset["seq"], preset["micro"], fused_loss=fused)["total"]
+    dims = dims_from_config(config)
+    memory = {layout: memory_per_gpu(dims, layout, 1, preset["seq"], preset["micro"], fused_loss=fused)["total"] * 1e9 / 2**30
+              for layout in (0, "fsdp")}
     mfu = ClusterConfig().mfu  # the recipe default `plan` assumes
-    return {"memory_gib": memory * 1e9 / 2**30, "mfu": mfu, "tokens_per_second": None if peak is None else mfu * peak / fpt}
+    return {"memory_gib": memory[0], "fsdp_memory_gib": memory["fsdp"], "mfu": mfu,
+            "tokens_per_second": None if peak is None else mfu * peak / fpt}
 
 
 class ProfiledStream(TimedStream):
@@ -327,6 +336,9 @@ def report(args: argparse.Namespace, preset: dict, results: dict) -> None:
             print(f"plan (MFU {plan['mfu']:.0%}): {plan['tokens_per_second']:,.0f} tok/s, {plan['memory_gib']:.1f} GiB "
                   f"-> measured/planned tok/s {r['ours stage2'] / plan['tokens_per_second']:.2f}"
                   + (f", memory {PEAK_MEMORY['ours stage2'] / plan['memory_gib']:.2f}" if PEAK_MEMORY else ""))
+        if "FSDP2" in PEAK_MEMORY:
+            print(f"plan FSDP2: {plan['fsdp_memory_gib']:.1f} GiB -> measured/planned memory "
+                  f"{PEAK_MEMORY['FSDP2'] / plan['fsdp_memory_gib']:.2f}")
     main_name = next(iter(results))
     r = results[main_name]
     if args.skip_core:
