@@ -1,8 +1,9 @@
 """SIGKILL at random moments of a run that checkpoints every step: `latest` always names a complete
 checkpoint, and running the same command again resumes from it and finishes.
 
-Both engines: the torch engine (one safetensors file + optimizer.pt) and DeepSpeed ZeRO-2 (its
-own folder of model and optimizer shards, written by DeepSpeed). The model is widened (`--hidden 256`: ~15 MB of weights and AdamW state per checkpoint) so a
+Every engine: the torch engine (one safetensors file + optimizer.pt), DeepSpeed ZeRO-2 (its
+own folder of model and optimizer shards, written by DeepSpeed) and FSDP2 (a
+torch.distributed.checkpoint folder: shards + metadata). The model is widened (`--hidden 256`: ~15 MB of weights and AdamW state per checkpoint) so a
 write takes a while, and each kill is aimed at one: a random time after the first checkpoint,
 then a random 0-50 ms after the next write began (its `.tmp` folder appeared). The test counts
 the kills that left a `.tmp` folder behind, i.e. landed mid-write, and requires at least one.
@@ -30,6 +31,7 @@ STEPS = 40
 ENGINES = {  # engine -> (worker arguments, trials); DeepSpeed starts slower, so fewer trials
     "torch": (("--engine", "torch"), 3),
     "deepspeed": (("--engine", "deepspeed", "--zero", "2"), 2),
+    "fsdp": (("--engine", "fsdp"), 2),  # torch.distributed.checkpoint's folder of shards + metadata
 }
 COMMON = ("--steps", str(STEPS), "--save-every", "1", "--hidden", "256")
 
@@ -64,6 +66,12 @@ def _assert_complete(checkpoint: Path) -> int:
     if (checkpoint / "model.safetensors").exists():
         assert load_file(str(checkpoint / "model.safetensors"))
         torch.load(checkpoint / "optimizer.pt", weights_only=False)
+    elif (checkpoint / "fsdp").is_dir():
+        from torch.distributed.checkpoint import FileSystemReader
+
+        metadata = FileSystemReader(checkpoint / "fsdp").read_metadata()
+        files = {item.relative_path for item in metadata.storage_data.values()}
+        assert files and all((checkpoint / "fsdp" / f).stat().st_size > 0 for f in files)
     else:
         shards = sorted((checkpoint / "deepspeed").rglob("*.pt"))
         assert len(shards) >= 2, f"{checkpoint}: model and optimizer shards expected, found {shards}"
