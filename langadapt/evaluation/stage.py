@@ -8,6 +8,8 @@ A run contributes, in this order:
                  memory: the fair baseline for judging an initialisation (see DESIGN.md)
     stage1       after training embeddings + head (when stage 1 is enabled)
     adapted      the stage 2 model: the final one
+    cold         with `cold_baseline`: the same recipe trained from scratch at equal compute
+                 (the pipeline trains it in its own run directory, `langadapt.cold_twin`)
 
 Inside the pipeline the models are the ones the recipe's enabled stages made (`ctx.models`);
 `langadapt eval RUN` looks at what the run directory holds (`RunLayout.models_on_disk`).
@@ -116,14 +118,16 @@ def _summary(results: dict) -> dict:
     }
 
 
-def run(config: EvaluationConfig, ctx: StageContext) -> dict:
-    """Evaluate every model of the run (+ `config.compare`) and write results.json, report.md, report.html."""
+def run(config: EvaluationConfig, ctx: StageContext, extra: dict[str, Path] | None = None) -> dict:
+    """Evaluate every model of the run (+ `extra`, e.g. the cold twin, + `config.compare`) and
+    write results.json, report.md, report.html."""
     if not config.suites:
         ctx.log.info("evaluate: no suites configured; nothing to do")
         return {"bits_per_byte": {}, "notes": ["no suites configured"]}
     suites = load_suites(config.suites)
     own = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
     models = models_to_score(own, ctx.base_model, config, ctx.seed)
+    models.update(extra or {})
     models.update(compare_models(config.compare, set(models)))
     if not models:
         raise LangadaptError(f"evaluate: no models to evaluate in {ctx.run_dir}")

@@ -1,0 +1,88 @@
+"""The cold twin: the same run trained from scratch at equal compute, the baseline a warm start must beat.
+
+A warm run is only worth its machinery if it beats a model pretrained from scratch on the same
+data with the same compute (the NorMistral claim). The twin is this recipe with `init: scratch`
+(same tokenizer settings, data, seed, batch and optimizer) and its stage-2 steps raised so that it
+spends the FLOPs the warm run spends in stage 1 + stage 2. It is built and cached the way the
+demo's base model is (`base_model.resolve_base_model`): by the same pipeline in its own run
+directory, `<run_root>/<name>_cold/`, so a finished twin is a fixed point and costs nothing the
+next time; change the recipe and only the stages whose inputs changed run again.
+
+Compute: a frozen-body stage-1 step costs 4N + 2N_head FLOPs per token against 6N for a full step
+(+ attention, `langadapt.planning.flops`), so stage-1 steps count at that discount.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from langadapt.planning.flops import flops_per_token
+from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
+from langadapt.recipe import LoadedRecipe, Recipe, apply_overrides
+from langadapt.train.config import TrainStageConfig
+
+log = logging.getLogger("langadapt")
+
+COLD_SUFFIX = "_cold"
+"""The twin's run directory is the warm run's name plus this."""
+
+
+def step_flops(dims: ModelDims, stage: TrainStageConfig, trainable: str) -> float:
+    """FLOPs of one optimizer step of `stage` on one rank (world size is the same for both stages)."""
+    tokens = stage.micro_batch_size * stage.grad_accum_steps * stage.seq_len
+    return flops_per_token(dims, stage.seq_len, trainable) * tokens  # type: ignore[arg-type]
+
+
+def run_flops(dims: ModelDims, recipe: Recipe, stage1_steps: int | None = None, stage2_steps: int | None = None) -> float:
+    """Training FLOPs of a recipe's stage 1 (when it runs) and stage 2, on one rank."""
+    s1 = recipe.stage1.steps if stage1_steps is None else stage1_steps
+    s2 = recipe.stage2.steps if stage2_steps is None else stage2_steps
+    runs_stage1 = recipe.init == "warm" and recipe.stage1.enabled
+    first = s1 * step_flops(dims, recipe.stage1, "embeddings") if runs_stage1 else 0.0
+    return first + s2 * step_flops(dims, recipe.stage2, "all")
+
+
+def equal_compute_stage2_steps(budget_flops: float, dims: ModelDims, recipe: Recipe) -> int:
+    """Stage-2 steps that make `recipe` (its own stage 1 included) spend `budget_flops`."""
+    left = budget_flops - run_flops(dims, recipe, stage2_steps=0)
+    return max(1, round(left / step_flops(dims, recipe.stage2, "all")))
+
+
+def model_dims(base_model: str | Path, vocab_size: int) -> ModelDims:
+    """The trained model's dims: the base model's config with the new tokenizer's vocabulary."""
+    config = json.loads((Path(base_model) / "config.json").read_text(encoding="utf-8"))
+    return dims_from_config(config, name=Path(base_model).name).with_vocab(vocab_size)
+
+
+def cold_twin_overrides(recipe: Recipe, dims: ModelDims) -> list[str]:
+    """The `--set` items that turn a warm recipe into its cold twin at equal compute."""
+    budget = run_flops(dims, recipe)
+    scratch = Recipe.model_validate(apply_overrides(recipe.model_dump(mode="json"), ["init=scratch"]))
+    steps = equal_compute_stage2_steps(budget, dims, scratch)
+    return [
+        f"name={recipe.name}{COLD_SUFFIX}", "init=scratch", f"stage2.steps={steps}",
+        "evaluation.suites=[]", "evaluation.cold_baseline=false", "export.enabled=false",
+    ]
+
+
+def cold_twin_models(recipe: Recipe, base_model: str | None) -> dict[str, Path]:
+    """{"cold": the twin's final model} when `evaluation.cold_baseline` asks for it, else {}.
+
+    Only a warm run with suites to score has a twin (a scratch run is its own cold baseline)."""
+    if not (recipe.evaluation.cold_baseline and recipe.evaluation.suites and recipe.init == "warm" and base_model):
+        return {}
+    from langadapt.pipeline import run_pipeline  # the twin's own pipeline, as base_model does
+    from langadapt.rundir import RunLayout
+
+    # The warm run's own step-0 model has the dims both runs train: the base body, the new vocabulary.
+    overrides = cold_twin_overrides(recipe, load_model_dims(RunLayout(recipe.run_dir).embeddings.model))
+    tree = apply_overrides(recipe.model_dump(mode="json"), overrides)
+    # The twin's manifests name the warm run's resolved recipe as theirs, with the overrides logged.
+    twin = LoadedRecipe(Recipe.model_validate(tree), RunLayout(recipe.run_dir).resolved_recipe, tree,
+                        {"inherited": [], "overridden": []})
+    log.info("cold twin: %s (%s)", twin.recipe.run_dir, " ".join(f"--set {o}" for o in overrides))
+    run_pipeline(twin, force=False)
+    return {"cold": RunLayout(twin.recipe.run_dir).stage2.model}
+
