@@ -1,0 +1,365 @@
+"""Does a warm start beat training from scratch at equal compute, and which knobs widen the gap?
+
+Runs the variants of recipes/experiments/warm_vs_cold.yaml (the demo recipe plus `--set`
+overrides) through the real pipeline, each in runs/experiments/<variant>/, and scores every
+checkpoint on held-out text: bits per byte for nb (target), nn (the other written Norwegian, in
+no training data), en (forgetting), sv and da (neighbours). Every variant spends the FLOPs of the
+demo's warm run (a stage-1 step is discounted to 4N + 2N_head of a full step's 6N FLOPs per
+token; see langadapt.cold_twin) on the same target-language data.
+
+    python benchmarks/warm_vs_cold.py [--groups core,replay,stage1,tokenizer] [--jobs 2]
+    python benchmarks/warm_vs_cold.py --report        # table, plot and JSON line from the results
+
+Each finished run is merged into benchmarks/results/warm_vs_cold.json at once, so a run cut off
+keeps what it measured; variants already there are skipped (pass --rerun to repeat them).
+Prints a table and, last, one JSON line: value = the best warm variant's final nb bits per byte,
+baseline = the best cold variant's (over the cold learning rates tried), ratio = warm/cold.
+Each run is one process with one thread: on shared, oversubscribed cores that is the fastest
+(see benchmarks/embedding_init.py), and --jobs 2 keeps both cores busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from langadapt.cold_twin import equal_compute_stage2_steps, model_dims, run_flops, step_flops
+from langadapt.recipe import Recipe, load_recipe
+
+PLAN = REPO / "recipes" / "experiments" / "warm_vs_cold.yaml"
+RESULTS = REPO / "benchmarks" / "results" / "warm_vs_cold.json"
+PLOT = REPO / "benchmarks" / "results" / "warm_vs_cold.png"
+LANGS = ("nb", "nn", "en", "sv", "da")
+WARM_INITS = ("random", "mean", "align", "focus")
+
+
+def load_plan(path: Path = PLAN) -> dict[str, Any]:
+    plan = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for name, variant in plan["variants"].items():
+        variant.setdefault("set", [])
+        variant.setdefault("equal_compute", True)
+        variant.setdefault("group", "other")
+    return plan
+
+
+def run_name(variant: str, seed: int, default_seed: int) -> str:
+    return variant if seed == default_seed else f"{variant}_s{seed}"
+
+
+def variant_overrides(plan: dict[str, Any], variant: str, seed: int, default_seed: int,
+                      best_init: str | None = None) -> list[str]:
+    """The `--set` items of one run, without the compute-equalising stage-2 steps."""
+    spec = plan["variants"][variant]
+    items = [*plan["common"], *spec["set"], f"name={run_name(variant, seed, default_seed)}", f"seed={seed}"]
+    if spec.get("init_from_best"):
+        if best_init is None:
+            raise ValueError(f"{variant}: needs the best warm init, and no warm variant has finished")
+        items.append(f"embeddings.method={best_init}")
+        if best_init == "focus":
+            items.append("embeddings.fasttext_workers=1")
+    return items
+
+
+def compute_budget(plan: dict[str, Any], base_model: Path) -> tuple[float, Any]:
+    """FLOPs of the reference (the demo recipe with the common overrides) and the model dims."""
+    reference = load_recipe(REPO / plan["recipe"], plan["common"]).recipe
+    dims = model_dims(base_model, reference.tokenizer.vocab_size)
+    return run_flops(dims, reference), dims
+
+
+def with_equal_compute(plan: dict[str, Any], variant: str, items: list[str], budget: float, dims) -> list[str]:
+    """`items` plus the stage-2 steps that spend `budget` FLOPs (unless the variant opts out)."""
+    if not plan["variants"][variant]["equal_compute"]:
+        return items
+    recipe = load_recipe(REPO / plan["recipe"], items).recipe
+    return [*items, f"stage2.steps={equal_compute_stage2_steps(budget, dims, recipe)}"]
+
+
+def best_warm_init(results: dict[str, Any], plan: dict[str, Any]) -> str | None:
+    """The embeddings.method of the finished core warm variant with the lowest final nb bpb."""
+    scored = []
+    for name, run in results.get("runs", {}).items():
+        spec = plan["variants"].get(run["variant"], {})
+        if spec.get("group") == "core" and run["init"] == "warm" and not spec.get("init_from_best") \
+                and run["stage1_steps"] > 0 and run["seed"] == results["meta"]["default_seed"]:
+            scored.append((run["final"]["nb"], run["method"]))
+    return min(scored)[1] if scored else None
+
+
+def summary_line(results: dict[str, Any]) -> dict[str, Any]:
+    """The DESIGN.md JSON line: best warm final nb bpb over the best cold one (default seed)."""
+    seed = results["meta"]["default_seed"]
+    runs = [r for r in results.get("runs", {}).values() if r["seed"] == seed]
+    warm = [r["final"]["nb"] for r in runs if r["init"] == "warm"]
+    cold = [r["final"]["nb"] for r in runs if r["init"] == "scratch"]
+    value, baseline = (min(warm) if warm else None), (min(cold) if cold else None)
+    ratio = round(value / baseline, 4) if value and baseline else None
+    return {"benchmark": "warm_vs_cold", "metric": "nb_bpb_warm_over_cold", "value": value,
+            "baseline": baseline, "ratio": ratio, "unit": "bits/byte"}
+
+
+# --- one run (in a worker process) -------------------------------------------------------------
+
+def score_checkpoints(run_dir: Path, langs: tuple[str, ...], max_bytes: int, recipe: Recipe,
+                      dims) -> list[dict[str, Any]]:
+    """bpb of the step-0 model and of every kept checkpoint, with tokens and FLOPs spent so far."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from langadapt.rundir import RunLayout
+
+    layout = RunLayout(run_dir)
+    texts = held_out(run_dir, langs, max_bytes)
+    tokenizer = AutoTokenizer.from_pretrained(layout.embeddings.model)
+    model = AutoModelForCausalLM.from_pretrained(layout.embeddings.model, dtype=torch.float32).eval()
+    stages = [("stage1", recipe.stage1, "embeddings")] if recipe.init == "warm" and recipe.stage1.enabled else []
+    stages.append(("stage2", recipe.stage2, "all"))
+    points, tokens, flops = [("init", 0, model.state_dict())], 0.0, 0.0
+    per_stage: list[tuple[str, int, float, float]] = [("init", 0, 0.0, 0.0)]
+    for stage, config, trainable in stages:
+        step_tokens = config.micro_batch_size * config.grad_accum_steps * config.seq_len
+        for ckpt in sorted(layout.trained(stage).checkpoints.glob("step_*")):
+            step = int(ckpt.name.split("_")[1])
+            points.append((stage, step, ckpt / "model.safetensors"))
+            per_stage.append((stage, step, tokens + step * step_tokens, flops + step * step_flops(dims, config, trainable)))
+        tokens += config.steps * step_tokens
+        flops += config.steps * step_flops(dims, config, trainable)
+    curve = []
+    for (stage, step, weights), (_, _, seen, spent) in zip(points, per_stage):
+        if not isinstance(weights, dict):
+            model.load_state_dict(load_file(weights))
+        bpb = score(model, tokenizer, texts)
+        curve.append({"stage": stage, "step": step, "tokens": int(seen), "flops": spent, "bpb": bpb})
+        print(f"  {run_dir.name} {stage} step {step}: {bpb}", file=sys.stderr, flush=True)
+    return curve
+
+
+def held_out(run_dir: Path, langs: tuple[str, ...], max_bytes: int) -> dict[str, list[str]]:
+    """The run's held-out documents per language, the leading `max_bytes` of each language."""
+    from langadapt.data.documents import texts_by_lang
+    from langadapt.evaluation.tasks import cap_bytes
+    from langadapt.rundir import RunLayout
+
+    texts = texts_by_lang(RunLayout(run_dir).data.root, "valid")
+    return {lang: cap_bytes(texts[lang], max_bytes) for lang in langs if lang in texts}
+
+
+def score(model, tokenizer, texts: dict[str, list[str]]) -> dict[str, float]:
+    from langadapt.evaluation.bpb import bits_per_byte
+
+    return {lang: round(bits_per_byte(model, tokenizer, t, window=256, stride=256)["bits_per_byte"], 4)
+            for lang, t in texts.items()}
+
+
+def score_base(base_model: Path, run: dict[str, Any], args) -> dict[str, float]:
+    """The English base model (its own tokenizer) on the same held-out text: the forgetting reference."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(args.threads)
+    name = run_name(run["variant"], run["seed"], run["seed"])
+    texts = held_out(REPO / "runs" / "experiments" / name, LANGS, args.eval_bytes)
+    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32).eval()
+    return score(model, AutoTokenizer.from_pretrained(base_model), texts)
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Run one variant's pipeline and score it; print its result as one JSON line."""
+    import logging
+
+    import torch
+
+    from langadapt.pipeline import run_pipeline
+
+    torch.set_num_threads(args.threads)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    items = json.loads(args.worker)
+    loaded = load_recipe(REPO / args.recipe, items)
+    started = time.time()
+    run_pipeline(loaded)
+    train_s = time.time() - started
+    recipe = loaded.recipe
+    dims = model_dims(REPO / recipe.base_model.path, recipe.tokenizer.vocab_size)
+    curve = score_checkpoints(recipe.run_dir, LANGS, args.eval_bytes, recipe, dims)
+    print(json.dumps({
+        "init": recipe.init, "method": recipe.embeddings.method if recipe.init == "warm" else "scratch",
+        "stage1_steps": recipe.stage1.steps if recipe.init == "warm" and recipe.stage1.enabled else 0,
+        "stage2_steps": recipe.stage2.steps, "flops": run_flops(dims, recipe), "seed": recipe.seed,
+        "overrides": items, "pipeline_seconds": round(train_s, 1), "curve": curve, "final": curve[-1]["bpb"],
+    }))
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+def load_results(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"runs": {}}
+
+
+def merge_results(path: Path, meta: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
+    """Merge `meta` and `runs` into the results file and return its new content.
+
+    Read-merge-write under a lock, so drivers started side by side (e.g. one per core with
+    different --only lists) never drop each other's runs; written to a temporary file first."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = load_results(path)
+        results.setdefault("meta", {}).update(meta)
+        results["runs"].update(runs)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    return results
+
+
+def launch(args, plan, variant: str, seed: int, budget: float, dims, log_dir: Path) -> dict | None:
+    results = load_results(args.results)  # the latest: another driver may have finished runs
+    default_seed = results["meta"]["default_seed"]
+    items = variant_overrides(plan, variant, seed, default_seed, best_warm_init(results, plan))
+    items = with_equal_compute(plan, variant, items, budget, dims)
+    name = run_name(variant, seed, default_seed)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(items),
+           "--threads", str(args.threads), "--eval-bytes", str(args.eval_bytes)]
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: langadapt run {plan['recipe']} "
+          + " ".join(f"--set {i}" for i in items), flush=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(REPO)}
+    with open(log_dir / f"{name}.log", "w") as log:
+        done = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+    if done.returncode != 0:
+        print(f"[{time.strftime('%H:%M:%S')}] {name}: FAILED (see {log_dir / (name + '.log')})", flush=True)
+        return None
+    run = {"variant": variant, **json.loads(done.stdout.strip().splitlines()[-1])}
+    if plan["variants"][variant].get("init_from_best"):
+        run["best_init_of"] = sorted({r["method"] for r in results["runs"].values()
+                                      if r["init"] == "warm" and r["stage1_steps"] > 0})
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: final {run['final']} in {run['pipeline_seconds']} s", flush=True)
+    return run
+
+
+def print_table(results: dict[str, Any], plan: dict[str, Any]) -> None:
+    runs = results.get("runs", {})
+    line = summary_line(results)
+    cold = line["baseline"]
+    print(f"\nheld-out bits per byte after training (equal FLOPs: {results['meta'].get('budget_flops', 0):.3g} "
+          f"per run; stage-1 step = {results['meta'].get('stage1_step_cost', 0):.2f} stage-2 steps)")
+    print(f"{'run':22s} {'group':9s} {'s1':>4s} {'s2':>4s} " + " ".join(f"{l:>6s}" for l in LANGS) + "  nb/cold")
+    for name, run in runs.items():
+        final = run["final"]
+        rel = f"{final['nb'] / cold:.3f}" if cold else "-"
+        group = plan["variants"].get(run["variant"], {}).get("group", "?")
+        print(f"{name:22s} {group:9s} {run['stage1_steps']:4d} {run['stage2_steps']:4d} "
+              + " ".join(f"{final.get(l, float('nan')):6.3f}" for l in LANGS) + f"  {rel:>7s}")
+    if "base" in results["meta"]:
+        print(f"{'base (English model)':22s} {'':9s} {'':4s} {'':4s} "
+              + " ".join(f"{results['meta']['base'].get(l, float('nan')):6.3f}" for l in LANGS))
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """nb and en bits per byte against tokens seen, one line per run of the default seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seed = results["meta"]["default_seed"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, run in results["runs"].items():
+        if run["seed"] != seed:
+            continue
+        style = "--" if run["init"] == "scratch" else "-"
+        for ax, lang in zip(axes, ("nb", "en")):
+            xs = [p["tokens"] / 1e3 for p in run["curve"]]
+            ax.plot(xs, [p["bpb"][lang] for p in run["curve"]], style, marker=".", label=name)
+    for ax, lang in zip(axes, ("nb (target)", "en (forgetting)")):
+        ax.set_xlabel("training tokens seen (thousands)")
+        ax.set_ylabel("held-out bits per byte")
+        ax.set_title(lang)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--plan", type=Path, default=PLAN)
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--groups", default="core", help="comma-separated groups of the plan to run, in order")
+    ap.add_argument("--only", default=None, help="comma-separated variant names (instead of --groups)")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds (default: the recipe's)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one thread each)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eval-bytes", type=int, default=16000, help="held-out UTF-8 bytes scored per language")
+    ap.add_argument("--rerun", action="store_true", help="run variants already in the results again")
+    ap.add_argument("--report", action="store_true", help="only print the table, plot and JSON line")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--recipe", default=str(PLAN.parent.parent / "tiny_norwegian_warm.yaml"), help=argparse.SUPPRESS)
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.worker is not None:
+        worker(args)
+        return
+    plan = load_plan(args.plan)
+    results = load_results(args.results)
+    if not args.report:
+        run_all(args, plan, results)
+    print_table(results, plan)
+    if results.get("runs"):
+        plot(results, PLOT)
+        print(f"plot: {PLOT.relative_to(REPO)}")
+    print(json.dumps(summary_line(results)))
+
+
+def run_all(args, plan: dict[str, Any], results: dict[str, Any]) -> None:
+    reference = load_recipe(REPO / plan["recipe"], plan["common"]).recipe
+    from langadapt.base_model import resolve_base_model
+
+    base_model = Path(resolve_base_model(reference))  # the demo's base is built once, here
+    budget, dims = compute_budget(plan, base_model)
+    results.update(merge_results(args.results, {
+        "plan": str(args.plan.relative_to(REPO)), "default_seed": reference.seed, "budget_flops": budget,
+        "stage1_step_cost": step_flops(dims, reference.stage1, "embeddings") / step_flops(dims, reference.stage2, "all"),
+        "eval_bytes_per_lang": args.eval_bytes, "langs": list(LANGS),
+    }, {}))
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [reference.seed]
+    names = args.only.split(",") if args.only else \
+        [n for g in args.groups.split(",") for n, v in plan["variants"].items() if v["group"] == g]
+    # In the plan's order: a variant that takes the best warm init comes after the warm ones and
+    # picks the best of those finished when it starts (the run records which were compared).
+    todo = [(n, s) for s in seeds for n in names
+            if args.rerun or run_name(n, s, reference.seed) not in results["runs"]]
+    log_dir = REPO / "runs" / "experiments" / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+
+    def one(item: tuple[str, int]) -> None:
+        variant, seed = item
+        run = launch(args, plan, variant, seed, budget, dims, log_dir)
+        if run is not None:
+            results.update(merge_results(args.results, {}, {run_name(variant, seed, reference.seed): run}))
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(one, todo))
+    if "base" not in results["meta"] and results["runs"]:
+        base = score_base(base_model, next(iter(results["runs"].values())), args)
+        results.update(merge_results(args.results, {"base": base}, {}))
+
+
+if __name__ == "__main__":
+    main()
