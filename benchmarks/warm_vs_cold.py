@@ -71,18 +71,24 @@ def variant_overrides(plan: dict[str, Any], variant: str, seed: int, default_see
     return items
 
 
-def compute_budget(plan: dict[str, Any], base_model: Path) -> tuple[float, Any]:
-    """FLOPs of the reference (the demo recipe with the common overrides) and the model dims."""
-    reference = load_recipe(REPO / plan["recipe"], plan["common"]).recipe
-    dims = model_dims(base_model, reference.tokenizer.vocab_size)
-    return run_flops(dims, reference), dims
+def recipe_dims(recipe: Recipe):
+    """The dims a run trains: its base model's config with its tokenizer's vocabulary size."""
+    return model_dims(REPO / recipe.base_model.path, recipe.tokenizer.vocab_size)
 
 
-def with_equal_compute(plan: dict[str, Any], variant: str, items: list[str], budget: float, dims) -> list[str]:
-    """`items` plus the stage-2 steps that spend `budget` FLOPs (unless the variant opts out)."""
+def reference_recipe(plan: dict[str, Any]) -> Recipe:
+    """The demo recipe with the common overrides: its schedule defines every run's compute."""
+    return load_recipe(REPO / plan["recipe"], plan["common"]).recipe
+
+
+def with_equal_compute(plan: dict[str, Any], variant: str, items: list[str], dims_of=recipe_dims) -> list[str]:
+    """`items` plus the stage-2 steps that make the variant spend the FLOPs the demo's schedule
+    spends on the variant's own model (unless the variant opts out)."""
     if not plan["variants"][variant]["equal_compute"]:
         return items
     recipe = load_recipe(REPO / plan["recipe"], items).recipe
+    dims = dims_of(recipe)
+    budget = run_flops(dims, reference_recipe(plan))
     return [*items, f"stage2.steps={equal_compute_stage2_steps(budget, dims, recipe)}"]
 
 
@@ -97,16 +103,40 @@ def best_warm_init(results: dict[str, Any], plan: dict[str, Any]) -> str | None:
     return min(scored)[1] if scored else None
 
 
-def summary_line(results: dict[str, Any]) -> dict[str, Any]:
-    """The DESIGN.md JSON line: best warm final nb bpb over the best cold one (default seed)."""
+def summary_line(results: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """The DESIGN.md JSON line: the best warm core variant's final nb bpb over the best cold one's.
+
+    Core variants only (default seed): there warm and cold differ in nothing but the init, the
+    compute is equal and the model is the demo's; sweeps change the data or the model too."""
     seed = results["meta"]["default_seed"]
-    runs = [r for r in results.get("runs", {}).values() if r["seed"] == seed]
+    runs = [r for r in results.get("runs", {}).values()
+            if r["seed"] == seed and plan["variants"].get(r["variant"], {}).get("group") == "core"]
     warm = [r["final"]["nb"] for r in runs if r["init"] == "warm"]
     cold = [r["final"]["nb"] for r in runs if r["init"] == "scratch"]
     value, baseline = (min(warm) if warm else None), (min(cold) if cold else None)
     ratio = round(value / baseline, 4) if value and baseline else None
     return {"benchmark": "warm_vs_cold", "metric": "nb_bpb_warm_over_cold", "value": value,
             "baseline": baseline, "ratio": ratio, "unit": "bits/byte"}
+
+
+def nb_at_flops(curve: list[dict[str, Any]], flops: float) -> float:
+    """nb bits per byte of a learning curve at `flops`, linearly interpolated between checkpoints."""
+    points = [(p["flops"], p["bpb"]["nb"]) for p in curve]
+    if flops <= points[0][0]:
+        return points[0][1]
+    for (f0, b0), (f1, b1) in zip(points, points[1:]):
+        if flops <= f1:
+            return b0 + (b1 - b0) * (flops - f0) / (f1 - f0)
+    return points[-1][1]
+
+
+def flops_to_reach(curve: list[dict[str, Any]], target: float) -> float | None:
+    """The FLOPs at which a curve's nb bits per byte first reaches `target` (interpolated), or None."""
+    for before, after in zip(curve, curve[1:]):
+        b0, b1 = before["bpb"]["nb"], after["bpb"]["nb"]
+        if b1 <= target < b0:
+            return before["flops"] + (after["flops"] - before["flops"]) * (b0 - target) / (b0 - b1)
+    return 0.0 if curve and curve[0]["bpb"]["nb"] <= target else None
 
 
 # --- one run (in a worker process) -------------------------------------------------------------
@@ -191,7 +221,7 @@ def worker(args: argparse.Namespace) -> None:
     run_pipeline(loaded)
     train_s = time.time() - started
     recipe = loaded.recipe
-    dims = model_dims(REPO / recipe.base_model.path, recipe.tokenizer.vocab_size)
+    dims = recipe_dims(recipe)
     curve = score_checkpoints(recipe.run_dir, LANGS, args.eval_bytes, recipe, dims)
     print(json.dumps({
         "init": recipe.init, "method": recipe.embeddings.method if recipe.init == "warm" else "scratch",
@@ -226,11 +256,11 @@ def merge_results(path: Path, meta: dict[str, Any], runs: dict[str, Any]) -> dic
     return results
 
 
-def launch(args, plan, variant: str, seed: int, budget: float, dims, log_dir: Path) -> dict | None:
+def launch(args, plan, variant: str, seed: int, log_dir: Path) -> dict | None:
     results = load_results(args.results)  # the latest: another driver may have finished runs
     default_seed = results["meta"]["default_seed"]
     items = variant_overrides(plan, variant, seed, default_seed, best_warm_init(results, plan))
-    items = with_equal_compute(plan, variant, items, budget, dims)
+    items = with_equal_compute(plan, variant, items)
     name = run_name(variant, seed, default_seed)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(items),
            "--threads", str(args.threads), "--eval-bytes", str(args.eval_bytes)]
@@ -251,47 +281,63 @@ def launch(args, plan, variant: str, seed: int, budget: float, dims, log_dir: Pa
 
 
 def print_table(results: dict[str, Any], plan: dict[str, Any]) -> None:
-    runs = results.get("runs", {})
-    line = summary_line(results)
-    cold = line["baseline"]
-    print(f"\nheld-out bits per byte after training (equal FLOPs: {results['meta'].get('budget_flops', 0):.3g} "
-          f"per run; stage-1 step = {results['meta'].get('stage1_step_cost', 0):.2f} stage-2 steps)")
-    print(f"{'run':22s} {'group':9s} {'s1':>4s} {'s2':>4s} " + " ".join(f"{l:>6s}" for l in LANGS) + "  nb/cold")
+    runs, meta = results.get("runs", {}), results.get("meta", {})
+    cold = summary_line(results, plan)["baseline"]
+    budget = meta.get("budget_flops") or 1.0
+    print(f"\nheld-out bits per byte after training; compute in units of the demo's warm run "
+          f"({budget:.3g} FLOPs; a stage-1 step = {meta.get('stage1_step_cost', 0):.2f} stage-2 steps)")
+    print(f"{'run':22s} {'group':9s} {'s1':>4s} {'s2':>4s} {'FLOPs':>5s} " + " ".join(f"{l:>6s}" for l in LANGS)
+          + "  nb/cold")
     for name, run in runs.items():
         final = run["final"]
         rel = f"{final['nb'] / cold:.3f}" if cold else "-"
         group = plan["variants"].get(run["variant"], {}).get("group", "?")
-        print(f"{name:22s} {group:9s} {run['stage1_steps']:4d} {run['stage2_steps']:4d} "
+        print(f"{name:22s} {group:9s} {run['stage1_steps']:4d} {run['stage2_steps']:4d} {run['flops'] / budget:5.2f} "
               + " ".join(f"{final.get(l, float('nan')):6.3f}" for l in LANGS) + f"  {rel:>7s}")
-    if "base" in results["meta"]:
-        print(f"{'base (English model)':22s} {'':9s} {'':4s} {'':4s} "
-              + " ".join(f"{results['meta']['base'].get(l, float('nan')):6.3f}" for l in LANGS))
+    cold_run = min((r for r in runs.values() if r["init"] == "scratch" and r["final"]["nb"] == cold),
+                   key=lambda r: r["final"]["nb"], default=None)
+    if cold_run:
+        print(f"\ncore warm runs against {cold_run['variant']} at equal FLOPs along the way (nb warm/cold), "
+              "and the share of the budget each needs to reach cold's final nb:")
+        for name, run in runs.items():
+            if run["init"] != "warm" or plan["variants"].get(run["variant"], {}).get("group") != "core":
+                continue
+            along = [f"{p['flops'] / budget:.2f}: {p['bpb']['nb'] / nb_at_flops(cold_run['curve'], p['flops']):.3f}"
+                     for p in run["curve"][1:]]
+            reach = flops_to_reach(run["curve"], cold)
+            print(f"  {name:20s} reaches cold's {cold:.3f} at {reach / budget if reach is not None else float('nan'):.2f}"
+                  f" of the budget; ratio at " + ", ".join(along))
+    if meta.get("base"):
+        print(f"{'base (English model)':22s} {'':9s} {'':4s} {'':4s} {'':5s} "
+              + " ".join(f"{meta['base'].get(l, float('nan')):6.3f}" for l in LANGS))
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
-    """nb and en bits per byte against tokens seen, one line per run of the default seed."""
+def plot(results: dict[str, Any], plan: dict[str, Any], path: Path) -> None:
+    """Bits per byte against tokens seen (default seed): nb and en of the core set, nb of the sweeps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     seed = results["meta"]["default_seed"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name, run in results["runs"].items():
-        if run["seed"] != seed:
-            continue
-        style = "--" if run["init"] == "scratch" else "-"
-        for ax, lang in zip(axes, ("nb", "en")):
-            xs = [p["tokens"] / 1e3 for p in run["curve"]]
-            ax.plot(xs, [p["bpb"][lang] for p in run["curve"]], style, marker=".", label=name)
-    for ax, lang in zip(axes, ("nb (target)", "en (forgetting)")):
-        ax.set_xlabel("training tokens seen (thousands)")
-        ax.set_ylabel("held-out bits per byte")
-        ax.set_title(lang)
+    panels = [("core", "nb", "core set: nb (target)"), ("core", "en", "core set: en (forgetting)"),
+              ("sweeps", "nb", "sweeps: nb (target)"), ("sweeps", "en", "sweeps: en (forgetting)")]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    for ax, (which, lang, title) in zip(axes.flat, panels):
+        for name, run in results["runs"].items():
+            core = plan["variants"].get(run["variant"], {}).get("group") == "core"
+            if run["seed"] != seed or core != (which == "core"):
+                continue
+            style = "--" if run["init"] == "scratch" else "-"
+            ax.plot([p["tokens"] / 1e3 for p in run["curve"]], [p["bpb"][lang] for p in run["curve"]],
+                    style, marker=".", label=name)
+        if lang == "en" and results["meta"].get("base"):
+            ax.axhline(results["meta"]["base"]["en"], color="grey", lw=0.8, label="English base")
+        ax.set(xlabel="training tokens seen (thousands)", ylabel="held-out bits per byte", title=title)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+        ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 def parse_args() -> argparse.Namespace:
@@ -322,17 +368,18 @@ def main() -> None:
         run_all(args, plan, results)
     print_table(results, plan)
     if results.get("runs"):
-        plot(results, PLOT)
+        plot(results, plan, PLOT)
         print(f"plot: {PLOT.relative_to(REPO)}")
-    print(json.dumps(summary_line(results)))
+    print(json.dumps(summary_line(results, plan)))
 
 
 def run_all(args, plan: dict[str, Any], results: dict[str, Any]) -> None:
-    reference = load_recipe(REPO / plan["recipe"], plan["common"]).recipe
+    reference = reference_recipe(plan)
     from langadapt.base_model import resolve_base_model
 
     base_model = Path(resolve_base_model(reference))  # the demo's base is built once, here
-    budget, dims = compute_budget(plan, base_model)
+    dims = recipe_dims(reference)
+    budget = run_flops(dims, reference)
     results.update(merge_results(args.results, {
         "plan": str(args.plan.relative_to(REPO)), "default_seed": reference.seed, "budget_flops": budget,
         "stage1_step_cost": step_flops(dims, reference.stage1, "embeddings") / step_flops(dims, reference.stage2, "all"),
@@ -350,7 +397,7 @@ def run_all(args, plan: dict[str, Any], results: dict[str, Any]) -> None:
 
     def one(item: tuple[str, int]) -> None:
         variant, seed = item
-        run = launch(args, plan, variant, seed, budget, dims, log_dir)
+        run = launch(args, plan, variant, seed, log_dir)
         if run is not None:
             results.update(merge_results(args.results, {}, {run_name(variant, seed, reference.seed): run}))
 

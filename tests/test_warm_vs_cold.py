@@ -78,7 +78,7 @@ def test_equal_compute_counts_a_variants_own_stage1():
 def test_every_experiment_validates_against_the_recipe_schema(variant):
     plan = bench.load_plan()
     items = bench.variant_overrides(plan, variant, 7, 1234, best_init="focus")
-    items = bench.with_equal_compute(plan, variant, items, run_flops(DEMO_DIMS, load_recipe(DEMO).recipe), DEMO_DIMS)
+    items = bench.with_equal_compute(plan, variant, items, dims_of=lambda recipe: DEMO_DIMS)
     recipe = load_recipe(REPO / plan["recipe"], items).recipe
     assert recipe.name == f"{variant}_s7" and recipe.seed == 7
     assert recipe.run_root == "runs/experiments" and not recipe.export.enabled
@@ -110,8 +110,21 @@ def test_best_warm_init_and_json_line():
         "replay0": _run("replay0", "warm", "mean", 1.5),  # a sweep: not a candidate init
     }}
     assert bench.best_warm_init(results, plan) == "focus"
-    line = bench.summary_line(results)
-    assert line == {"benchmark": "warm_vs_cold", "metric": "nb_bpb_warm_over_cold", "value": 1.5,
-                    "baseline": 1.9, "ratio": round(1.5 / 1.9, 4), "unit": "bits/byte"}
+    line = bench.summary_line(results, plan)
+    # Core variants of the default seed only: replay0 (a sweep, 1.5) and the other seed (1.0) do not count.
+    assert line == {"benchmark": "warm_vs_cold", "metric": "nb_bpb_warm_over_cold", "value": 1.6,
+                    "baseline": 1.9, "ratio": round(1.6 / 1.9, 4), "unit": "bits/byte"}
     assert json.loads(json.dumps(line)) == line
-    assert bench.summary_line({"meta": {"default_seed": 1}, "runs": {}})["ratio"] is None
+    assert bench.summary_line({"meta": {"default_seed": 1}, "runs": {}}, plan)["ratio"] is None
+
+
+def test_curve_interpolation_and_flops_to_reach():
+    curve = [{"flops": 0.0, "bpb": {"nb": 3.0}}, {"flops": 10.0, "bpb": {"nb": 2.0}},
+             {"flops": 20.0, "bpb": {"nb": 1.5}}]
+    assert bench.nb_at_flops(curve, 5.0) == pytest.approx(2.5)
+    assert bench.nb_at_flops(curve, 15.0) == pytest.approx(1.75)
+    assert bench.nb_at_flops(curve, 99.0) == 1.5 and bench.nb_at_flops(curve, -1.0) == 3.0
+    assert bench.flops_to_reach(curve, 2.5) == pytest.approx(5.0)
+    assert bench.flops_to_reach(curve, 1.75) == pytest.approx(15.0)
+    assert bench.flops_to_reach(curve, 1.0) is None  # never reached
+    assert bench.flops_to_reach(curve, 3.5) == 0.0  # already there at step 0
