@@ -24,7 +24,7 @@ def resolve_base_model(recipe: Recipe, build: bool = True) -> str | None:
         return None
     if Path(spec.path).is_dir():
         return spec.path
-    hub_id = spec.path.count("/") == 1 and not spec.path.startswith((".", "/"))
+    hub_id = hub_repo_id(spec.path) is not None
     if not build:  # a dry run: what is on this machine already, nothing built or downloaded
         return _hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
     if spec.build_recipe:
@@ -43,6 +43,20 @@ def resolve_base_model(recipe: Recipe, build: bool = True) -> str | None:
         except Exception as exc:  # network, auth, missing repo: all user-fixable
             raise LangadaptError(f"base_model.path {spec.path}: not a local folder and the Hub download failed ({type(exc).__name__})") from None
     raise LangadaptError(f"base_model.path {spec.path}: folder not found")
+
+
+def hub_repo_id(path: str | None) -> str | None:
+    """The Hub id `path` names: `org/name` that is not a local folder, or a folder inside the Hub
+    cache (`.../models--org--name/snapshots/<commit>`); None for any other local path."""
+    if not path:
+        return None
+    local = Path(path)
+    if local.is_dir():
+        parts = local.resolve().parts
+        if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+            return parts[-3][len("models--"):].replace("--", "/", 1)
+        return None
+    return path if path.count("/") == 1 and not path.startswith((".", "/", "~")) else None
 
 
 def _hub_cached(repo_id: str, revision: str | None) -> str | None:

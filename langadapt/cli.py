@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
     _recipe_args(export)
     export.add_argument("--push-to-hub", metavar="REPO_ID", help="push the exported folder to this Hub repo")
+    export.add_argument("--revision", metavar="BRANCH", help="push to this branch of the repo (default: main; "
+                        "for --checkpoint: STAGE-stepN)")
+    export.add_argument("--checkpoint", metavar="STAGE/STEP", help="export this saved checkpoint instead of the "
+                        "final model, e.g. stage2/500 (into RUN/exported_checkpoints/)")
     export.add_argument("--overwrite", action="store_true", help="re-export even over an existing exported folder")
 
     launch = commands.add_parser("launch", help="write an sbatch script for a multi-node run")
@@ -133,25 +137,45 @@ def default_eval_out(target: Path, name: str | None = None) -> Path:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export when the run's export is missing or stale (an existing one is replaced only with
-    --overwrite), then push the exported folder if asked.
+    --overwrite), or export one checkpoint; then push the exported folder if asked.
 
-    The push is not part of the export's inputs: pushing a finished export re-uses it as it is
-    (hand-edited card included) instead of rebuilding it."""
-    from langadapt.export.stage import push
+    Everything the user can get wrong (repo id, branch, token, nothing trained yet) is checked
+    before any export or upload work. The push is not part of the export's inputs: pushing a
+    finished export re-uses it as it is (hand-edited card included) after checking that what the
+    export verified is unchanged."""
+    from langadapt.base_model import resolve_base_model
+    from langadapt.export.hub import check_push, push
+    from langadapt.export.provenance import RunFacts
+    from langadapt.export.stage import export_checkpoint, require_trained, verified_for_push
     from langadapt.pipeline import run_pipeline
     from langadapt.recipe import load_recipe
     from langadapt.rundir import RunLayout
 
     loaded = load_recipe(args.recipe, args.overrides)
-    folder = RunLayout(loaded.recipe.run_dir).export.model
-    planned = dict(run_pipeline(loaded, only="export", force=args.overwrite, dry_run=True))
-    if planned["export"] == "run" and folder.exists() and not args.overwrite:
-        raise LangadaptError(f"{folder}: an export exists (its inputs changed since); pass --overwrite to replace it")
-    actions = dict(run_pipeline(loaded, only="export", force=args.overwrite, overwrite=args.overwrite))
-    print(f"exported to {folder}" if actions["export"] == "run" else f"export is up to date: {folder}")
+    recipe = loaded.recipe
+    if args.revision and not args.push_to_hub:
+        raise LangadaptError("--revision: only used with --push-to-hub REPO_ID")
     if args.push_to_hub:
-        config = loaded.recipe.export.model_copy(update={"push_to_hub": True, "repo_id": args.push_to_hub})
-        print(f"pushed to {args.push_to_hub}: {push(folder, config)}")
+        check_push(args.push_to_hub, args.revision)
+    layout = RunLayout(recipe.run_dir)
+    require_trained(layout)
+    revision = args.revision
+    if args.checkpoint:
+        paths = export_checkpoint(args.checkpoint, layout, recipe.export, RunFacts.from_recipe(recipe),
+                                  resolve_base_model(recipe, build=False), args.overwrite)
+        revision = revision or paths.root.name  # never over the final model on main
+        print(f"exported {args.checkpoint} to {paths.model}")
+    else:
+        paths = layout.export
+        planned = dict(run_pipeline(loaded, only="export", force=args.overwrite, dry_run=True))
+        if planned["export"] == "run" and paths.model.exists() and not args.overwrite:
+            raise LangadaptError(f"{paths.model}: an export exists (its inputs changed since); pass --overwrite to replace it")
+        actions = dict(run_pipeline(loaded, only="export", force=args.overwrite, overwrite=args.overwrite))
+        print(f"exported to {paths.model}" if actions["export"] == "run" else f"export is up to date: {paths.model}")
+    if args.push_to_hub:
+        verified_for_push(paths, layout, recipe.export)
+        url = push(paths.model, args.push_to_hub, recipe.export.private, revision)
+        print(f"pushed to {args.push_to_hub}{f' (branch {revision})' if revision else ''}: {url}")
     return 0
 
 

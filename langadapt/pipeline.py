@@ -90,9 +90,10 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         return run(recipe.evaluation, ctx, cold_twin_models(recipe, ctx.base_model))
 
     def export(ctx: StageContext) -> dict[str, Any]:
+        from langadapt.export.provenance import RunFacts
         from langadapt.export.stage import run
 
-        return run(recipe.export, ctx, target_languages(recipe))
+        return run(recipe.export, ctx, RunFacts.from_recipe(recipe))
 
     return [
         Stage("data", ("data",), data),
@@ -104,10 +105,6 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         Stage("evaluate", ("evaluation",), evaluate),
         Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
     ]
-
-
-def target_languages(recipe: Recipe) -> list[str]:
-    return sorted({s.lang for s in recipe.data.sources if s.role == "target"})
 
 
 def select_stages(names: list[str], only: str | None, start: str | None, until: str | None) -> list[str]:

@@ -184,6 +184,11 @@ class RunLayout:
     def manifest(self, stage: str) -> Path:
         return self.stage_dir(stage) / MANIFEST
 
+    def checkpoint_export(self, name: str) -> ExportPaths:
+        """Where `langadapt export --checkpoint` writes checkpoint `name`: outside every stage folder,
+        since a re-run of the export stage replaces export/ whole."""
+        return ExportPaths(self.root / "exported_checkpoints" / name)
+
     def models_on_disk(self) -> dict[str, Path]:
         """init / stage1 / adapted folders that hold a model, for a run seen from outside a pipeline
         (`langadapt eval RUN`); inside one, the pipeline says which models the recipe made."""

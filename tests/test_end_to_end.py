@@ -180,15 +180,17 @@ def test_push_of_the_finished_run_reaches_the_upload(run_dir: Path, monkeypatch:
         def create_repo(self, repo_id: str, **kwargs) -> None:
             pass
 
-        def upload_folder(self, **kwargs) -> str:
-            uploads.append(kwargs)
+        def create_commit(self, repo_id: str, operations, **kwargs) -> str:
+            uploads.append({"repo_id": repo_id, "files": {op.path_in_repo for op in operations}})
             return "uploaded"
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
     monkeypatch.chdir(REPO)
     handlers = logging.getLogger("langadapt").handlers[:]
     try:
         assert cli.main(["export", str(run_dir.parents[1] / "tiny_ci.yaml"), "--push-to-hub", "org/x"]) == 0
     finally:
         logging.getLogger("langadapt").handlers[:] = handlers
-    assert [(u["folder_path"], u["repo_id"]) for u in uploads] == [(str(run_dir / "export" / "model"), "org/x")]
+    folder = run_dir / "export" / "model"
+    assert uploads == [{"repo_id": "org/x", "files": {p.name for p in folder.iterdir()}}]

@@ -87,7 +87,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
                     (folder / "config.json").write_text('{"model_type": "llama"}')
                     (folder / "model.safetensors").write_bytes(b"weights")
                     (folder / "README.md").write_text("card")
-                    return {"files": file_hashes(folder), "folder": str(folder)}
+                    return {"files": file_hashes(folder), "folder": str(folder), "verification": {"prompt": "x"}}
                 calls.append(f"{recipe.name}:{name}")
                 return {"ran": name}
             return run_stub
@@ -189,19 +189,20 @@ def test_export_push_on_a_finished_run_reaches_the_upload(run, monkeypatch, caps
         def create_repo(self, repo_id, **kwargs):
             uploads.append({"create": repo_id})
 
-        def upload_folder(self, **kwargs):
-            uploads.append(kwargs)
+        def create_commit(self, repo_id, operations, **kwargs):
+            uploads.append({"repo_id": repo_id, "files": sorted(op.path_in_repo for op in operations), **kwargs})
             return "commit-url"
 
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
     folder = RunLayout(root / "runs" / "warm").export.model
     (folder / "README.md").write_text("my own card")  # pushed as the user edited it
     assert cli.main(["export", str(root / "warm.yaml"), "--push-to-hub", "org/x"]) == 0
     assert calls == []
-    assert uploads == [{"create": "org/x"}, {"folder_path": str(folder), "repo_id": "org/x",
-                                             "commit_message": "Upload model exported by langadapt"}]
+    assert uploads == [{"create": "org/x"}, {"repo_id": "org/x", "files": ["README.md", "config.json", "model.safetensors"],
+                                             "commit_message": "Upload model exported by langadapt", "revision": None}]
     assert (folder / "README.md").read_text() == "my own card"
     assert "export is up to date" in capsys.readouterr().out
 

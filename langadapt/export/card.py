@@ -1,25 +1,135 @@
 """The model card: Hub metadata from huggingface_hub's ModelCardData, body from the run's own files.
 
-Numbers in the card are read from the run directory (the evaluate stage's results.json, the
-training stages' manifests), never typed in, so the card cannot claim more than the run measured.
+Every statement is generated from what ran: the stages whose manifests are complete, the init
+(a scratch model's card says nothing about a base or a vocabulary transfer), the tokens each
+source contributed (the training checkpoints' data-stream counters), the tokenizer's fertility
+(tokenizer/metrics.json), the evaluation (evaluate/results.json), the hardware and wall time the
+manifests recorded. The card cannot claim more than the run measured.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from langadapt.rundir import TRAINING_STAGES, RunLayout
+from langadapt.errors import LangadaptError
+from langadapt.export.config import ExportConfig
+from langadapt.export.provenance import RunFacts
+from langadapt.rundir import TRAINING_STAGES, RunLayout, is_complete
+
+STAGE_TEXT = {
+    "stage1": "**Stage 1** trained only the input embeddings and the LM head, with the transformer body frozen",
+    "stage2": "**Stage 2** trained every parameter",
+}
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+
+
+@dataclass(frozen=True)
+class Exported:
+    """Which model the card describes."""
+
+    name: str
+    """Its name in evaluate/results.json (adapted, stage1) or the checkpoint's (stage2-step_00000050)."""
+    training_stages: tuple[str, ...]
+    """The training stages this run completed, in order."""
+    verification: dict[str, Any]
+
+
+def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:
+    """Tokens each source contributed to a training stage, from its last checkpoint's stream state.
+
+    The final step is always checkpointed (`Checkpointer.due`), and `latest` names it."""
+    checkpoints = layout.trained(stage).checkpoints
+    try:
+        state = read_json(checkpoints / (checkpoints / "latest").read_text().strip() / "trainer_state.json")
+    except OSError:
+        return {}
+    stream = state.get("stream", {})
+    return {name: int(count) * int(stream.get("seq_len", 0)) for name, count in stream.get("counts", {}).items()}
+
+
+def check_licence(config: ExportConfig, facts: RunFacts, tokens: dict[str, dict[str, int]]) -> None:
+    """`export.license` must be chosen when a source the model was trained on says so."""
+    if config.license:
+        return
+    trained = {name for per_source in tokens.values() for name, count in per_source.items() if count > 0}
+    for source in facts.sources:
+        if source.restrictive_licences and (source.name in trained or not trained):  # no record: assume trained
+            raise LangadaptError(f"export.license: not set, and the model was trained on source {source.name} "
+                                 f"({source.restrictive_licences[0]}); choose the model's licence, "
+                                 "e.g. --set export.license=cc-by-sa-4.0")
+
+
+def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported: Exported) -> ModelCardData:
+    results = read_json(layout.evaluation_results).get("models", {}).get(exported.name, {})
+    model_name = layout.root.name
+    evals = [EvalResult(task_type="text-generation", task_name="Language modelling", dataset_type="held-out",
+                        dataset_name=f"{lang} held-out text", dataset_config=lang, dataset_split="validation",
+                        metric_type="bits_per_byte", metric_name="bits per byte (lower is better)",
+                        metric_value=round(scores["bits_per_byte"], 4))
+             for lang, scores in sorted(results.items()) if "bits_per_byte" in scores]
+    datasets = [hub_id for s in facts.sources for hub_id in s.hub_ids]
+    tags = ["langadapt", "continual-pretraining"] + (["vocabulary-transfer"] if facts.init == "warm" else ["from-scratch"])
+    return ModelCardData(
+        model_name=model_name, language=list(config.languages or facts.target_languages) or None,
+        license=config.license, library_name="transformers", pipeline_tag="text-generation", tags=tags,
+        base_model=facts.base_hub_id, base_model_relation="finetune" if facts.base_hub_id else None,
+        datasets=datasets or None, eval_results=evals or None)
+
+
+def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
+    tokenizer = read_json(layout.manifest("tokenizer")).get("summary", {})
+    embeddings = read_json(layout.manifest("embeddings")).get("summary", {})
+    vocab = tokenizer.get("vocab_size", "?")
+    if facts.init == "scratch":
+        lines = [f"Trained from scratch (`init: scratch`): a randomly initialised model with "
+                 f"{embeddings.get('parameters', 0):,} parameters and a {vocab}-token tokenizer trained on the run's data."]
+    else:
+        base = (f"[`{facts.base_hub_id}`](https://huggingface.co/{facts.base_hub_id})" if facts.base_hub_id
+                else f"the local model `{facts.base_label}`")
+        lines = [f"Adapted from {base} with a new {vocab}-token tokenizer (`{tokenizer.get('kind', '?')}`) trained "
+                 f"on the target language; its input embeddings and LM head were initialised for the new "
+                 f"vocabulary with the `{embeddings.get('method', '?')}` embedding transfer method."]
+    for stage in exported.training_stages:
+        summary = read_json(layout.manifest(stage)).get("summary", {})
+        lines.append(f"{STAGE_TEXT[stage]}: {summary.get('steps', '?')} steps, {summary.get('tokens', 0):,} tokens, "
+                     f"final training loss {summary.get('final_loss', float('nan')):.3f}.")
+    return "\n".join(lines)
+
+
+def data_table(layout: RunLayout, facts: RunFacts, tokens: dict[str, dict[str, int]]) -> str:
+    stages = [s for s in TRAINING_STAGES if s in tokens]
+    head = ["source", "language", "role", "unique tokens", *[f"{s} tokens" for s in stages], "epochs", "licence"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for source in facts.sources:
+        unique = read_json(layout.tokenizer.tokens / source.name / "meta.json").get("num_tokens", 0)
+        used = [tokens[s].get(source.name, 0) for s in stages]
+        epochs = f"{sum(used) / unique:.2f}" if unique else "-"
+        name = ", ".join(f"[{h}](https://huggingface.co/datasets/{h})" for h in source.hub_ids) or source.name
+        cells = [name, source.lang, source.role, f"{unique:,}", *[f"{n:,}" for n in used], epochs,
+                 "; ".join(source.licences) or "not recorded"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fertility_table(layout: RunLayout) -> str:
+    metrics = read_json(layout.tokenizer.root / "metrics.json").get("tokenizers", {})
+    rows = [(lang, name, m) for name, per_lang in metrics.items() for lang, m in sorted(per_lang.items())]
+    if not rows:
+        return "No tokenizer metrics were recorded."
+    lines = ["| language | tokenizer | tokens per word | bytes per token |", "|---|---|---|---|"]
+    lines += [f"| {lang} | {name} | {m['fertility']:.2f} | {m['bytes_per_token']:.2f} |" for lang, name, m in rows]
+    return "\n".join(lines)
 
 
 def results_table(results: dict[str, Any]) -> str:
@@ -27,47 +137,95 @@ def results_table(results: dict[str, Any]) -> str:
     models = results.get("models", {})
     langs = sorted({lang for per_lang in models.values() for lang in per_lang})
     if not langs:
-        return "No evaluation results were recorded for this run.\n"
+        return "No evaluation results were recorded for this run."
     lines = ["| model | " + " | ".join(langs) + " |", "|---" * (len(langs) + 1) + "|"]
     for name, per_lang in models.items():
-        cells = [f"{per_lang[lang]['bits_per_byte']:.3f}" if lang in per_lang else "" for lang in langs]
+        cells = [f"{per_lang[lang]['bits_per_byte']:.3f}" if "bits_per_byte" in per_lang.get(lang, {}) else ""
+                 for lang in langs]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
-def training_summary(layout: RunLayout) -> str:
-    """One line per training stage from its manifest (steps, tokens, final loss)."""
+def held_out_text(results: dict[str, Any], facts: RunFacts) -> str:
+    meta, langs = results.get("meta", {}), results.get("langs", {})
+    per_source = "; ".join(f"{s.name} ({s.lang}): {s.held_out}" for s in facts.sources)
+    counted = ", ".join(f"{lang} {info.get('bytes', 0):,} bytes" for lang, info in sorted(langs.items()))
+    return (f"Held-out text: documents the data stage set aside before training and never trained on "
+            f"({per_source}). Scored: {counted or 'nothing'} (at most {meta.get('max_bytes_per_lang', '?')} bytes "
+            f"per language, windows of {meta.get('window', '?')} tokens). Bits per byte = negative log-likelihood "
+            "summed over the text / its UTF-8 bytes / ln 2: comparable across tokenizers.")
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def compute_text(layout: RunLayout, stages: tuple[str, ...]) -> str:
     lines = []
-    for stage in TRAINING_STAGES:
-        summary = _read_json(layout.manifest(stage)).get("summary", {})
-        if summary:
-            shown = {k: summary[k] for k in ("steps", "tokens", "final_loss", "trainable_params") if k in summary}
-            lines.append(f"- **{stage}**: " + ", ".join(f"{k} = {v}" for k, v in shown.items()))
-    return "\n".join(lines) or "- (no training stage recorded)"
+    for stage in stages:
+        manifest = read_json(layout.manifest(stage))
+        s = manifest.get("summary", {})
+        energy = f", {s['energy_kwh']:.2f} kWh" if "energy_kwh" in s else ""
+        lines.append(f"- {stage}: {s.get('world_size', 1)} process(es), {s.get('engine', '?')} engine "
+                     f"(ZeRO {s.get('zero_stage', 0)}), {s.get('precision', '?')}, "
+                     f"{duration(manifest.get('wall_seconds', 0))} wall time{energy}; "
+                     f"torch {manifest.get('versions', {}).get('torch', '?')}")
+    return "\n".join(lines) or "- no training stage recorded"
 
 
-def build_card(layout: RunLayout, base_model: str | None, languages: list[str], license: str,
-               description: str) -> ModelCard:
-    data = ModelCardData(language=languages or None, license=license, library_name="transformers",
-                         base_model=base_model if base_model and "/" in base_model and not Path(base_model).exists() else None,
-                         tags=["langadapt", "continual-pretraining", "vocabulary-transfer"])
-    results = _read_json(layout.evaluation_results)
+def build_card(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported: Exported) -> ModelCard:
+    """The card of an exported folder (validated by `ModelCard` when it is written)."""
+    tokens = {stage: trained_tokens(layout, stage) for stage in exported.training_stages}
+    results = read_json(layout.evaluation_results)
+    langs = ", ".join(config.languages or facts.target_languages) or "the target language"
+    check = exported.verification
     body = f"""
-# {layout.root.name}
+# {layout.root.name}{"" if exported.name in ("adapted", "stage1") else f" ({exported.name})"}
 
-{description or "A language-adapted causal language model produced with langadapt."}
+{config.description or "A language-adapted causal language model produced with langadapt."}
 
-Adapted from `{base_model or "a randomly initialised model (init: scratch)"}` for {", ".join(languages) or "the target language"}:
-a new tokenizer trained on the target language, embeddings (input and output) transferred to it,
-stage 1 trained the embeddings with the body frozen, stage 2 continued pretraining of everything.
+## How it was made
 
-## Evaluation (held-out bits per byte, lower is better)
+{origin_text(layout, facts, exported)}
+
+## Training data
+
+{data_table(layout, facts, tokens)}
+
+Epochs are passes over a source's unique tokens, summed over the training stages.
+
+## Tokenizer
+
+{fertility_table(layout)}
+
+## Evaluation (bits per byte on held-out text, lower is better)
 
 {results_table(results)}
-## Training
 
-{training_summary(layout)}
+{held_out_text(results, facts)}{"" if exported.name in results.get("models", {}) else
+    f" The scores above are the run's models; this folder ({exported.name}) was not evaluated."}
 
-The resolved recipe of this run is in `langadapt_recipe.yaml`.
+## Compute
+
+{compute_text(layout, exported.training_stages)}
+
+## Checks before publishing
+
+This folder was reloaded with `AutoModelForCausalLM` and `AutoTokenizer` alone: its logits differ
+from the run's model by at most {check.get("max_abs_logit_diff", float("nan")):.2g}, and it generates
+from the prompt `{check.get("prompt", "")}`.
+
+## Intended use and limitations
+
+A base model for {langs}, meant for research and for further fine-tuning. It is not instruction-tuned
+and has had no safety training: it continues text, and it reproduces the biases, errors and gaps of
+its training data. The evaluation above measures language modelling on held-out text only, not
+factual accuracy or downstream tasks. Check the licences of the training data (above) before use.
+
+## Reproducing
+
+`langadapt_recipe.yaml` is the resolved recipe of this run (local paths replaced by `<local>/NAME`):
+`langadapt run langadapt_recipe.yaml` with the same data repeats it.
 """
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n{body}")
+    # ModelCard parses the YAML front matter into ModelCardData: malformed metadata fails here.
+    return ModelCard(f"---\n{metadata(layout, facts, config, exported).to_yaml()}\n---\n{body}")

@@ -1,12 +1,14 @@
-"""Export settings: the Hugging Face folder, its model card, and the optional Hub push."""
+"""Export settings: the Hugging Face folder, its model card, the checks before a push, the push."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from langadapt.config_base import Config
 
 
 class ExportConfig(Config):
-    """What the export stage writes and where it pushes."""
+    """What the export stage writes, how it checks it, and where it pushes."""
 
     enabled: bool = True
     """Write the exported model folder (run_dir/export/model)."""
@@ -16,11 +18,15 @@ class ExportConfig(Config):
     """Hub repository, e.g. 'my-org/normistral-7b-warm'; required when push_to_hub is true."""
     private: bool = True
     """Create the Hub repository as private (make it public yourself after checking the card)."""
-    license: str = "apache-2.0"
-    """Licence identifier written into the model card metadata."""
+    license: str | None = None
+    """Hub licence id for the card (e.g. apache-2.0, cc-by-sa-4.0); required when a trained source's licence is copyleft, share-alike or non-commercial."""
     languages: list[str] = []
     """ISO codes for the card metadata; empty = the target languages of the recipe's sources."""
     description: str = ""
     """Free text placed at the top of the model card."""
-    dtype: str = "bfloat16"
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     """Dtype of the exported weights: bfloat16, float16 or float32."""
+    max_shard_size: str = "5GB"
+    """Largest safetensors file; bigger models are split into shards plus an index (the Hub's usual 5GB)."""
+    prompt: str | None = None
+    """Prompt of the smoke generation checked before the export is complete; None: a default for the card's first language."""

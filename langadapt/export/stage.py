@@ -1,39 +1,53 @@
-"""Export: the last trained model as a plain Hugging Face folder, a model card, an optional push.
+"""Export: a trained model of the run as a plain Hugging Face folder with its card, checked, and
+optionally pushed.
 
-The folder is checked the way a user would use it: loaded with AutoModelForCausalLM and
-AutoTokenizer and asked to generate; the stage fails (and is not marked complete) if that breaks.
-An exported folder is a thing people edit (the model card above all): the manifest records a
-hash of every file, and a re-export that would replace a changed file stops unless the user
-passed `--overwrite`.
+`export_model` is the one path for the export stage (the run's last trained model) and for
+`langadapt export --checkpoint STAGE/STEP` (an intermediate checkpoint): write the folder, reload
+it with plain transformers and compare its logits with the run's model, generate from a prompt in
+the target language, write the card. A failed check raises before the stage is marked complete
+and before any push. An exported folder is a thing people edit (the card above all): the
+manifest records a hash of every file, and a re-export that would replace a changed file stops
+unless the user passed `--overwrite`.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub.constants import REPOCARD_NAME
 
 from langadapt.contenthash import HashCache
 from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
-from langadapt.export.card import build_card
+from langadapt.export.card import Exported, build_card, check_licence, read_json, trained_tokens
 from langadapt.export.config import ExportConfig
+from langadapt.export.folder import load_checkpoint_model, write_model_folder
+from langadapt.export.provenance import RunFacts, publishable_recipe
+from langadapt.export.verify import default_prompt, probe, verify_folder
+from langadapt.rundir import MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, is_complete
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+log = logging.getLogger("langadapt")
+RECIPE_FILE = "langadapt_recipe.yaml"
 
 
-def last_trained_model(ctx: StageContext) -> Path:
-    """The newest model of the run (adapted, else stage1, else init), as the pipeline lists them."""
-    models = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
-    if not models:
-        raise LangadaptError(f"{ctx.run_dir}: no model to export (no embeddings, stage1 or stage2 model)")
-    name, path = list(models.items())[-1]
-    if not (path / "config.json").is_file():
-        raise LangadaptError(f"{ctx.run_dir}: model {name} missing at {path}; its stage did not complete")
-    return path
+def completed_training_stages(layout: RunLayout, models: dict[str, Path] | None = None) -> tuple[str, ...]:
+    """The training stages of this run that completed (of those the recipe enables, if known)."""
+    enabled = None if models is None else {MODEL_STAGES[name] for name in models}
+    return tuple(s for s in TRAINING_STAGES if (enabled is None or s in enabled) and is_complete(layout.stage_dir(s)))
+
+
+def require_trained(layout: RunLayout, models: dict[str, Path] | None = None) -> tuple[str, ...]:
+    stages = completed_training_stages(layout, models)
+    if not stages:
+        raise LangadaptError(f"{layout.root}: no completed training stage ({', '.join(TRAINING_STAGES)}): "
+                             "nothing trained to export; run `langadapt run RECIPE` first")
+    return stages
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
@@ -60,51 +74,112 @@ def check_replaceable(ctx: StageContext) -> None:
                              "(edited by hand?); pass --overwrite to replace it")
 
 
-def smoke_generate(folder: Path, prompt: str = "Det er", max_new_tokens: int = 20) -> str:
-    """Load the exported folder with plain transformers and generate greedily."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_source(source: Path, checkpoint: Path | None, layout: RunLayout) -> torch.nn.Module:
+    """The run's model in float32: a model folder, or a checkpoint on the run's architecture."""
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    inputs = tokenizer(prompt, return_tensors="pt")
-    with torch.no_grad():
-        output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
-    return tokenizer.decode(output[0], skip_special_tokens=True)
+    if checkpoint is not None:
+        return load_checkpoint_model(layout.embeddings.model, checkpoint)
+    return AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
 
 
-def push(folder: Path, config: ExportConfig) -> str:
-    from huggingface_hub import HfApi
+def export_model(paths: ExportPaths, layout: RunLayout, config: ExportConfig, facts: RunFacts, name: str,
+                 stages: tuple[str, ...], source: Path, base_model: str | None,
+                 checkpoint: Path | None = None) -> dict[str, Any]:
+    """Write, check and describe one exported folder; returns the export's summary.
 
-    if not config.repo_id:
-        raise LangadaptError("export.repo_id: required when export.push_to_hub is true")
-    api = HfApi()
+    `source` is a model folder of the run (its tokenizer beside it); with `checkpoint`, the
+    weights come from that checkpoint instead."""
+    languages = list(config.languages or facts.target_languages)
+    prompt = default_prompt(config.prompt, languages)  # the cheap checks first, before any loading
+    check_licence(config, facts, {stage: trained_tokens(layout, stage) for stage in stages})
+    folder = paths.model
+    model = load_source(source, checkpoint, layout)
+    reference = probe(model, source, prompt)
+    written = write_model_folder(model, source, base_model, folder, config.dtype, config.max_shard_size)
+    del model
+    gc.collect()  # one model in memory at a time: the run's is gone before the export is loaded
+    if layout.resolved_recipe.is_file():
+        (folder / RECIPE_FILE).write_text(publishable_recipe(layout.resolved_recipe.read_text()), encoding="utf-8")
+    verification = verify_folder(folder, reference, config.dtype)
+    log.info("export: %s reloads with plain transformers; logits max abs diff %.3g (allowed %.3g); "
+             "generates from %r: %r", folder, verification["max_abs_logit_diff"], verification["allowed"],
+             prompt, verification["sample"][:120])
+    build_card(layout, facts, config, Exported(name, stages, verification)).save(folder / REPOCARD_NAME)
+    return {"source": str(source), "checkpoint": str(checkpoint) if checkpoint else None, "folder": str(folder), "dtype": config.dtype, **written,
+            "verification": verification, "files": file_hashes(folder)}
+
+
+def run(config: ExportConfig, ctx: StageContext, facts: RunFacts) -> dict[str, Any]:
+    """The export stage: the run's last trained model (stage2, else stage1)."""
+    from langadapt.export.hub import check_push, push
+
+    if config.push_to_hub:
+        check_push(config.repo_id)  # before the slow part, like every check below
+    check_replaceable(ctx)
+    models = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
+    stages = require_trained(ctx.layout.final(), models)
+    name = next(n for n, stage in MODEL_STAGES.items() if stage == stages[-1])
+    summary = export_model(ctx.layout.export, ctx.layout.final(), config, facts, name, stages,
+                           ctx.layout.trained(stages[-1]).model, ctx.base_model)
+    if config.push_to_hub:
+        summary["pushed"] = push(ctx.layout.export.model, str(config.repo_id), config.private)
+    return summary
+
+
+def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts: RunFacts, base_model: str | None,
+                      overwrite: bool) -> ExportPaths:
+    """`langadapt export --checkpoint STAGE/STEP`: export one saved checkpoint of a training stage
+    into its own folder (with a manifest; it never replaces the run's export)."""
+    from langadapt.rundir import write_manifest
+    from langadapt.train.checkpoint import STEP_DIR
+
+    stage, _, step = spec.partition("/")
+    step = step.removeprefix("step_")
+    if stage not in TRAINING_STAGES or not step.isdigit():
+        raise LangadaptError(f"--checkpoint {spec}: expected STAGE/STEP with STAGE one of {', '.join(TRAINING_STAGES)}, "
+                             "e.g. stage2/500")
+    root = layout.trained(stage).checkpoints
+    found = {int(m.group(1)): p for p in (root.iterdir() if root.is_dir() else [])
+             if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()}
+    if int(step) not in found:
+        raise LangadaptError(f"--checkpoint {spec}: no complete checkpoint at step {int(step)} in {root} "
+                             f"(there: {', '.join(map(str, sorted(found))) or 'none'})")
+    if not is_complete(layout.embeddings.root):
+        raise LangadaptError(f"--checkpoint {spec}: the embeddings stage (the run's architecture and tokenizer) is not complete")
+    name = f"{stage}-step{int(step)}"
+    paths = layout.checkpoint_export(name)
+    if paths.root.exists() and not overwrite:
+        raise LangadaptError(f"{paths.root}: exists already; pass --overwrite to replace it")
+    if paths.root.exists():
+        shutil.rmtree(paths.root)
+    stages = tuple(s for s in completed_training_stages(layout) if TRAINING_STAGES.index(s) < TRAINING_STAGES.index(stage))
+    summary = export_model(paths, layout, config, facts, name, (*stages, stage), layout.embeddings.model,
+                           base_model, checkpoint=found[int(step)])
+    write_manifest(paths.root, {"stage": "export", "checkpoint": spec, "summary": summary})
+    return paths
+
+
+def verified_for_push(paths: ExportPaths, layout: RunLayout, config: ExportConfig) -> None:
+    """Before pushing an existing export: its card parses, and the files the last export verified
+    are unchanged (a hand-edited card is fine; changed weights or tokenizer are checked again)."""
+    from huggingface_hub import ModelCard
+
+    manifest = read_json(paths.root / "manifest.json").get("summary", {})
+    if "verification" not in manifest:
+        raise LangadaptError(f"{paths.model}: no verification recorded (exported by an older langadapt?); "
+                             "re-export with --overwrite before pushing")
     try:
-        api.create_repo(config.repo_id, private=config.private, exist_ok=True)
-        info = api.upload_folder(folder_path=str(folder), repo_id=config.repo_id,
-                                 commit_message="Upload model exported by langadapt")
-    except Exception as exc:  # auth / network problems are the user's to fix
-        raise LangadaptError(f"export.repo_id {config.repo_id}: push failed ({type(exc).__name__}: {exc})") from None
-    return str(info)
-
-
-def run(config: ExportConfig, ctx: StageContext, target_languages: list[str]) -> dict[str, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    check_replaceable(ctx)  # before the slow part: the answer does not depend on it
-    source = last_trained_model(ctx)
-    folder = ctx.layout.export.model
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[config.dtype])
-    model.save_pretrained(folder, safe_serialization=True)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    if ctx.layout.resolved_recipe.is_file():
-        shutil.copy(ctx.layout.resolved_recipe, folder / "langadapt_recipe.yaml")
-    languages = config.languages or target_languages
-    build_card(ctx.layout, ctx.base_model, languages, config.license, config.description).save(ctx.layout.export.card)
-    sample = smoke_generate(folder)
-    (ctx.out / "sample.json").write_text(json.dumps({"prompt": "Det er", "greedy": sample}, ensure_ascii=False))
-    ctx.log.info("export: %s loads and generates: %r", folder, sample[:120])
-    files = file_hashes(folder)  # before the push: what a later re-export compares against
-    pushed = push(folder, config) if config.push_to_hub else None
-    return {"source": str(source), "folder": str(folder), "dtype": config.dtype, "sample": sample,
-            "pushed": pushed, "files": files}
+        ModelCard.load(paths.model / REPOCARD_NAME)
+    except Exception as exc:  # a hand edit broke the YAML front matter
+        raise LangadaptError(f"{paths.model / REPOCARD_NAME}: not a valid model card ({exc})") from None
+    current, recorded = file_hashes(paths.model), manifest.get("files", {})
+    changed = sorted(f for f in set(current) | set(recorded) if f != REPOCARD_NAME and current.get(f) != recorded.get(f))
+    if not changed:
+        return
+    log.info("export: %s changed since the export; checking the folder again", ", ".join(changed[:3]))
+    source, checkpoint = Path(manifest["source"]), manifest.get("checkpoint")
+    model = load_source(source, Path(checkpoint) if checkpoint else None, layout)
+    reference = probe(model, source, manifest["verification"]["prompt"])
+    del model
+    verify_folder(paths.model, reference, manifest.get("dtype", config.dtype))

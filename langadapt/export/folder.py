@@ -1,0 +1,142 @@
+"""The exported folder: weights (sharded safetensors with an index when large), config, generation
+config and a tokenizer a user can rely on (its real context length, the base's chat template).
+
+Everything is written by transformers' own `save_pretrained`; what is added by hand is only what
+`save_pretrained` cannot know: the context length the tokenizer should announce (a tokenizer
+trained on its own has none, so transformers writes 1e30), and whether the base model's chat
+template still makes sense for the new vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from langadapt.errors import LangadaptError
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+log = logging.getLogger("langadapt")
+
+
+def load_checkpoint_model(skeleton: Path, checkpoint: Path) -> torch.nn.Module:
+    """The model of an intermediate checkpoint: the run's architecture (`skeleton`, a model folder
+    of the same run) with the checkpoint's weights.
+
+    Only the torch engine's checkpoints hold plain weights (`model.safetensors`, parameter names
+    as in the model); DeepSpeed's are ZeRO shards with optimizer state, refused with a clear line."""
+    from safetensors.torch import load_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    weights = checkpoint / "model.safetensors"
+    if not weights.is_file():
+        raise LangadaptError(f"--checkpoint {checkpoint}: no model.safetensors (a DeepSpeed checkpoint? "
+                             "only the torch engine's checkpoints can be exported)")
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(skeleton), dtype=torch.float32)
+    missing, unexpected = load_model(model, str(weights), strict=False)
+    if unexpected or [name for name in missing if not _tied(model, name)]:
+        raise LangadaptError(f"--checkpoint {checkpoint}: weights do not fit the run's model "
+                             f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return model.eval()
+
+
+def _tied(model: torch.nn.Module, name: str) -> bool:
+    """A tied head is stored once by safetensors' save_model; the loader reports it as missing."""
+    return bool(getattr(model.config, "tie_word_embeddings", False)) and name.startswith("lm_head")
+
+
+def context_length(config: Any) -> int | None:
+    """The longest input the model was built for (its position table), as its config names it."""
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def carried_chat_template(base_folder: str | None, vocab: dict[str, int]) -> str | dict | None:
+    """The base tokenizer's chat template, if it has one and every special token it names exists
+    in the new vocabulary as one token (else the template would split them into pieces: dropped,
+    with a warning saying which)."""
+    if not base_folder:
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        base = AutoTokenizer.from_pretrained(base_folder)
+    except (OSError, ValueError):  # a base without a tokenizer (a bare config): nothing to carry
+        return None
+    template = base.chat_template
+    if not template:
+        return None
+    text = template if isinstance(template, str) else "\n".join(template.values())
+    named = {tok.content for tok in base.added_tokens_decoder.values() if tok.content in text}
+    missing = sorted(named - set(vocab))
+    if missing:
+        log.warning("export: the base's chat template is not carried over: it names %s, which the "
+                    "new vocabulary lacks", ", ".join(missing))
+        return None
+    return template
+
+
+def _portable_tokenizer_config(folder: Path) -> None:
+    """transformers 5 names a tokenizer that is only a tokenizer.json `TokenizersBackend`, a class
+    transformers 4 lacks (AutoTokenizer fails); `PreTrainedTokenizerFast` is the same tokenizer
+    under the name both load. transformers 4's class also returns token_type_ids unless told the
+    model's inputs, which a Llama's forward() refuses."""
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        config.setdefault("model_input_names", ["input_ids", "attention_mask"])
+        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
+def _portable_model_config(folder: Path) -> None:
+    """transformers 5 writes RoPE settings as `rope_parameters` and the dtype as `dtype`;
+    transformers 4 reads `rope_theta`/`rope_scaling`/`torch_dtype` and silently falls back to
+    its defaults (rope_theta 10000: wrong logits for a Llama-3 style base). Both spellings are
+    written; transformers 5 reads its own."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" in rope:
+        config.setdefault("rope_theta", rope["rope_theta"])
+        if rope.get("rope_type", "default") != "default":
+            config.setdefault("rope_scaling", rope)
+    if "dtype" in config:
+        config.setdefault("torch_dtype", config["dtype"])
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def write_model_folder(model: torch.nn.Module, tokenizer_source: Path, base_folder: str | None,
+                       folder: Path, dtype: str, max_shard_size: str) -> dict[str, Any]:
+    """Save `model` (cast to `dtype`) and the run's tokenizer into `folder`; returns what was set."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    length = context_length(model.config)
+    if length is not None:
+        tokenizer.model_max_length = length
+    template = carried_chat_template(base_folder, tokenizer.get_vocab())
+    if template is not None and not tokenizer.chat_template:
+        tokenizer.chat_template = template
+    generation = model.generation_config or GenerationConfig.from_model_config(model.config)
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):  # the new vocabulary's ids
+        value = getattr(tokenizer, key)
+        if value is not None:
+            setattr(generation, key, value)
+            setattr(model.config, key, value)
+    model.generation_config = generation
+    model.to(DTYPES[dtype]).save_pretrained(folder, max_shard_size=max_shard_size)
+    tokenizer.save_pretrained(folder)
+    _portable_tokenizer_config(folder)
+    _portable_model_config(folder)
+    shards = sorted(p.name for p in folder.glob("*.safetensors"))
+    return {"model_max_length": length, "chat_template": template is not None, "shards": len(shards),
+            "index": (folder / "model.safetensors.index.json").is_file()}
+

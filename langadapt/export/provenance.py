@@ -1,0 +1,113 @@
+"""What the export needs to know about where a run came from: the base model's Hub id, the
+sources' Hub ids, languages and licences, the held-out split, and the recipe to publish.
+
+The pipeline builds `RunFacts` from the recipe and hands it to the export stage (a stage gets a
+slice, never the whole recipe). Licences are read from the notes that the corpus builders write
+beside each file (`<file>.LICENSE.txt`, see `langadapt.corpora.debian_docs`): the recipe itself
+does not declare them, and a card must not claim a licence the data does not allow.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from langadapt.base_model import hub_repo_id
+
+RESTRICTIVE_LICENCE = re.compile(r"GPL|GFDL|\bFDL\b|BY-SA|share-?alike|\bNC\b|non-?commercial|\bND\b|no-?deriv",
+                                 re.IGNORECASE)
+"""Licence families whose terms reach a model trained on the text (copyleft, share-alike,
+non-commercial, no-derivatives): the user must choose the model's licence, none is assumed."""
+LICENCE_NOTE_SUFFIX = ".LICENSE.txt"
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    """One data source as the card describes it."""
+
+    name: str
+    lang: str
+    role: str
+    hub_ids: tuple[str, ...]
+    """Hub dataset ids (sources read with format hf_hub), for the card's `datasets`."""
+    licences: tuple[str, ...]
+    """Licences named by the notes beside the source's files (empty: none found)."""
+    held_out: str
+    """Where its held-out documents come from."""
+
+    @property
+    def restrictive_licences(self) -> list[str]:
+        return [licence for licence in self.licences if RESTRICTIVE_LICENCE.search(licence)]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """The recipe's facts the export stage reads (built by the pipeline with `from_recipe`)."""
+
+    init: str
+    base_hub_id: str | None
+    """The base model's Hub id when it came from the Hub, else None (a local folder says nothing public)."""
+    base_label: str | None
+    """The base as the recipe names it, machine paths stripped (for the card's text)."""
+    target_languages: tuple[str, ...]
+    sources: tuple[SourceFacts, ...]
+
+    @classmethod
+    def from_recipe(cls, recipe: Any) -> RunFacts:
+        data = recipe.data
+        held_out = (f"{data.valid_fraction:.0%} of its documents, chosen by document hash"
+                    + (f" (at most {data.max_valid_docs})" if data.max_valid_docs else ""))
+        sources = tuple(
+            SourceFacts(name=s.name, lang=s.lang, role=s.role,
+                        hub_ids=tuple(_patterns(s.path)) if s.format == "hf_hub" else (),
+                        licences=() if s.format == "hf_hub" else _licence_notes(s.path),
+                        held_out=f"its own held-out file(s) `{', '.join(Path(p).name for p in _patterns(s.valid_path))}`"
+                        if s.valid_path else held_out)
+            for s in data.sources)
+        warm = recipe.init == "warm"
+        return cls(init=recipe.init, base_hub_id=hub_repo_id(recipe.base_model.path) if warm else None,
+                   base_label=strip_machine_paths(recipe.base_model.path) if warm else None, sources=sources,
+                   target_languages=tuple(sorted({s.lang for s in data.sources if s.role == "target"})))
+
+
+def _patterns(paths: str | list[str] | None) -> list[str]:
+    return [] if paths is None else [paths] if isinstance(paths, str) else list(paths)
+
+
+def _licence_notes(paths: str | list[str]) -> tuple[str, ...]:
+    """The `licence:` lines of the notes beside a source's files, each licence once."""
+    found: list[str] = []
+    for pattern in _patterns(paths):
+        for file in sorted(glob.glob(pattern, recursive=True)) or [pattern]:
+            note = Path(file + LICENCE_NOTE_SUFFIX)
+            if not note.is_file():
+                continue
+            for line in note.read_text(encoding="utf-8", errors="replace").splitlines():
+                key, sep, value = line.strip().partition(":")
+                if sep and key.lower() in ("licence", "license") and value.strip() not in found:
+                    found.append(value.strip())
+    return tuple(found)
+
+
+def strip_machine_paths(value: Any) -> Any:
+    """`value` (a recipe tree, or one string) with every absolute path replaced by `<local>/NAME`:
+    it names a user's home or a cluster's file system, which a public repository should not show."""
+    if isinstance(value, dict):
+        return {k: strip_machine_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_machine_paths(v) for v in value]
+    if isinstance(value, str) and (os.path.isabs(value) or value.startswith("~")):
+        return f"<local>/{Path(value).name}" if Path(value).name else "<local>"
+    return value
+
+
+def publishable_recipe(resolved_yaml: str) -> str:
+    """The resolved recipe with machine paths stripped (relative paths and Hub ids stay)."""
+    return yaml.safe_dump(strip_machine_paths(yaml.safe_load(resolved_yaml) or {}), sort_keys=False,
+                          allow_unicode=True)
