@@ -19,7 +19,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from langadapt.errors import LangadaptError
 from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
-from langadapt.rundir import TRAINING_STAGES, RunLayout, is_complete
+from langadapt.rundir import TRAINING_STAGES, RunLayout
 
 STAGE_TEXT = {
     "stage1": "**Stage 1** trained only the input embeddings and the LM head, with the transformer body frozen",
@@ -46,15 +46,12 @@ class Exported:
 
 
 def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:
-    """Tokens each source contributed to a training stage, from its last checkpoint's stream state.
+    """Tokens each source contributed to a training stage, from its last checkpoint's stream state
+    (the final step is always checkpointed: `Checkpointer.due`)."""
+    from langadapt.train.checkpoint import latest_checkpoint
 
-    The final step is always checkpointed (`Checkpointer.due`), and `latest` names it."""
-    checkpoints = layout.trained(stage).checkpoints
-    try:
-        state = read_json(checkpoints / (checkpoints / "latest").read_text().strip() / "trainer_state.json")
-    except OSError:
-        return {}
-    stream = state.get("stream", {})
+    last = latest_checkpoint(layout.trained(stage).checkpoints)
+    stream = read_json(last / "trainer_state.json").get("stream", {}) if last else {}
     return {name: int(count) * int(stream.get("seq_len", 0)) for name, count in stream.get("counts", {}).items()}
 
 
@@ -92,14 +89,14 @@ def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
     embeddings = read_json(layout.manifest("embeddings")).get("summary", {})
     vocab = tokenizer.get("vocab_size", "?")
     if facts.init == "scratch":
-        lines = [f"Trained from scratch (`init: scratch`): a randomly initialised model with "
-                 f"{embeddings.get('parameters', 0):,} parameters and a {vocab}-token tokenizer trained on the run's data."]
+        lines = [(f"Trained from scratch (`init: scratch`): a randomly initialised model with "
+                  f"{embeddings.get('parameters', 0):,} parameters and a {vocab}-token tokenizer trained on the run's data.")]
     else:
         base = (f"[`{facts.base_hub_id}`](https://huggingface.co/{facts.base_hub_id})" if facts.base_hub_id
                 else f"the local model `{facts.base_label}`")
-        lines = [f"Adapted from {base} with a new {vocab}-token tokenizer (`{tokenizer.get('kind', '?')}`) trained "
-                 f"on the target language; its input embeddings and LM head were initialised for the new "
-                 f"vocabulary with the `{embeddings.get('method', '?')}` embedding transfer method."]
+        lines = [(f"Adapted from {base} with a new {vocab}-token tokenizer (`{tokenizer.get('kind', '?')}`) trained "
+                  f"on the target language; its input embeddings and LM head were initialised for the new "
+                  f"vocabulary with the `{embeddings.get('method', '?')}` embedding transfer method.")]
     for stage in exported.training_stages:
         summary = read_json(layout.manifest(stage)).get("summary", {})
         lines.append(f"{STAGE_TEXT[stage]}: {summary.get('steps', '?')} steps, {summary.get('tokens', 0):,} tokens, "

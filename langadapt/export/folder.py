@@ -16,37 +16,9 @@ from typing import Any
 
 import torch
 
-from langadapt.errors import LangadaptError
-
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 log = logging.getLogger("langadapt")
-
-
-def load_checkpoint_model(skeleton: Path, checkpoint: Path) -> torch.nn.Module:
-    """The model of an intermediate checkpoint: the run's architecture (`skeleton`, a model folder
-    of the same run) with the checkpoint's weights.
-
-    Only the torch engine's checkpoints hold plain weights (`model.safetensors`, parameter names
-    as in the model); DeepSpeed's are ZeRO shards with optimizer state, refused with a clear line."""
-    from safetensors.torch import load_model
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    weights = checkpoint / "model.safetensors"
-    if not weights.is_file():
-        raise LangadaptError(f"--checkpoint {checkpoint}: no model.safetensors (a DeepSpeed checkpoint? "
-                             "only the torch engine's checkpoints can be exported)")
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(skeleton), dtype=torch.float32)
-    missing, unexpected = load_model(model, str(weights), strict=False)
-    if unexpected or [name for name in missing if not _tied(model, name)]:
-        raise LangadaptError(f"--checkpoint {checkpoint}: weights do not fit the run's model "
-                             f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
-    return model.eval()
-
-
-def _tied(model: torch.nn.Module, name: str) -> bool:
-    """A tied head is stored once by safetensors' save_model; the loader reports it as missing."""
-    return bool(getattr(model.config, "tie_word_embeddings", False)) and name.startswith("lm_head")
 
 
 def context_length(config: Any) -> int | None:

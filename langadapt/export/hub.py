@@ -53,7 +53,7 @@ def push(folder: Path, repo_id: str, private: bool, revision: str | None = None,
         if revision is not None:
             api.create_branch(repo_id, branch=revision, exist_ok=True)
         info = api.create_commit(repo_id, operations, commit_message=message, revision=revision)
-    except Exception as exc:  # auth, network, quota: the user's to fix, named in one line
+    except Exception as exc:  # noqa: BLE001 - auth, network, quota: the user's to fix, named in one line
         raise LangadaptError(f"--push-to-hub {repo_id}: push failed ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     return str(getattr(info, "commit_url", info))

@@ -12,10 +12,13 @@ unless the user passed `--overwrite`.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,7 @@ from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
 from langadapt.export.card import Exported, build_card, check_licence, read_json, trained_tokens
 from langadapt.export.config import ExportConfig
-from langadapt.export.folder import load_checkpoint_model, write_model_folder
+from langadapt.export.folder import write_model_folder
 from langadapt.export.provenance import RunFacts, publishable_recipe
 from langadapt.export.verify import default_prompt, probe, verify_folder
 from langadapt.rundir import MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, is_complete
@@ -74,27 +77,27 @@ def check_replaceable(ctx: StageContext) -> None:
                              "(edited by hand?); pass --overwrite to replace it")
 
 
-def load_source(source: Path, checkpoint: Path | None, layout: RunLayout) -> torch.nn.Module:
-    """The run's model in float32: a model folder, or a checkpoint on the run's architecture."""
-    from transformers import AutoModelForCausalLM
+@contextlib.contextmanager
+def checkpoint_folder(layout: RunLayout, checkpoint: Path) -> Iterator[Path]:
+    """A training checkpoint as a temporary model folder (the run's config and tokenizer beside its
+    weights), so that a checkpoint is exported and checked exactly like a final model."""
+    from langadapt.train.checkpoint import checkpoint_model
 
-    if checkpoint is not None:
-        return load_checkpoint_model(layout.embeddings.model, checkpoint)
-    return AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    with tempfile.TemporaryDirectory(prefix=".checkpoint-", dir=layout.root) as tmp:
+        yield checkpoint_model(checkpoint, layout.embeddings.model, Path(tmp))
 
 
 def export_model(paths: ExportPaths, layout: RunLayout, config: ExportConfig, facts: RunFacts, name: str,
-                 stages: tuple[str, ...], source: Path, base_model: str | None,
-                 checkpoint: Path | None = None) -> dict[str, Any]:
-    """Write, check and describe one exported folder; returns the export's summary.
+                 stages: tuple[str, ...], source: Path, base_model: str | None) -> dict[str, Any]:
+    """Write, check and describe one exported folder from `source`, a model folder of the run (its
+    tokenizer beside it); returns the export's summary."""
+    from transformers import AutoModelForCausalLM
 
-    `source` is a model folder of the run (its tokenizer beside it); with `checkpoint`, the
-    weights come from that checkpoint instead."""
     languages = list(config.languages or facts.target_languages)
     prompt = default_prompt(config.prompt, languages)  # the cheap checks first, before any loading
     check_licence(config, facts, {stage: trained_tokens(layout, stage) for stage in stages})
     folder = paths.model
-    model = load_source(source, checkpoint, layout)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
     reference = probe(model, source, prompt)
     written = write_model_folder(model, source, base_model, folder, config.dtype, config.max_shard_size)
     del model
@@ -106,7 +109,7 @@ def export_model(paths: ExportPaths, layout: RunLayout, config: ExportConfig, fa
              "generates from %r: %r", folder, verification["max_abs_logit_diff"], verification["allowed"],
              prompt, verification["sample"][:120])
     build_card(layout, facts, config, Exported(name, stages, verification)).save(folder / REPOCARD_NAME)
-    return {"source": str(source), "checkpoint": str(checkpoint) if checkpoint else None, "folder": str(folder), "dtype": config.dtype, **written,
+    return {"source": str(source), "folder": str(folder), "dtype": config.dtype, **written,
             "verification": verification, "files": file_hashes(folder)}
 
 
@@ -154,9 +157,10 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
     if paths.root.exists():
         shutil.rmtree(paths.root)
     stages = tuple(s for s in completed_training_stages(layout) if TRAINING_STAGES.index(s) < TRAINING_STAGES.index(stage))
-    summary = export_model(paths, layout, config, facts, name, (*stages, stage), layout.embeddings.model,
-                           base_model, checkpoint=found[int(step)])
-    write_manifest(paths.root, {"stage": "export", "checkpoint": spec, "summary": summary})
+    with checkpoint_folder(layout, found[int(step)]) as source:
+        summary = export_model(paths, layout, config, facts, name, (*stages, stage), source, base_model)
+    summary["source"] = str(found[int(step)])
+    write_manifest(paths.root, {"stage": "export", "checkpoint": spec, "summary": {**summary, "checkpoint": True}})
     return paths
 
 
@@ -164,6 +168,7 @@ def verified_for_push(paths: ExportPaths, layout: RunLayout, config: ExportConfi
     """Before pushing an existing export: its card parses, and the files the last export verified
     are unchanged (a hand-edited card is fine; changed weights or tokenizer are checked again)."""
     from huggingface_hub import ModelCard
+    from transformers import AutoModelForCausalLM
 
     manifest = read_json(paths.root / "manifest.json").get("summary", {})
     if "verification" not in manifest:
@@ -171,15 +176,16 @@ def verified_for_push(paths: ExportPaths, layout: RunLayout, config: ExportConfi
                              "re-export with --overwrite before pushing")
     try:
         ModelCard.load(paths.model / REPOCARD_NAME)
-    except Exception as exc:  # a hand edit broke the YAML front matter
+    except Exception as exc:  # noqa: BLE001 - a hand edit broke the YAML front matter
         raise LangadaptError(f"{paths.model / REPOCARD_NAME}: not a valid model card ({exc})") from None
     current, recorded = file_hashes(paths.model), manifest.get("files", {})
     changed = sorted(f for f in set(current) | set(recorded) if f != REPOCARD_NAME and current.get(f) != recorded.get(f))
     if not changed:
         return
     log.info("export: %s changed since the export; checking the folder again", ", ".join(changed[:3]))
-    source, checkpoint = Path(manifest["source"]), manifest.get("checkpoint")
-    model = load_source(source, Path(checkpoint) if checkpoint else None, layout)
-    reference = probe(model, source, manifest["verification"]["prompt"])
+    with (checkpoint_folder(layout, Path(manifest["source"])) if manifest.get("checkpoint")
+          else contextlib.nullcontext(Path(manifest["source"]))) as source:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+        reference = probe(model, source, manifest["verification"]["prompt"])
     del model
     verify_folder(paths.model, reference, manifest.get("dtype", config.dtype))

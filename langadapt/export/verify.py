@@ -82,7 +82,7 @@ def verify_folder(folder: Path, reference: Probe, dtype: str, max_new_tokens: in
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    except Exception as exc:  # whatever transformers raises, the folder is not usable as is
+    except Exception as exc:  # noqa: BLE001 - whatever transformers raises, the folder is not usable as is
         raise LangadaptError(f"{folder}: does not load with AutoModelForCausalLM/AutoTokenizer "
                              f"({type(exc).__name__}: {exc})") from None
     ids = tokenizer(reference.prompt)["input_ids"]
