@@ -39,9 +39,10 @@ def test_every_entry_point_the_readme_names_exists() -> None:
     readme = (REPO / "README.md").read_text("utf-8")
     section = readme[readme.index("## Using it as a library"):readme.index("## Layout")]
     dotted = set(re.findall(r"`(langadapt(?:\.\w+)+)`", section))
-    imported = {(module, name.strip()) for module, names in re.findall(r"from (langadapt[\w.]*) import ([\w, ]+)", section)
-                for name in names.split(",")}
-    assert len(dotted) >= 5 and imported
+    imports = re.findall(r"from (langadapt[\w.]*) import (?:\(([^)]*)\)|([\w, ]+))", section)
+    imported = {(module, name.strip()) for module, *names in imports for name in ",".join(names).split(",")
+                if name.strip()}
+    assert len(dotted) >= 8 and len(imported) >= 9
     for path in dotted:
         module, _, attr = path.rpartition(".")
         target = __import__(module, fromlist=[attr])

@@ -74,7 +74,8 @@ def test_stream_mixes_sources_and_resumes_exactly(tokenizer, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("bad, message", [
     ("one string", "pass a list of texts"),
-    ([], "no texts in texts"),
+    ([], "no texts in source texts"),
+    ({"nb": ["a"], "en": ["", ""]}, "no texts in source en"),
     ([{"content": "x"}], "has no column 'text'"),
     ([1, 2], "item 0 is int"),
     ({"valid": ["x"]}, "invalid source name 'valid'"),
@@ -82,6 +83,7 @@ def test_stream_mixes_sources_and_resumes_exactly(tokenizer, tmp_path: Path) -> 
 def test_bad_input_is_one_clear_error(tokenizer, tmp_path: Path, bad, message) -> None:
     with pytest.raises(LangadaptError, match=message):
         encode_texts(bad, tokenizer, tmp_path)
+    assert not list(tmp_path.rglob("meta.json"))  # no shard marked complete
 
 
 def test_a_dataset_dict_must_name_its_split(tokenizer, tmp_path: Path) -> None:

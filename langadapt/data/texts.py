@@ -53,17 +53,15 @@ def encode_texts(
     info = load_tokenizer_info(tokenizer)
     np_dtype = shard_dtype(info.vocab_size, dtype, f" for sources {', '.join(named)}")
     peeked = {name: _peek(_documents(name, texts, text_column, lang)) for name, texts in named.items()}
-    sample = [doc["text"] for head, _ in peeked.values() for doc in head]
-    if not sample:
-        raise LangadaptError(f"encode_texts: no texts in {', '.join(named)}")
-    spec, _ = choose_encoder(info.tokenizer_json, sample)
+    empty = [name for name, (head, _) in peeked.items() if not head]
+    if empty:  # checked before anything is written: no shard of an empty source is left behind
+        raise LangadaptError(f"encode_texts: no texts in source {', '.join(empty)}")
+    spec, _ = choose_encoder(info.tokenizer_json, [doc["text"] for head, _ in peeked.values() for doc in head])
     out_dir = Path(out_dir)
     metas = {}
     with Encoder(spec, num_workers, np_dtype, info.eos_id) as encoder:
         for name, (head, rest) in peeked.items():
             metas[name] = write_shard(itertools.chain(head, rest), name, out_dir / name, encoder, info.vocab_size)
-            if metas[name]["num_docs"] == 0:
-                raise LangadaptError(f"encode_texts: source {name} has no texts")
     return metas
 
 
