@@ -20,6 +20,8 @@ from langadapt.pipeline import run_pipeline
 from langadapt.recipe import load_recipe
 from langadapt.rundir import RunLayout, is_complete
 
+pytestmark = pytest.mark.slow  # one module-scoped build of two real runs (about a minute on 2 idle cores)
+
 LICENCE_NOTE = "x.jsonl.gz: test corpus\n  licence: GPL-2.0+ or CC-BY-SA-3.0 (debian/copyright of debian-handbook)\n"
 PLANTED_TOKEN = "hf_plantedTESTtoken0123456789abcdefXYZ"
 
@@ -184,7 +186,9 @@ def test_card_names_hub_base_and_datasets(built: Path, tmp_path: Path) -> None:
     assert hub_repo_id(str(snapshot)) == "my-org/base-7b" and hub_repo_id("my-org/base-7b") == "my-org/base-7b"
     assert hub_repo_id(str(tmp_path)) is None and hub_repo_id("runs/x/export/model") is None
     facts = RunFacts(init="warm", base_hub_id="my-org/base-7b", base_label="my-org/base-7b", target_languages=("nb",), sources=(
-        SourceFacts("web", "nb", "target", ("my-org/nb-web",), ("cc0-1.0",), "5%"),))
+        SourceFacts("nb", "nb", "target", ("my-org/nb-web",), ("cc0-1.0",), "5%"),
+        SourceFacts("nb2", "nb", "target", ("my-org/nb-web",), (), "5%"),  # same dataset, another part: named once
+        SourceFacts("fi", "fi", "replay", ("my-org/fi-eval",), (), "5%")))  # never trained on: not a training dataset
     card = build_card(RunLayout(built / "runs" / "warm"), facts, ExportConfig(license="apache-2.0"),
                       Exported("adapted", ("stage1", "stage2"), {"max_abs_logit_diff": 0.0, "prompt": "x"}))
     card.save(tmp_path / "README.md")
@@ -284,3 +288,14 @@ def test_a_run_with_no_completed_training_stage_is_refused(built: Path, capsys) 
     assert cli.main(["export", str(recipe)]) == cli.EXIT_USER_ERROR
     one_error_line(capsys, "no completed training stage")
     assert not (built / "runs" / "untrained" / "export").exists()
+
+
+def test_a_bfloat16_export_passes_within_its_own_bound(built: Path) -> None:
+    from safetensors import safe_open
+
+    assert export(built, "--checkpoint", "stage2/4", "--set", "export.dtype=bfloat16") == 0
+    paths = RunLayout(built / "runs" / "warm").checkpoint_export("stage2-step4")
+    check = json.loads((paths.root / "manifest.json").read_text())["summary"]["verification"]
+    assert 0 < check["max_abs_logit_diff"] <= check["allowed"] < 1.0  # a real cast, checked, not waved through
+    with safe_open(paths.model / "model.safetensors", "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}

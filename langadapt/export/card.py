@@ -55,19 +55,27 @@ def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:
     return {name: int(count) * int(stream.get("seq_len", 0)) for name, count in stream.get("counts", {}).items()}
 
 
+def trained_sources(facts: RunFacts, tokens: dict[str, dict[str, int]]) -> list[str]:
+    """Sources that contributed tokens (evaluation-only ones, weight 0, did not); all when the
+    checkpoints recorded nothing."""
+    trained = {name for per_source in tokens.values() for name, count in per_source.items() if count > 0}
+    return [s.name for s in facts.sources if s.name in trained or not trained]
+
+
 def check_licence(config: ExportConfig, facts: RunFacts, tokens: dict[str, dict[str, int]]) -> None:
     """`export.license` must be chosen when a source the model was trained on says so."""
     if config.license:
         return
-    trained = {name for per_source in tokens.values() for name, count in per_source.items() if count > 0}
+    trained = trained_sources(facts, tokens)
     for source in facts.sources:
-        if source.restrictive_licences and (source.name in trained or not trained):  # no record: assume trained
+        if source.restrictive_licences and source.name in trained:
             raise LangadaptError(f"export.license: not set, and the model was trained on source {source.name} "
                                  f"({source.restrictive_licences[0]}); choose the model's licence, "
                                  "e.g. --set export.license=cc-by-sa-4.0")
 
 
-def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported: Exported) -> ModelCardData:
+def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported: Exported,
+             trained: list[str]) -> ModelCardData:
     results = read_json(layout.evaluation_results).get("models", {}).get(exported.name, {})
     model_name = layout.root.name
     evals = [EvalResult(task_type="text-generation", task_name="Language modelling", dataset_type="held-out",
@@ -75,7 +83,7 @@ def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported:
                         metric_type="bits_per_byte", metric_name="bits per byte (lower is better)",
                         metric_value=round(scores["bits_per_byte"], 4))
              for lang, scores in sorted(results.items()) if "bits_per_byte" in scores]
-    datasets = [hub_id for s in facts.sources for hub_id in s.hub_ids]
+    datasets = list(dict.fromkeys(hub_id for s in facts.sources if s.name in trained for hub_id in s.hub_ids))
     tags = ["langadapt", "continual-pretraining"] + (["vocabulary-transfer"] if facts.init == "warm" else ["from-scratch"])
     return ModelCardData(
         model_name=model_name, language=list(config.languages or facts.target_languages) or None,
@@ -225,4 +233,4 @@ factual accuracy or downstream tasks. Check the licences of the training data (a
 `langadapt run langadapt_recipe.yaml` with the same data repeats it.
 """
     # ModelCard parses the YAML front matter into ModelCardData: malformed metadata fails here.
-    return ModelCard(f"---\n{metadata(layout, facts, config, exported).to_yaml()}\n---\n{body}")
+    return ModelCard(f"---\n{metadata(layout, facts, config, exported, trained_sources(facts, tokens)).to_yaml()}\n---\n{body}")
