@@ -22,6 +22,9 @@ import pytest
 import torch
 from helpers import fit_worker
 from helpers import multiproc as mp
+from safetensors.torch import load_file
+
+from langadapt.train.checkpoint import checkpoint_model
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +54,9 @@ def test_two_ranks_match_one_process(reference: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in checkpoint.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     exported = json.loads((out / "model" / "config.json").read_text())
     assert exported["architectures"] == ["LlamaForCausalLM"]  # the model's class, not FSDP's
+    # The last checkpoint's shards, consolidated in this process, are the exported weights.
+    folder = checkpoint_model(out / "checkpoints", out / "model", tmp_path / "from_checkpoint")
+    assert mp.max_weight_diff(load_file(str(folder / "model.safetensors")), mp.weights(out)) == 0
 
 
 def test_two_nodes_of_one_rank_match_one_process(reference: Path, tmp_path: Path) -> None:

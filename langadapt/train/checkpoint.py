@@ -4,6 +4,7 @@ Layout under `<stage>/checkpoints/`:
 
     step_00000500/            one complete checkpoint
       model.safetensors, optimizer.pt   (torch engine)  or  deepspeed/...  (DeepSpeed engine)
+                              or  fsdp/  (FSDP2: torch.distributed.checkpoint shards + .metadata)
       trainer_state.json      step, skipped steps, data-stream position, ... (rank 0)
       rng_rank<R>.pt          python / numpy / torch (CPU and accelerator) RNG states per rank
     latest                    the name of the newest COMPLETE checkpoint
@@ -39,6 +40,8 @@ from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
 from langadapt.train.config import CheckpointConfig
 from langadapt.train.engine import Engine
+from langadapt.train.fsdp_engine import TAG as FSDP_TAG
+from langadapt.train.fsdp_engine import consolidated_weights
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 
@@ -220,8 +223,9 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
     `checkpoint` is one `step_N` folder, or a stage's `checkpoints/` folder (its latest complete
     checkpoint). Checkpoints hold weights and optimizer state but no config: `config_from` is a
     model folder of the same architecture (the stage's starting or final model) whose config,
-    generation config and tokenizer files are copied beside the weights. Torch-engine checkpoints
-    only; for DeepSpeed ones, DeepSpeed's own `zero_to_fp32.py` consolidates the ZeRO shards.
+    generation config and tokenizer files are copied beside the weights. Torch-engine and FSDP
+    checkpoints (DCP shards, read in this process); for DeepSpeed ones, DeepSpeed's own
+    `zero_to_fp32.py` consolidates the ZeRO shards.
     """
     from huggingface_hub import save_torch_state_dict
     from safetensors.torch import load_file
@@ -231,7 +235,11 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
     if step is None:
         raise LangadaptError(f"{checkpoint}: no complete checkpoint (step_N folder with trainer_state.json)")
     weights = step / "model.safetensors"
-    if not weights.is_file():
+    if (step / FSDP_TAG).is_dir():
+        state = consolidated_weights(step / FSDP_TAG)
+    elif weights.is_file():
+        state = load_file(weights)
+    else:
         raise LangadaptError(f"{step}: no model.safetensors (a DeepSpeed checkpoint? use DeepSpeed's zero_to_fp32.py)")
     if not (config_from / "config.json").is_file():
         raise LangadaptError(f"{config_from}: no config.json; pass the stage's model folder as config_from")
@@ -239,5 +247,5 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
     for path in config_from.iterdir():  # config, generation config, tokenizer: everything but weights
         if path.is_file() and not path.name.startswith(("model.safetensors", "model-", "pytorch_model")):
             shutil.copy2(path, out / path.name)
-    save_torch_state_dict(load_file(weights), out)  # shards big models, handles tied tensors
+    save_torch_state_dict(state, out)  # shards big models, handles tied tensors
     return out

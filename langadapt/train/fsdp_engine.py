@@ -132,3 +132,19 @@ class FSDPEngine(Engine):
 
         # Gathered tensor by tensor into rank 0's host memory (the other ranks get {}).
         return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def consolidated_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The full model weights of an FSDP checkpoint folder (`<step>/fsdp`), read in this one
+    process (no process group): what `checkpoint_model` turns into a model folder. The optimizer
+    state in the same files is not read."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    metadata = dcp.FileSystemReader(folder).read_metadata().state_dict_metadata
+    prefix = "model."  # `_state`'s nesting, flattened by DCP
+    weights = {key.removeprefix(prefix): torch.empty(meta.size, dtype=meta.properties.dtype)
+               for key, meta in metadata.items()
+               if key.startswith(prefix) and isinstance(meta, TensorStorageMetadata)}
+    dcp.load({"model": weights}, checkpoint_id=folder, no_dist=True)
+    return weights
