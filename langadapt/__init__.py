@@ -45,7 +45,12 @@ _EXPORTS = {
     "load_suite": "langadapt.evaluation.suite",
 }
 _SUBMODULES = ("planning",)
-__all__ = sorted([*_EXPORTS, *_SUBMODULES])
+__all__ = [  # _EXPORTS and _SUBMODULES, spelled out for linters and `from langadapt import *`
+    "EmbeddingConfig", "EngineConfig", "PackedIterableDataset", "PackedStream", "TokenizerConfig", "TrainResult",
+    "TrainStageConfig", "bits_per_byte", "build_mapping", "build_stream", "checkpoint_model", "encode_texts",
+    "evaluate_models", "fit", "load_suite", "planning", "stream_from_texts", "tokenizer_metrics", "train_tokenizer",
+    "transfer_embeddings",
+]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
     from langadapt import planning

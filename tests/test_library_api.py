@@ -27,6 +27,7 @@ def test_import_langadapt_loads_neither_torch_nor_deepspeed() -> None:
 
 
 def test_every_exported_name_resolves_and_is_documented() -> None:
+    assert sorted(langadapt.__all__) == sorted([*langadapt._EXPORTS, *langadapt._SUBMODULES])
     for name in langadapt.__all__:
         value = getattr(langadapt, name)
         assert value.__doc__, f"langadapt.{name} has no docstring"

@@ -15,7 +15,8 @@ from transformers import PreTrainedTokenizerFast
 from langadapt import PackedIterableDataset, build_stream, encode_texts, stream_from_texts
 from langadapt.errors import LangadaptError
 
-WORDS = "blåbær ørret ærlig og i det som er på en til av for med har ikke den jeg tekst".split()
+WORDS = ["blåbær", "ørret", "ærlig", "og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har",
+         "ikke", "den", "jeg", "tekst"]
 
 
 def _texts(n: int, seed: int) -> list[str]:
