@@ -21,6 +21,7 @@ from langadapt.recipe import LoadedRecipe
 class StageLike(Protocol):
     name: str
     sections: tuple[str, ...]
+    ignores: tuple[str, ...]
 
 
 def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: str | None = None,
@@ -49,7 +50,7 @@ def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: 
                 else {"base_model": "missing"}
         elif stage.name == "evaluate":
             inputs = cache.hash_paths([Path(p) for p in recipe.evaluation.suites])
-        key = {"sections": loaded.section_hash(*stage.sections), "seed": recipe.seed,
+        key = {"sections": loaded.section_hash(*stage.sections, ignore=stage.ignores), "seed": recipe.seed,
                "inputs": inputs, "previous": previous}
         prints[stage.name] = previous = rundir.hash_json(key)
     return prints

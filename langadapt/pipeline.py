@@ -43,6 +43,8 @@ class Stage:
     sections: tuple[str, ...]
     run: Callable[[StageContext], dict[str, Any]]
     skip_reason: str | None = None
+    ignores: tuple[str, ...] = ()
+    """Fields of `sections` the stage does not read: changing one must not re-run it."""
 
 
 def stage_table(recipe: Recipe) -> list[Stage]:
@@ -79,7 +81,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
             stage = getattr(recipe, name)
             after_stage1 = name == "stage2" and stage1_skip is None
             return run(name, stage, recipe.engine, ctx, stream_mixture(recipe.data, stage.mixture),
-                       after_stage1=after_stage1, force_epochs=recipe.data.force_epochs)
+                       after_stage1=after_stage1, force_epochs=recipe.data.force_epochs,
+                       document_masking=recipe.data.document_masking)
 
         return run_training
 
@@ -96,11 +99,11 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         return run(recipe.export, ctx, RunFacts.from_recipe(recipe))
 
     return [
-        Stage("data", ("data",), data),
+        Stage("data", ("data",), data, ignores=("data.document_masking",)),
         Stage("tokenizer", ("tokenizer", "base_model"), tokenizer),
         Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
-        Stage("stage1", ("stage1", "engine"), training("stage1"), stage1_skip),
-        Stage("stage2", ("stage2", "engine"), training("stage2"),
+        Stage("stage1", ("stage1", "engine", "data.document_masking"), training("stage1"), stage1_skip),
+        Stage("stage2", ("stage2", "engine", "data.document_masking"), training("stage2"),
               None if recipe.stage2.enabled else "stage2.enabled is false"),
         Stage("evaluate", ("evaluation",), evaluate),
         Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
@@ -244,7 +247,7 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     rundir.write_manifest(folder, {
         "stage": stage.name,
         "fingerprint": fingerprint,
-        "config_hash": loaded.section_hash(*stage.sections),
+        "config_hash": loaded.section_hash(*stage.sections, ignore=stage.ignores),
         "recipe": str(loaded.path),
         "base_model": ctx.base_model,
         "versions": rundir.library_versions(),

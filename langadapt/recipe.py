@@ -195,10 +195,15 @@ class LoadedRecipe:
         data = self.recipe.model_dump(mode="json")
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
-    def section_hash(self, *sections: str) -> str:
-        """Stable hash of some sections of the resolved recipe (stage fingerprints)."""
+    def section_hash(self, *sections: str, ignore: tuple[str, ...] = ()) -> str:
+        """Stable hash of some sections of the resolved recipe (stage fingerprints). A section may be
+        one field (`data.document_masking`); `ignore` leaves out fields (dotted) of the sections."""
         data = self.recipe.model_dump(mode="json")
-        blob = json.dumps({s: data[s] for s in sections}, sort_keys=True)
+        for dotted in ignore:
+            section, _, field = dotted.partition(".")
+            data[section] = {k: v for k, v in data[section].items() if k != field}
+        picked = {s: data[s] if "." not in s else data[s.partition(".")[0]][s.partition(".")[2]] for s in sections}
+        blob = json.dumps(picked, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from langadapt.data.stream import build_stream
@@ -147,6 +148,6 @@ def test_bad_mixtures_and_states(tmp_path: Path) -> None:
 
 
 def test_position_ids_restart_after_each_document(tmp_path: Path) -> None:
-    stream = build_stream(make_shards(tmp_path, {"a": 101}), None, 6, 10, 0)
-    batch = np.array([[5, 6, 0, 7, 8, 0, 9], [0, 1, 2, 3, 4, 5, 6]])  # EOS id is 0 in make_shards
+    stream = build_stream(make_shards(tmp_path, {"a": 101}), None, 6, 10, 0, document_masking=True)
+    batch = torch.tensor([[5, 6, 0, 7, 8, 0, 9], [0, 1, 2, 3, 4, 5, 6]])  # EOS id is 0 in make_shards
     assert stream.position_ids(batch).tolist() == [[0, 1, 2, 0, 1, 2, 0], [0, 0, 1, 2, 3, 4, 5]]

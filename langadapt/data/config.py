@@ -175,6 +175,8 @@ class DataConfig(Config):
     """Processes for pre-tokenising shards (`encode_corpus`); None uses all cores."""
     force_epochs: bool = False
     """Allow more than 16 epochs of a source (repeated data is then worth < 1/3 of fresh data)."""
+    document_masking: bool = False
+    """Training attends only within each packed document (position ids restart after every EOS)."""
 
     @field_validator("sources")
     @classmethod

@@ -24,13 +24,16 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from langadapt.data.schedule import MixPlan
 from langadapt.errors import LangadaptError
 from langadapt.planning.epochs import plan_stage_mixture
+
+if TYPE_CHECKING:  # torch is imported where positions are made: reading shards needs only numpy
+    import torch
 
 
 @dataclass
@@ -42,6 +45,23 @@ class _Source:
     eos_id: int
     perm_epoch: int = -1
     perm: np.ndarray | None = None
+
+
+def document_positions(inputs: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Each token's position inside its document: 0 at a row's start and after every EOS.
+
+    Packing puts several documents in one row. Given these as `position_ids`, RoPE numbers every
+    document from 0 as it was numbered alone, and transformers reads each reset as the start of a
+    new sequence: eager/SDPA/flex attention get a block-diagonal causal mask, flash-attention its
+    variable-length kernel (`fastpath.model_inputs`). A document cut by the row's start is
+    numbered from 0 too: what came before it is in another row, which it cannot see either.
+    """
+    import torch
+
+    index = torch.arange(inputs.shape[1], device=inputs.device).expand_as(inputs)
+    starts = torch.zeros_like(inputs, dtype=torch.bool)
+    starts[:, 1:] = inputs[:, :-1] == eos_id
+    return index - torch.cummax(torch.where(starts, index, 0), dim=1).values
 
 
 def _source_key(name: str) -> int:
@@ -68,8 +88,10 @@ class PackedStream:
     permutation of a source's chunk indices (8 bytes per chunk) per source, made at each pass.
     """
 
-    def __init__(self, sources: list[_Source], targets: list[int], seq_len: int, seed: int, plan: MixPlan):
+    def __init__(self, sources: list[_Source], targets: list[int], seq_len: int, seed: int, plan: MixPlan,
+                 document_masking: bool = False):
         self._sources = sources
+        self.document_masking = document_masking
         self._targets = targets
         self._total = sum(targets)
         self.seq_len = seq_len
@@ -139,17 +161,11 @@ class PackedStream:
             batch[row] = self._sources[s].tokens[start : start + self.seq_len + 1]
         return batch
 
-    def position_ids(self, batch: np.ndarray) -> np.ndarray:
-        """Positions that restart after every EOS, for attention that does not cross documents.
-
-        Packing puts several documents in one window; models whose attention treats a position
-        reset as a new sequence (HF flash-attention-2 with `position_ids`) then never attend
-        across a document boundary. Pass `position_ids(batch)[:, :-1]` with the inputs.
-        """
-        index = np.broadcast_to(np.arange(batch.shape[1]), batch.shape)
-        starts = np.zeros(batch.shape, dtype=bool)
-        starts[:, 1:] = batch[:, :-1] == self.eos_id
-        return index - np.maximum.accumulate(np.where(starts, index, 0), axis=1)
+    def position_ids(self, inputs: torch.Tensor) -> torch.Tensor | None:
+        """With document masking, positions restarting after every EOS in `inputs` (a batch's
+        `[:, :-1]`), which the training forward turns into attention within each document; None
+        without it (the model then numbers every row 0..L-1 and attends across documents)."""
+        return document_positions(inputs, self.eos_id) if self.document_masking else None
 
     def state_dict(self) -> dict[str, Any]:
         """The whole position: a few integers (plus what to check on restore)."""
@@ -183,11 +199,12 @@ def build_stream(
     total_samples: int,
     seed: int,
     force: bool = False,
+    document_masking: bool = False,
 ) -> PackedStream:
     """Open the shards of `encode_corpus` and plan `total_samples` samples of `seq_len` tokens.
 
     `mixture` maps source -> {"weight": w} or {"epochs": e} (optionally "max_epochs"); raises
-    LangadaptError above 16 epochs unless `force`.
+    LangadaptError above 16 epochs unless `force`. `document_masking`: see `PackedStream.position_ids`.
     """
     if seq_len < 1 or total_samples < 1:
         raise LangadaptError(f"stream: seq_len ({seq_len}) and total_samples ({total_samples}) must be >= 1")
@@ -207,7 +224,7 @@ def build_stream(
     # The same function plans `langadapt plan` and the preflight check: they cannot disagree.
     plan = plan_stage_mixture(mixture, {s.name: len(s.tokens) for s in sources}, seq_len, total_samples, force)
     targets = _apportion([plan.source(s.name).tokens for s in sources], seq_len, total_samples)
-    return PackedStream(sources, targets, seq_len, seed, plan)
+    return PackedStream(sources, targets, seq_len, seed, plan, document_masking)
 
 
 def _open_source(name: str, meta_path: Path, seq_len: int) -> _Source:

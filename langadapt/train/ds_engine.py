@@ -106,8 +106,9 @@ class DeepSpeedEngine(Engine):
         )
         self._micro = 0
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        loss = self.ds(inputs.to(self.device), labels.to(self.device))
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
+                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        loss = self.ds(inputs.to(self.device), labels.to(self.device), position_ids)
         self.ds.backward(loss)  # DeepSpeed divides by gradient_accumulation_steps itself
         self._micro += 1
         if self._micro % self.accum:

@@ -64,8 +64,10 @@ class Engine:
     device: torch.device
     model: torch.nn.Module
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Forward and backward of one micro-batch; returns the detached loss."""
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
+                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Forward and backward of one micro-batch; returns the detached loss. `position_ids`
+        (document masking) restart at each document, and attention stays inside documents."""
         raise NotImplementedError
 
     def step(self, lr: float, skip: bool) -> float:
@@ -118,14 +120,15 @@ class TorchEngine(Engine):
         self.scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
         self._micro = 0
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
+                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
         self._micro += 1
         last = self._micro % self.accum == 0
         # DDP all-reduces gradients in every backward; only the last micro-batch needs it.
         no_sync = getattr(self.forward_model, "no_sync", None)
         with (no_sync() if no_sync is not None and not last else nullcontext()):
             with self.autocast:
-                loss = self.forward_model(inputs.to(self.device), labels.to(self.device))
+                loss = self.forward_model(inputs.to(self.device), labels.to(self.device), position_ids)
             scaled = loss / self.accum  # the mean over the global batch, not a sum of means
             (self.scaler.scale(scaled) if self.scaler else scaled).backward()
         return loss.detach()

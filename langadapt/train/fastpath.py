@@ -46,13 +46,52 @@ class CausalLMLoss(torch.nn.Module):
             # fp32 accumulation of the head's gradient over chunks, also when weights are bf16.
             self.fused = LigerFusedLinearCrossEntropyLoss(accum_dtype=torch.float32)
 
-    def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def forward(self, inputs: torch.Tensor, labels: torch.Tensor,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        model_kwargs = model_inputs(self.model, inputs, position_ids)
         if self.fused is None:
-            logits = self.model(input_ids=inputs, use_cache=False).logits
+            logits = self.model(**model_kwargs).logits
             return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
         body, head = body_and_head(self.model)
-        hidden = body(input_ids=inputs, use_cache=False).last_hidden_state
+        hidden = body(**model_kwargs).last_hidden_state
         return self.fused(head.weight, hidden.flatten(0, 1), labels.flatten(), getattr(head, "bias", None))
+
+
+DOCUMENT_MASKING_ATTENTION = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3")
+"""Attention implementations that honour document boundaries given position ids (transformers 5):
+the first three through the block-diagonal causal mask `masking_utils` builds when position ids
+restart, flash-attention through its variable-length kernel."""
+
+
+def model_inputs(model: torch.nn.Module, inputs: torch.Tensor, position_ids: torch.Tensor | None) -> dict:
+    """The forward's keyword arguments; with `position_ids` (document masking) attention stays
+    inside each document.
+
+    transformers derives the block-diagonal mask from position ids by itself for eager, SDPA and
+    flex attention (only with no attention mask and no cache, as here). Its flash-attention path
+    reads packing only from ONE flattened row, so the batch is flattened and the cumulative
+    document lengths are computed once here: without them every layer would re-derive them with a
+    device sync. Rows stay separate documents because every row's positions start at 0.
+    """
+    kwargs: dict = {"input_ids": inputs, "use_cache": False}
+    if position_ids is None:
+        return kwargs
+    position_ids = position_ids.to(inputs.device)
+    if model.config._attn_implementation.startswith("flash_attention"):
+        from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
+
+        inputs, position_ids = inputs.reshape(1, -1), position_ids.reshape(1, -1)
+        (cu_q, cu_k), (max_q, max_k) = prepare_fa_kwargs_from_position_ids(position_ids)
+        kwargs.update(cu_seq_lens_q=cu_q, cu_seq_lens_k=cu_k, max_length_q=max_q, max_length_k=max_k)
+    return {**kwargs, "input_ids": inputs, "position_ids": position_ids}
+
+
+def check_document_masking(model: torch.nn.Module) -> None:
+    """Refuse an attention implementation that would ignore the position ids' document boundaries."""
+    attention = model.config._attn_implementation
+    if attention not in DOCUMENT_MASKING_ATTENTION:
+        raise LangadaptError(f"data.document_masking: engine.attn_implementation {attention!r} does not honour "
+                             f"document boundaries; use one of {', '.join(DOCUMENT_MASKING_ATTENTION)}")
 
 
 def use_fused_loss(model: torch.nn.Module, setting: bool) -> bool:

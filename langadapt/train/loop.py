@@ -37,6 +37,7 @@ class TokenStream(Protocol):
     """The data protocol (langadapt.data.stream.PackedStream, or SyntheticStream in tests)."""
 
     def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray: ...
+    def position_ids(self, inputs: torch.Tensor) -> torch.Tensor | None: ...  # None: no document masking
     def state_dict(self) -> dict: ...
     def load_state_dict(self, state: dict) -> None: ...
 
@@ -80,7 +81,8 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
     with StopOnSignal() as stop, metrics:
         while state.step < config.steps:
             batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))
-            loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:]) for mb in batch.split(config.micro_batch_size))
+            loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]))
+                       for mb in batch.split(config.micro_batch_size))
             # Ranks must agree: on the loss (a NaN anywhere skips the step everywhere), on a stop
             # signal and on a time-based save. One all-reduce per step carries all three.
             loss, stop_votes, save_votes = engine.all_reduce_sum([float(loss), stop.requested, ckpt.time_due()])

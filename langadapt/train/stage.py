@@ -23,6 +23,7 @@ from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.fastpath import check_document_masking
 from langadapt.train.loop import fit
 
 log = logging.getLogger("langadapt.train")
@@ -71,12 +72,13 @@ def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
 
 def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
         mixture: dict[str, dict] | None = None, dist: DistInfo | None = None,
-        after_stage1: bool = False, force_epochs: bool = False) -> dict[str, Any]:
+        after_stage1: bool = False, force_epochs: bool = False, document_masking: bool = False) -> dict[str, Any]:
     """Run training stage `stage_name` (stage1 or stage2) into ctx.out; returns its summary.
 
     `after_stage1`: start from stage1/model (stage 2 of a run whose stage 1 is enabled), else
     from embeddings/model. `force_epochs` (the recipe's data.force_epochs) allows more than 16
-    epochs of a source, as `langadapt plan` and the preflight check assume."""
+    epochs of a source, as `langadapt plan` and the preflight check assume. `document_masking` (the
+    recipe's data.document_masking) keeps attention inside each packed document."""
     if not config.enabled:
         ctx.out.mkdir(parents=True, exist_ok=True)
         (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
@@ -90,13 +92,16 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
              engine.zero_stage, engine.precision)
     model = load_model(init, config, stage_name, engine, dist)
+    if document_masking:
+        check_document_masking(model)
     global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
     seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
     # The pipeline passes the data mixture with this stage's overrides applied (stream_mixture).
     if mixture is None and config.mixture is not None:
         mixture = {name: entry.model_dump() for name, entry in config.mixture.items()}
     stream = build_stream(ctx.layout.tokenizer.tokens, mixture,
-                          config.seq_len, config.steps * global_batch, seed, force=force_epochs)
+                          config.seq_len, config.steps * global_batch, seed, force=force_epochs,
+                          document_masking=document_masking)
     try:
         result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
     finally:

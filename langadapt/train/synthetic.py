@@ -1,7 +1,7 @@
 """A synthetic token stream and tiny Llama models: smoke tests, benchmarks, multi-process checks.
 
 `SyntheticStream` follows the same protocol as `langadapt.data.stream.PackedStream`
-(`next_batch`, `state_dict`, `load_state_dict`), so the training loop cannot tell them apart.
+(`next_batch`, `position_ids`, `state_dict`, `load_state_dict`), so the training loop cannot tell them apart.
 Row i of the global sequence of rows depends only on (seed, i): any rank, any resume point and
 any world size see the same data, and restoring the position is O(1). The rows are learnable
 (each is an arithmetic progression modulo the vocabulary), so a loss curve goes down quickly.
@@ -36,6 +36,10 @@ class SyntheticStream:
         self.position += global_batch_size
         self.served += per_rank
         return rows
+
+    def position_ids(self, inputs: torch.Tensor) -> None:
+        """Rows are single sequences: no document masking."""
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {"position": self.position, "seed": self.seed}
