@@ -90,10 +90,11 @@ class FSDPEngine(Engine):
         step_device = torch.device("cpu") if config.fsdp.cpu_offload else device
         self.optimizer = build_optimizer(selection, stage.optimizer, step_device)
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
+                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
         # Gradients are reduce-scattered after every micro-batch: skipping that until the last one
         # (as DDP's no_sync does) would hold whole unsharded gradients, ZeRO-3's saving lost.
-        loss = self.forward_model(inputs.to(self.device), labels.to(self.device))
+        loss = self.forward_model(inputs.to(self.device), labels.to(self.device), position_ids)
         (loss / self.accum).backward()  # the mean over the global batch; FSDP averages over ranks
         return loss.detach()
 
