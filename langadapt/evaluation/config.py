@@ -41,7 +41,7 @@ class EvaluationConfig(Config):
     max_bytes_per_lang: int | None = Field(1_000_000, ge=1)
     """Cap on held-out UTF-8 bytes scored per language (whole documents, the last one cut); None = all."""
     compare: list[str] = Field(default_factory=list)
-    """Extra run directories or Hugging Face model folders evaluated beside this run's models."""
+    """Extra run directories or Hugging Face model folders evaluated beside this run's models: `PATH`, named after the run and stage it came from, or `NAME=PATH`."""
     random_baseline: bool = True
     """Also score `init_random`: the same warm model with the new rows drawn by the `random` method."""
     cold_baseline: bool = False
