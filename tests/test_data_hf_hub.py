@@ -81,6 +81,13 @@ def test_a_named_subset_streams_only_that_config(hub_folder: Path) -> None:
     assert _read(_source(hub_folder, subset="no", split="validation")) == [_text("no-valid", i) for i in range(5)]
 
 
+def test_streaming_off_downloads_first_and_reads_the_same_rows(hub_folder: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("datasets.config.HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    assert _read(_source(hub_folder, subset="nn", streaming=False)) == _read(_source(hub_folder, subset="nn"))
+    assert (tmp_path / "cache").is_dir()  # materialised as Arrow files, unlike the stream
+
+
 def test_data_files_and_the_document_cap_bound_what_is_read(hub_folder: Path) -> None:
     one_shard = _read(_source(hub_folder, subset="no", data_files="no/train-00001.jsonl"))
     assert one_shard == [_text("no", 100 + i) for i in range(30)]
