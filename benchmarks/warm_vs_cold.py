@@ -119,6 +119,15 @@ def summary_line(results: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any
             "baseline": baseline, "ratio": ratio, "unit": "bits/byte"}
 
 
+def seed_spread(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Final nb bits per byte over the seeds of each variant run with more than one seed."""
+    by_variant: dict[str, list[float]] = {}
+    for run in results.get("runs", {}).values():
+        by_variant.setdefault(run["variant"], []).append(run["final"]["nb"])
+    return {variant: {"seeds": len(v), "mean": round(sum(v) / len(v), 4), "min": min(v), "max": max(v)}
+            for variant, v in by_variant.items() if len(v) > 1}
+
+
 def nb_at_flops(curve: list[dict[str, Any]], flops: float) -> float:
     """nb bits per byte of a learning curve at `flops`, linearly interpolated between checkpoints."""
     points = [(p["flops"], p["bpb"]["nb"]) for p in curve]
@@ -307,6 +316,9 @@ def print_table(results: dict[str, Any], plan: dict[str, Any]) -> None:
             reach = flops_to_reach(run["curve"], cold)
             print(f"  {name:20s} reaches cold's {cold:.3f} at {reach / budget if reach is not None else float('nan'):.2f}"
                   f" of the budget; ratio at " + ", ".join(along))
+    for variant, spread in seed_spread(results).items():
+        print(f"  {variant}: nb over {spread['seeds']} seeds mean {spread['mean']:.3f}, "
+              f"range {spread['min']:.3f}-{spread['max']:.3f}")
     if meta.get("base"):
         print(f"{'base (English model)':22s} {'':9s} {'':4s} {'':4s} {'':5s} "
               + " ".join(f"{meta['base'].get(l, float('nan')):6.3f}" for l in LANGS))

@@ -128,3 +128,9 @@ def test_curve_interpolation_and_flops_to_reach():
     assert bench.flops_to_reach(curve, 1.75) == pytest.approx(15.0)
     assert bench.flops_to_reach(curve, 1.0) is None  # never reached
     assert bench.flops_to_reach(curve, 3.5) == 0.0  # already there at step 0
+
+
+def test_seed_spread_only_for_variants_with_several_seeds():
+    results = {"runs": {"a": _run("warm_mean", "warm", "mean", 2.0), "a_s1": _run("warm_mean", "warm", "mean", 2.2, seed=1),
+                        "a_s2": _run("warm_mean", "warm", "mean", 2.1, seed=2), "c": _run("cold", "scratch", "scratch", 3.0)}}
+    assert bench.seed_spread(results) == {"warm_mean": {"seeds": 3, "mean": 2.1, "min": 2.0, "max": 2.2}}
