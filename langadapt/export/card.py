@@ -39,10 +39,11 @@ class Exported:
     """Which model the card describes."""
 
     name: str
-    """Its name in evaluate/results.json (adapted, stage1) or the checkpoint's (stage2-step_00000050)."""
+    """Its name in evaluate/results.json (adapted, stage1), or a checkpoint's (stage2-step50)."""
     training_stages: tuple[str, ...]
     """The training stages this run completed, in order."""
     verification: dict[str, Any]
+    """What `verify.verify_folder` measured (max logit difference, prompt, sample)."""
 
 
 def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:

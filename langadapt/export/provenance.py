@@ -14,11 +14,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from langadapt.base_model import hub_repo_id
+
+if TYPE_CHECKING:
+    from langadapt.recipe import Recipe
 
 RESTRICTIVE_LICENCE = re.compile(r"GPL|GFDL|\bFDL\b|BY-SA|share-?alike|\bNC\b|non-?commercial|\bND\b|no-?deriv",
                                  re.IGNORECASE)
@@ -59,18 +62,17 @@ class RunFacts:
     sources: tuple[SourceFacts, ...]
 
     @classmethod
-    def from_recipe(cls, recipe: Any) -> RunFacts:
-        data = recipe.data
-        held_out = (f"{data.valid_fraction:.0%} of its documents, chosen by document hash"
-                    + (f" (at most {data.max_valid_docs})" if data.max_valid_docs else ""))
+    def from_recipe(cls, recipe: Recipe) -> RunFacts:
+        data, warm = recipe.data, recipe.init == "warm"
+        by_hash = (f"{data.valid_fraction:.0%} of its documents, chosen by document hash"
+                   + (f" (at most {data.max_valid_docs})" if data.max_valid_docs else ""))
         sources = tuple(
             SourceFacts(name=s.name, lang=s.lang, role=s.role,
                         hub_ids=tuple(_patterns(s.path)) if s.format == "hf_hub" else (),
                         licences=() if s.format == "hf_hub" else _licence_notes(s.path),
-                        held_out=f"its own held-out file(s) `{', '.join(Path(p).name for p in _patterns(s.valid_path))}`"
-                        if s.valid_path else held_out)
+                        held_out=f"its held-out file(s) {', '.join(Path(p).name for p in _patterns(s.valid_path))}"
+                        if s.valid_path else by_hash)
             for s in data.sources)
-        warm = recipe.init == "warm"
         return cls(init=recipe.init, base_hub_id=hub_repo_id(recipe.base_model.path) if warm else None,
                    base_label=strip_machine_paths(recipe.base_model.path) if warm else None, sources=sources,
                    target_languages=tuple(sorted({s.lang for s in data.sources if s.role == "target"})))

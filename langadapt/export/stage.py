@@ -134,7 +134,7 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
                       overwrite: bool) -> ExportPaths:
     """`langadapt export --checkpoint STAGE/STEP`: export one saved checkpoint of a training stage
     into its own folder (with a manifest; it never replaces the run's export)."""
-    from langadapt.rundir import write_manifest
+    from langadapt.rundir import promote, write_manifest
     from langadapt.train.checkpoint import STEP_DIR
 
     stage, _, step = spec.partition("/")
@@ -154,13 +154,15 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
     paths = layout.checkpoint_export(name)
     if paths.root.exists() and not overwrite:
         raise LangadaptError(f"{paths.root}: exists already; pass --overwrite to replace it")
-    if paths.root.exists():
-        shutil.rmtree(paths.root)
+    # Built beside its final place and swapped in once checked: a failure leaves no half-written folder.
+    work = ExportPaths(paths.root.with_name(f".{name}.partial"))
+    shutil.rmtree(work.root, ignore_errors=True)
     stages = tuple(s for s in completed_training_stages(layout) if TRAINING_STAGES.index(s) < TRAINING_STAGES.index(stage))
     with checkpoint_folder(layout, found[int(step)]) as source:
-        summary = export_model(paths, layout, config, facts, name, (*stages, stage), source, base_model)
-    summary["source"] = str(found[int(step)])
-    write_manifest(paths.root, {"stage": "export", "checkpoint": spec, "summary": {**summary, "checkpoint": True}})
+        summary = export_model(work, layout, config, facts, name, (*stages, stage), source, base_model)
+    summary.update(source=str(found[int(step)]), folder=str(paths.model), checkpoint=True)
+    write_manifest(work.root, {"stage": "export", "checkpoint": spec, "summary": summary})
+    promote(work.root, paths.root, paths.root.with_name(f".{name}.previous"))
     return paths
 
 
