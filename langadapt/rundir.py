@@ -63,6 +63,11 @@ class TokenizerPaths:
         """Token shards, one folder per source (`<source>/tokens.bin`, `meta.json`)."""
         return self.root / "tokens"
 
+    @property
+    def valid_tokens(self) -> Path:
+        """The held-out split's token shards, laid out as `tokens` (see langadapt.data.shards)."""
+        return self.tokens / "valid"
+
 
 @dataclass(frozen=True)
 class ModelStagePaths:

@@ -1,4 +1,5 @@
-"""The report's figures (matplotlib, Agg backend, PNG): bpb, deltas, fertility, training loss.
+"""The report's figures (matplotlib, Agg backend, PNG): bpb, deltas, fertility, training loss,
+held-out bpb during training.
 
 Each function takes the results dict (or the run directory) and a path, draws one figure and
 returns the path, or None when there is nothing to draw (so the report simply leaves it out).
@@ -17,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from langadapt.evaluation.tables import ordered_langs
+from langadapt.evaluation.training import epoch_marks, validation_points
 
 GAIN, LOSS = "#2a9d4b", "#c8452c"
 """Bar colours for a lower (better) and a higher (worse) bpb than the reference."""
@@ -158,4 +160,32 @@ def plot_training(metrics: dict[str, Path], path: Path) -> Path | None:
         axes[1][0].set_ylabel("learning rate")
         axes[1][0].ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
     axes[-1][0].set_xlabel("optimizer step (stage 2 continues after stage 1)")
+    return _save(fig, path)
+
+
+def plot_validation(metrics: dict[str, Path], path: Path) -> Path | None:
+    """Held-out bits per byte per language over training steps (both stages on one axis), with the
+    passes over the most repeated source marked, so a rise after some repetition is visible."""
+    points = validation_points(metrics)
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    langs = list(dict.fromkeys(lang for p in points for lang in p["valid"]))
+    for lang, colour in zip(langs, plt.get_cmap("tab10").colors):
+        series = [(p["global_step"], p["valid"][lang]["bits_per_byte"]) for p in points if lang in p["valid"]]
+        ax.plot(*zip(*series), marker=".", color=colour, label=lang)
+        best = min(series, key=lambda item: item[1])
+        ax.plot(*best, marker="o", markersize=9, markerfacecolor="none", color=colour)
+    stages = list(dict.fromkeys(p["stage"] for p in points))
+    for stage in stages[1:]:
+        ax.axvline(min(p["global_step"] for p in points if p["stage"] == stage) - 0.5, color="grey",
+                   linestyle="--", linewidth=0.8)
+    for step, source, number in epoch_marks(metrics):  # where the most repeated source starts another pass
+        ax.axvline(step, color="#999999", linestyle=":", linewidth=0.8)
+        ax.annotate(f"{source} pass {number}", (step, 1), xycoords=("data", "axes fraction"), rotation=90,
+                    fontsize=6, va="top", ha="right")
+    ax.set_xlabel("optimizer step (stage 2 continues after stage 1); circles: lowest point")
+    ax.set_ylabel("held-out bits per byte")
+    ax.set_title("Held-out bits per byte during training (" + " then ".join(stages) + ")")
+    ax.legend(fontsize=8)
     return _save(fig, path)

@@ -60,11 +60,30 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
             ),
         ]
     blocks += _tokenizer_blocks(results)
-    if "training" in figures:
-        blocks += [("h2", "Training"), ("img", "training", "training loss of stage 1 and stage 2")]
+    blocks += _training_blocks(results, figures)
     blocks += _sample_blocks(results)
     blocks += _data_blocks(results)
     return blocks
+
+
+def _training_blocks(results: dict, figures: set[str]) -> list[Block]:
+    """Loss curves, the held-out curve during training with its verdict per language, energy."""
+    training = results.get("training") or {}
+    blocks: list[Block] = []
+    if "training" in figures:
+        blocks.append(("img", "training", "training loss of stage 1 and stage 2"))
+    if "validation" in figures:
+        blocks += [("h3", "Held-out bits per byte during training"),
+                   ("img", "validation", "held-out bits per byte per language over training steps"),
+                   ("ul", [(line, "loss" if " hurt " in line else "") for line in training.get("validation", [])])]
+    if training.get("energy"):
+        note = training.get("energy_note") or "no plan estimate"
+        blocks += [("h3", "Energy per optimizer step"),
+                   ("table", ["stage", "measured J/step", "plan J/step", "measured / plan"], training["energy"]),
+                   ("p", (f"Measured: the device's energy counter (NVML, amdsmi or RAPL) on the logging rank, "
+                         f"times the world size; checkpoint and validation time excluded. {note}; device power "
+                         "only (no PUE)."))]
+    return [("h2", "Training"), *blocks] if blocks else []
 
 
 def _tokenizer_blocks(results: dict) -> list[Block]:

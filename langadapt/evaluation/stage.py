@@ -31,6 +31,7 @@ from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
 from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
+from langadapt.evaluation.training import planned_energy
 from langadapt.rundir import MODEL_STAGES, TRAINING_STAGES, RunLayout
 
 
@@ -133,7 +134,8 @@ def run(config: EvaluationConfig, ctx: StageContext, extra: dict[str, Path] | No
         raise LangadaptError(f"evaluate: no models to evaluate in {ctx.run_dir}")
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
-    write_report(results, ctx.out, training_metrics(ctx.layout), title=f"langadapt evaluation: {ctx.run_dir.name}")
+    write_report(results, ctx.out, training_metrics(ctx.layout), title=f"langadapt evaluation: {ctx.run_dir.name}",
+                 planned_energy=planned_energy(ctx.layout))
     return _summary(results)
 
 
@@ -193,5 +195,6 @@ def evaluate_cli(
                               reference=next(iter(references), None))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
     metrics = training_metrics(RunLayout(run_dir)) if run_dir is not None else {}
-    write_report(results, out, metrics, title=f"langadapt evaluation: {next(iter(models))}")
+    write_report(results, out, metrics, title=f"langadapt evaluation: {next(iter(models))}",
+                 planned_energy=planned_energy(RunLayout(run_dir)) if run_dir is not None else None)
     return results

@@ -87,6 +87,17 @@ class MixtureEntry(Config):
         return self
 
 
+class ValidationConfig(Config):
+    """Held-out loss and bits per byte while training (see langadapt.train.validation)."""
+
+    every_steps: int | None = Field(None, ge=1)
+    """Score the held-out split every this many steps and at the last step (None: off)."""
+    tokens_per_lang: int = Field(32768, ge=1)
+    """Held-out tokens scored per language: a fixed set of whole seq_len windows, chosen once."""
+    langs: list[str] | None = None
+    """Languages to score; None: the languages of the sources this stage trains on."""
+
+
 class TrainStageConfig(Config):
     """One training stage (stage 1 or stage 2); both run the same loop, `langadapt.train.loop.fit`."""
 
@@ -112,6 +123,10 @@ class TrainStageConfig(Config):
     """Checkpoint frequency and retention."""
     log_every: int = Field(10, ge=1)
     """Write metrics (console, metrics.jsonl, TensorBoard) every this many steps."""
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    """Held-out loss and bits per byte per language during training (off unless every_steps is set)."""
+    loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(default_factory=lambda: ["tensorboard"])
+    """Scalar loggers beside metrics.jsonl: tensorboard, wandb (WANDB_* env), mlflow (MLFLOW_TRACKING_URI)."""
     max_nonfinite_steps: int = Field(5, ge=1)
     """A NaN/inf loss skips the step; this many in a row stop the run with an error."""
     mixture: dict[str, MixtureEntry] | None = None

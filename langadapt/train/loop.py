@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
 from langadapt.train.metrics import Metrics
 from langadapt.train.policy import numel, select_trainable
+from langadapt.train.validation import NO_VALIDATION, Validation
 
 log = logging.getLogger("langadapt.train")
 
@@ -53,11 +54,13 @@ class TrainResult:
     trainable_params: int
     resumed_from: int | None
     model_dir: Path
+    monitoring: dict = field(default_factory=dict)
+    """Measured energy per step and the last validation (`Metrics.summary`)."""
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
         out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str = "stage2",
-        tokenizer: Any = None) -> TrainResult:
+        tokenizer: Any = None, validation: Validation = NO_VALIDATION) -> TrainResult:
     """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`
     (with `tokenizer` saved beside the weights when given, so the folder loads on its own)."""
     dist = dist or DistInfo.from_env()
@@ -77,7 +80,9 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
     metrics = Metrics(out_dir, config.steps, config.log_every, global_batch * config.seq_len,
                       flops_per_token(model, selection, config.seq_len),
                       peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
-                      dist.world_size, engine.device, start_step=state.step, enabled=dist.rank == 0)
+                      dist.world_size, engine.device, start_step=state.step, enabled=dist.rank == 0,
+                      stream=stream, loggers=config.loggers,
+                      run_name=f"{out_dir.resolve().parent.name}/{stage_name}")
     with StopOnSignal() as stop, metrics:
         while state.step < config.steps:
             batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))
@@ -91,6 +96,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
             grad_norm = engine.step(lr, skip=not math.isfinite(loss))
             _account(state, loss, grad_norm, config, stage_name, ckpt)
             metrics.record(state.step, loss, lr, grad_norm, state.skipped)
+            metrics.validate(state.step, validation, engine)  # held-out loss/bpb when due (all ranks)
             if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
                 saved = ckpt.save(state, engine, stream)
                 metrics.start(state.step)  # checkpoint time is not training throughput
@@ -102,7 +108,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
         tokenizer.save_pretrained(out_dir / "model")
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
-                       out_dir / "model")
+                       out_dir / "model", metrics.summary())
 
 
 def _account(state: TrainState, loss: float, grad_norm: float, config: TrainStageConfig,

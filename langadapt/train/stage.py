@@ -25,6 +25,7 @@ from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.loop import fit
+from langadapt.train.validation import NO_VALIDATION, Validation, load_held_out
 
 log = logging.getLogger("langadapt.train")
 
@@ -60,14 +61,39 @@ def load_model(path: Path, config: TrainStageConfig, stage_name: str, engine: En
     return AutoModelForCausalLM.from_pretrained(path, **kwargs)
 
 
-def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
-    """Put the tokenizer beside the model: the tokenizer stage's, else the starting model's."""
-    from transformers import AutoTokenizer
-
+def tokenizer_dir(ctx: StageContext, init: Path) -> Path:
+    """The tokenizer of the shards: the tokenizer stage's, else the starting model's."""
     source = ctx.layout.tokenizer.tokenizer
     if not (source / "tokenizer_config.json").is_file() and not (source / "tokenizer.json").is_file():
         source = init
-    AutoTokenizer.from_pretrained(source).save_pretrained(model_dir)
+    return source
+
+
+def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
+    """Put the tokenizer beside the model, so the model folder loads on its own."""
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tokenizer_dir(ctx, init)).save_pretrained(model_dir)
+
+
+def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
+                     init: Path, trained_sources: list[str], dist: DistInfo) -> Validation:
+    """The held-out windows scored during training (`validation.langs`, else the trained sources' languages)."""
+    settings = config.validation
+    if settings.every_steps is None:
+        return NO_VALIDATION
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(ctx, init))
+    sets = load_held_out(ctx.layout.tokenizer.valid_tokens, None if settings.langs else trained_sources,
+                         settings.langs, config.seq_len, settings.tokens_per_lang,
+                         lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
+    if not sets:
+        raise LangadaptError(f"{stage_name}.validation.every_steps: no held-out shards of the trained sources under "
+                             f"{ctx.layout.tokenizer.valid_tokens}; set data.valid_fraction above 0 or turn it off")
+    log.info("%s: validation every %d steps on %s", stage_name, settings.every_steps,
+             ", ".join(f"{s.lang} ({s.windows.size - len(s.windows):,} tokens)" for s in sets))
+    return Validation(sets, settings, config.micro_batch_size, engine.precision, dist.rank, dist.world_size)
 
 
 def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
@@ -102,8 +128,11 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     stream = build_stream(ctx.layout.tokenizer.tokens, mixture,
                           config.seq_len, config.steps * global_batch, seed, force=force_epochs,
                           document_masking=document_masking)
+    trained = [name for name, target in stream.state_dict()["targets"].items() if target]
+    validation = build_validation(stage_name, config, engine, ctx, init, trained, dist)
     try:
-        result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name)
+        result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name,
+                     validation=validation)
     finally:
         if engine.kind == "deepspeed" and engine.zero_stage == 3:
             from langadapt.train.ds_engine import release_zero3_loading
@@ -116,7 +145,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
         "skipped_steps": result.skipped_steps, "trainable_params": result.trainable_params,
         "resumed_from_step": result.resumed_from, "init_model": str(init), "model": str(result.model_dir),
         "engine": engine.kind, "zero_stage": engine.zero_stage, "precision": engine.precision,
-        "world_size": dist.world_size, "global_batch": global_batch,
+        "world_size": dist.world_size, "global_batch": global_batch, **result.monitoring,
     }
     if dist.rank == 0:
         (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -1,0 +1,171 @@
+"""Held-out loss and bits per byte per language, every N steps of training.
+
+Over-repetition of a small target corpus (the risk the repetition schedule manages) shows first
+as held-out loss that stops falling and turns up while training loss still falls; the evaluate
+stage only sees the end of the run. So the loop scores a FIXED set of held-out windows per
+language every `validation.every_steps` steps:
+
+- the windows are `seq_len + 1` tokens cut at chunk boundaries of the held-out shards the
+  tokenizer stage writes (`tokens/valid/<source>/`), exactly as training cuts its own shards,
+  `tokens_per_lang` tokens per language spread evenly over the shard (several documents, not
+  the first one), chosen once: every point of the curve scores the same tokens;
+- loss = mean next-token cross-entropy (nats, the training loss's unit); bits per byte =
+  summed NLL / UTF-8 bytes of the scored tokens / ln 2, the bytes counted once by decoding each
+  window's targets. These are packed windows, as in training (context may cross a document
+  boundary, EOS is scored), so the numbers track the training loss; the evaluate stage's
+  per-document bpb (lm-eval's definition) is the one to compare models with;
+- every rank scores its share (rows r, r + W, ...) padded to the same count, and one all-reduce
+  sums the totals: under ZeRO-3 every rank must run the same forward passes, because each one
+  gathers the partitioned weights collectively. No gradients; the model is put back in train mode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from langadapt.errors import LangadaptError
+from langadapt.modeling import body_and_head, head_is_plain_by_config
+from langadapt.train.config import ValidationConfig
+
+log = logging.getLogger("langadapt.train")
+
+HEAD_CHUNK_ROWS = 1024
+"""Positions pushed through the output head at a time: the [tokens x vocab] logits of a whole
+micro-batch (4 x 4096 x 32k fp32 = 2 GiB) never exist at once, as with the fused training loss."""
+
+
+@dataclass(frozen=True)
+class HeldOutSet:
+    """One language's fixed validation windows and the UTF-8 bytes their targets encode."""
+
+    lang: str
+    windows: np.ndarray
+    """int64 [n, seq_len + 1]: inputs are [:, :-1], targets [:, 1:]."""
+    target_bytes: int
+
+
+def _window_starts(num_tokens: int, seq_len: int, budget_tokens: int) -> np.ndarray:
+    """Chunk starts spread evenly over a shard: ceil(budget / seq_len) windows, at most all of them."""
+    chunks = (num_tokens - 1) // seq_len
+    count = min(chunks, math.ceil(budget_tokens / seq_len))
+    return np.unique(np.linspace(0, chunks - 1, count).round().astype(np.int64)) * seq_len
+
+
+def load_held_out(valid_dir: Path, sources: list[str] | None, langs: list[str] | None, seq_len: int,
+                  tokens_per_lang: int, decode: Callable[[list[int]], str]) -> list[HeldOutSet]:
+    """The validation windows of each language from the held-out shards under `valid_dir`.
+
+    `sources`: only these sources' shards (None: all); `langs`: only these languages (None: every
+    language of those sources). A language's budget is split evenly over its sources; a shard
+    shorter than one window is skipped with a warning. `decode` maps token ids to text (the
+    tokenizer that wrote the shards), for the byte count of bits per byte.
+    """
+    by_lang: dict[str, list[tuple[dict, Path]]] = {}
+    for meta_path in sorted(Path(valid_dir).glob("*/meta.json")):
+        meta = json.loads(meta_path.read_text())
+        if (sources is None or meta["source"] in sources) and (langs is None or meta["lang"] in langs):
+            by_lang.setdefault(meta["lang"], []).append((meta, meta_path.parent))
+    sets = []
+    for lang, found in sorted(by_lang.items()):
+        shards = []
+        for meta, folder in found:
+            if meta["num_tokens"] >= seq_len + 1:
+                shards.append((meta, folder))
+            else:
+                log.warning("validation: held-out shard %s has %d tokens, fewer than one window of %d; skipped",
+                            folder, meta["num_tokens"], seq_len + 1)
+        windows = []
+        for meta, folder in shards:
+            tokens = np.memmap(folder / "tokens.bin", dtype=np.dtype(meta["dtype"]), mode="r",
+                               shape=(meta["num_tokens"],))
+            starts = _window_starts(meta["num_tokens"], seq_len, math.ceil(tokens_per_lang / len(shards)))
+            windows += [np.asarray(tokens[s : s + seq_len + 1], dtype=np.int64) for s in starts]
+        if windows:
+            stacked = np.stack(windows)
+            n_bytes = sum(len(decode(row[1:].tolist()).encode("utf-8")) for row in stacked)
+            sets.append(HeldOutSet(lang, stacked, n_bytes))
+    missing = sorted(set(langs or []) - {s.lang for s in sets})
+    if missing:
+        raise LangadaptError(f"validation.langs: no usable held-out shards for {', '.join(missing)} under {valid_dir}")
+    return sets
+
+
+def _nll_sum(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Summed next-token NLL (nats) of the targets that are not -100, the head run in chunks."""
+    parts = body_and_head(model) if head_is_plain_by_config(model) else None
+    if parts is None:  # logits transformed after the head (soft-capping): the model's own forward
+        logits = model(input_ids=inputs, use_cache=False).logits
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="sum")
+    body, head = parts
+    hidden = body(input_ids=inputs, use_cache=False).last_hidden_state.flatten(0, 1)
+    targets = targets.flatten()
+    total = torch.zeros((), dtype=torch.float64, device=hidden.device)
+    for i in range(0, len(targets), HEAD_CHUNK_ROWS):
+        logits = head(hidden[i : i + HEAD_CHUNK_ROWS]).float()
+        total += F.cross_entropy(logits, targets[i : i + HEAD_CHUNK_ROWS], reduction="sum").double()
+    return total
+
+
+class Validation:
+    """Scores the held-out sets when due; `__call__` is the loop's one line."""
+
+    def __init__(self, sets: list[HeldOutSet], config: ValidationConfig, micro_batch_size: int,
+                 precision: str = "fp32", rank: int = 0, world_size: int = 1) -> None:
+        self.sets, self.every, self.micro_batch_size = sets, config.every_steps, micro_batch_size
+        self.precision, self.rank, self.world_size = precision, rank, world_size
+
+    def due(self, step: int, total_steps: int) -> bool:
+        return bool(self.sets) and self.every is not None and (step % self.every == 0 or step == total_steps)
+
+    def __call__(self, step: int, total_steps: int, engine) -> dict | None:
+        """`{"valid": {lang: {loss, bits_per_byte, tokens}}, "valid_seconds": s}` when due at `step`; else None."""
+        return self.run(engine) if self.due(step, total_steps) else None
+
+    def _my_rows(self, windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's rows (r, r + W, ...), padded to the same count on every rank (targets -100)."""
+        per_rank = math.ceil(len(windows) / self.world_size)
+        mine = torch.from_numpy(windows[self.rank :: self.world_size])
+        inputs = torch.zeros(per_rank, windows.shape[1] - 1, dtype=torch.long)
+        targets = torch.full_like(inputs, -100)
+        inputs[: len(mine)], targets[: len(mine)] = mine[:, :-1], mine[:, 1:]
+        return inputs, targets
+
+    @torch.no_grad()
+    def run(self, engine) -> dict:
+        """Score every set now (all ranks call this together: it ends in one all-reduce)."""
+        started, model, device = time.perf_counter(), engine.model, engine.device
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+        was_training = model.training
+        model.eval()
+        local: list[float] = []
+        try:
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                for held_out in self.sets:
+                    inputs, targets = self._my_rows(held_out.windows)
+                    nll = sum(float(_nll_sum(model, x.to(device), y.to(device)))
+                              for x, y in zip(inputs.split(self.micro_batch_size),
+                                              targets.split(self.micro_batch_size)))
+                    local += [nll, float((targets != -100).sum())]
+        finally:
+            model.train(was_training)
+        totals = engine.all_reduce_sum(local)
+        per_lang = {}
+        for i, held_out in enumerate(self.sets):
+            nll, tokens = totals[2 * i], totals[2 * i + 1]
+            per_lang[held_out.lang] = {"loss": nll / tokens, "tokens": int(tokens),
+                                       "bits_per_byte": nll / held_out.target_bytes / math.log(2)}
+        return {"valid": per_lang, "valid_seconds": time.perf_counter() - started}
+
+
+NO_VALIDATION = Validation([], ValidationConfig(), 1)
+"""What `fit` runs when the caller builds no validation: never due."""

@@ -1,0 +1,118 @@
+"""W&B and MLflow beside TensorBoard, in their offline modes: the same scalars at the same steps
+in all three, read back from what each wrote; a resumed stage continues the same tracker run."""
+
+from __future__ import annotations
+
+import math
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from langadapt.errors import LangadaptError
+from langadapt.train.loggers import RUN_IDS, open_loggers
+from langadapt.train.metrics import Metrics
+
+
+class EveryThirdStep:
+    def due(self, step: int, total: int) -> bool:
+        return step % 3 == 0
+
+    def run(self, engine) -> dict:
+        return {"valid": {"nb": {"loss": 3.0 - engine, "bits_per_byte": 1.5, "tokens": 64}}, "valid_seconds": 0.01}
+
+
+def log_steps(out: Path, loggers: list[str], steps: range, total: int) -> None:
+    with Metrics(out, total, 2, 256, 1.0, None, 1, torch.device("cpu"), start_step=steps.start - 1,
+                 loggers=loggers, run_name="demo/stage2") as m:
+        for step in steps:
+            m.record(step, 4.0 / step, 1e-3 * step, 0.5, 0)
+            m.validate(step, EveryThirdStep(), engine=step / 10)
+
+
+def tensorboard_scalars(out: Path) -> dict[tuple[str, int], float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    return {(tag, e.step): e.value for tag in events.Tags()["scalars"] for e in events.Scalars(tag)}
+
+
+def wandb_scalars(out: Path) -> dict[tuple[str, int], float]:
+    """History records of the offline run file (W&B's LevelDB-style log of protobuf records)."""
+    from wandb.proto import wandb_internal_pb2
+
+    scalars: dict[tuple[str, int], float] = {}
+    for path in sorted((out / "wandb").glob("offline-run-*/run-*.wandb")):  # a resume may add a file
+        scalars.update(_history(path.read_bytes(), wandb_internal_pb2.Record))
+    return scalars
+
+
+def _history(data: bytes, record_type) -> dict[tuple[str, int], float]:
+    pos, block, pending, scalars = 7, 32768, b"", {}
+    while pos + 7 <= len(data):  # 7-byte file header; records: crc32 u32, length u16, type u8
+        if block - pos % block < 7:
+            pos += block - pos % block  # block trailer
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        pending, pos = pending + data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind in (1, 4):  # FULL or LAST chunk
+            record = record_type()
+            record.ParseFromString(pending)
+            pending = b""
+            if record.WhichOneof("record_type") == "history":
+                items = {i.key or "/".join(i.nested_key): float(i.value_json) for i in record.history.item}
+                step = int(items.pop("_step"))
+                scalars.update({(k, step): v for k, v in items.items() if not k.startswith("_")})
+    return scalars
+
+
+def mlflow_scalars(tracking: Path) -> tuple[dict[tuple[str, int], float], list[str]]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking.as_uri())
+    runs = client.search_runs([client.get_experiment_by_name("demo").experiment_id])
+    assert [r.info.run_name for r in runs] == ["demo/stage2"]
+    run = runs[0]
+    scalars = {(m.key, m.step): m.value for key in run.data.metrics
+               for m in client.get_metric_history(run.info.run_id, key)}
+    return scalars, [r.info.run_id for r in runs]
+
+
+def test_wandb_and_mlflow_get_the_same_scalars_as_tensorboard(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("wandb")
+    pytest.importorskip("mlflow")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    out = tmp_path / "demo" / "stage2"
+    log_steps(out, ["tensorboard", "wandb", "mlflow"], range(1, 7), total=10)
+    log_steps(out, ["tensorboard", "wandb", "mlflow"], range(7, 11), total=10)  # resumed after step 6
+    board = tensorboard_scalars(out)
+    assert board[("train/loss", 10)] == pytest.approx((4 / 9 + 4 / 10) / 2)
+    assert board[("valid/nb/loss", 9)] == pytest.approx(2.1)
+    assert {("train/tokens", s) for s in (2, 4, 6, 8, 10)} <= set(board)
+    tracked, run_ids = mlflow_scalars(tmp_path / "mlruns")
+    assert len(run_ids) == 1  # the resumed half went into the same run
+    for name, scalars in (("wandb", wandb_scalars(out)), ("mlflow", tracked)):
+        assert set(scalars) == set(board), name
+        for key, value in board.items():
+            assert math.isclose(scalars[key], value, rel_tol=1e-6), (name, key)
+    assert set((out / RUN_IDS).read_text().split('"')) >= {"wandb", "mlflow"}
+
+
+def test_a_logger_that_is_not_installed_is_a_one_line_error(tmp_path: Path, monkeypatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_wandb(name, *args, **kwargs):
+        if name == "wandb":
+            raise ImportError("No module named 'wandb'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    with pytest.raises(LangadaptError, match=r"loggers: wandb is not installed \(pip install 'langadapt\[wandb\]'\)"):
+        open_loggers(["wandb"], tmp_path, "demo/stage2")
