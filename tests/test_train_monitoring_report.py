@@ -56,7 +56,8 @@ def test_energy_rows_put_measured_joules_of_all_devices_beside_the_plan(tmp_path
 def test_report_shows_the_validation_curve_its_verdicts_and_the_energy_table(tmp_path: Path) -> None:
     results = {"models": {"base": {"nb": {"bits_per_byte": 2.0}}, "adapted": {"nb": {"bits_per_byte": 1.2}}},
                "reference": "base", "deltas": {"adapted": {"nb": {"bits_per_byte": -0.8, "relative": -0.4}}}, "meta": {}}
-    planned = {"joules_per_step": {"stage2": 100.0}, "note": "plan: 8 x H100 SXM at 700 W (TDP) and 40% MFU"}
+    planned = {"joules_per_step": {"stage2": 100.0},
+               "note": "plan: 8 x H100 SXM at 700 W (TDP) and 40% MFU"}
     paths = write_report(results, tmp_path / "report", stages(tmp_path), planned_energy=planned)
     assert paths["validation"].stat().st_size > 10_000  # a PNG with two curves
     markdown = paths["markdown"].read_text()

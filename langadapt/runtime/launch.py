@@ -307,6 +307,16 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sbatch", dest="extra_sbatch", action="append", default=[], metavar="OPTION",
                         help="extra #SBATCH option, e.g. --sbatch=--exclusive (repeatable)")
     parser.add_argument("--out", help="script path (default: <recipe>.<preset>.sbatch here)")
+    parser.add_argument("--profile", metavar="FIRST:LAST",
+                        help="torch profiler trace of stage-2 steps FIRST..LAST (rank 0) in stage2/profile")
+
+
+def profile_override(spec: str) -> list[str]:
+    """`--profile 100:110` as the `langadapt run` override that asks for it (stage2.profile_steps)."""
+    m = re.fullmatch(r"(\d+):(\d+)", spec.strip())
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise LangadaptError(f"launch --profile {spec!r}: expected FIRST:LAST steps with 1 <= FIRST <= LAST, e.g. 100:110")
+    return ["--set", f"stage2.profile_steps=[{m.group(1)},{m.group(2)}]"]
 
 
 def write_sbatch_from_args(recipe_path: str | Path, args: argparse.Namespace, run_args: list[str]) -> Path:
@@ -315,5 +325,6 @@ def write_sbatch_from_args(recipe_path: str | Path, args: argparse.Namespace, ru
         recipe_path, args.preset, nodes=args.nodes or 1, gpus_per_node=args.gpus_per_node, time=args.time, account=args.account,
         partition=args.partition, out_path=args.out, job_name=args.job_name,
         signal_seconds=args.signal_seconds, max_requeues=args.max_requeues, setup=args.setup,
-        run_prefix=args.run_prefix, extra_sbatch=args.extra_sbatch, run_args=run_args,
+        run_prefix=args.run_prefix, extra_sbatch=args.extra_sbatch,
+        run_args=run_args + (profile_override(args.profile) if args.profile else []),
     )

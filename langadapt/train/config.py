@@ -127,12 +127,20 @@ class TrainStageConfig(Config):
     """Held-out loss and bits per byte per language during training (off unless every_steps is set)."""
     loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(default_factory=lambda: ["tensorboard"])
     """Scalar loggers beside metrics.jsonl: tensorboard, wandb (WANDB_* env), mlflow (MLFLOW_TRACKING_URI)."""
+    profile_steps: tuple[int, int] | None = None
+    """Write a torch profiler trace of steps [first, last] (rank 0) to <stage>/profile; None: off."""
     max_nonfinite_steps: int = Field(5, ge=1)
     """A NaN/inf loss skips the step; this many in a row stop the run with an error."""
     mixture: dict[str, MixtureEntry] | None = None
     """Per-source overrides ({source: {weight: .., epochs: .., max_epochs: ..}}); None: the recipe's data weights."""
     zero_stage: int | None = Field(None, ge=0, le=3)
     """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
+
+    @model_validator(mode="after")
+    def _profile_range(self) -> TrainStageConfig:
+        if self.profile_steps is not None and not 1 <= self.profile_steps[0] <= self.profile_steps[1]:
+            raise ValueError(f"profile_steps {list(self.profile_steps)}: need 1 <= first <= last")
+        return self
 
     def trainable_patterns(self, stage_name: str) -> list[str]:
         """The patterns in force: as set, else embeddings + head for stage1 and all for stage2."""

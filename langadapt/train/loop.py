@@ -82,7 +82,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
                       peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
                       dist.world_size, engine.device, start_step=state.step, enabled=dist.rank == 0,
                       stream=stream, loggers=config.loggers,
-                      run_name=f"{out_dir.resolve().parent.name}/{stage_name}")
+                      run_name=f"{out_dir.resolve().parent.name}/{stage_name}", profile_steps=config.profile_steps)
     with StopOnSignal() as stop, metrics:
         while state.step < config.steps:
             batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))

@@ -70,6 +70,7 @@ def source_progress(stream: object) -> tuple[dict[str, int], dict[str, float]]:
     """
     state = stream.state_dict() if hasattr(stream, "state_dict") else {}
     counts, targets, plan = state.get("counts", {}), state.get("targets", {}), getattr(stream, "plan", None)
+    counts = {name: count for name, count in counts.items() if targets.get(name, 1)}  # weight-0 sources: not shown
     tokens = {name: count * stream.seq_len for name, count in counts.items()}  # seq_len targets a sample
     epochs = {name: plan.source(name).epochs * count / targets[name]
               for name, count in counts.items() if plan is not None and targets.get(name)}
@@ -113,12 +114,14 @@ class Metrics:
         stream: object = None,
         loggers: list[str] | tuple[str, ...] = ("tensorboard",),
         run_name: str = "train",
+        profile_steps: tuple[int, int] | None = None,
     ) -> None:
         self.out_dir, self.total_steps, self.log_every = out_dir, total_steps, log_every
         self.tokens_per_step, self.flops_per_token = tokens_per_step, flops_per_token
         self.peak_flops, self.world_size, self.device = peak_flops, world_size, device
         self.start_step, self.enabled = start_step, enabled
         self.stream, self.logger_names, self.run_name = stream, list(loggers), run_name
+        self.profile_steps, self._profiler = profile_steps, None
         self._losses: list[float] = []
         self._window_start = time.perf_counter()
         self._window_steps = 0
@@ -153,10 +156,31 @@ class Metrics:
             self._progress.start()
             self._task = self._progress.add_task("train", total=self.total_steps, completed=self.start_step, info="")
         self._started = time.perf_counter()
+        self._profiler = self._start_profiler()
         self.start(self.start_step)
         return self
 
+    def _start_profiler(self):
+        """torch.profiler over steps [first, last] (those still ahead), traced for TensorBoard/Perfetto.
+
+        The step before `first` is a warm-up (recorded, then dropped) where there is one."""
+        if self.profile_steps is None or self.profile_steps[1] <= self.start_step:
+            return None
+        from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+        first = max(self.profile_steps[0], self.start_step + 1)
+        warmup = 1 if first - 1 > self.start_step else 0
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        trace = tensorboard_trace_handler(str(self.out_dir / "profile"))
+        profiler = profile(activities=activities, on_trace_ready=trace,
+                           schedule=schedule(wait=first - 1 - self.start_step - warmup, warmup=warmup,
+                                             active=self.profile_steps[1] - first + 1, repeat=1))
+        profiler.start()
+        return profiler
+
     def __exit__(self, *exc: object) -> None:
+        if self._profiler is not None:
+            self._profiler.stop()
         if self._progress is not None:
             self._progress.stop()
         if self._jsonl is not None:
@@ -174,6 +198,8 @@ class Metrics:
     def record(self, step: int, loss: float, lr: float, grad_norm: float, skipped: int) -> dict | None:
         """Account one finished step (1-based); returns the row when this step is logged."""
         self._window_steps += 1
+        if self._profiler is not None:
+            self._profiler.step()
         if math.isfinite(loss):
             self._losses.append(loss)
         if self._progress is not None:
