@@ -49,8 +49,8 @@ def test_energy_rows_put_measured_joules_of_all_devices_beside_the_plan(tmp_path
     planned = {"joules_per_step": {"stage1": 40.0, "stage2": 100.0}, "note": "plan: 8 x H100"}
     rows = energy_rows(stages(tmp_path), planned)
     # 12.5 J per step on the logging device x 4 devices (800 tok/s over 200 per device) = 50 J
-    assert rows == [["stage1", "not measured", "40.0", "n/a"], ["stage2", "50.0", "100.0", "0.50"]]
-    assert energy_rows(stages(tmp_path), None) == [["stage2", "50.0", "n/a", "n/a"]]
+    assert rows == [["stage1", "not measured", "40", "n/a"], ["stage2", "50", "100", "0.50"]]
+    assert energy_rows(stages(tmp_path), None) == [["stage2", "50", "n/a", "n/a"]]
 
 
 def test_report_shows_the_validation_curve_its_verdicts_and_the_energy_table(tmp_path: Path) -> None:
@@ -63,8 +63,8 @@ def test_report_shows_the_validation_curve_its_verdicts_and_the_energy_table(tmp
     markdown = paths["markdown"].read_text()
     assert "![held-out bits per byte per language over training steps](plots/validation.png)" in markdown
     assert "- nb: held-out bpb was lowest at step 50" in markdown
-    assert "| stage2 | 50.0 | 100.0 | 0.50 |" in markdown and "plan: 8 x H100 SXM" in markdown
+    assert "| stage2 | 50 | 100 | 0.50 |" in markdown and "plan: 8 x H100 SXM" in markdown
     html = paths["html"].read_text()
     assert 'alt="held-out bits per byte per language over training steps"' in html
     saved = json.loads(paths["results"].read_text())
-    assert saved["training"]["energy"] == [["stage2", "50.0", "100.0", "0.50"]]  # stage 1: nothing to show
+    assert saved["training"]["energy"] == [["stage2", "50", "100", "0.50"]]  # stage 1: nothing to show

@@ -104,10 +104,15 @@ def energy_rows(metrics: dict[str, Path], planned: dict | None) -> list[list[str
         world = round(train[-1]["tokens_per_second"] / train[-1]["tokens_per_second_per_device"]) \
             if train[-1].get("tokens_per_second_per_device") else 1
         value = sum(r["joules_per_step"] for r in measured) / len(measured) * world if measured else None
-        rows.append([stage, f"{value:,.1f}" if value is not None else "not measured",
-                     f"{plan:,.1f}" if plan is not None else "n/a",
+        rows.append([stage, _joules(value) if value is not None else "not measured",
+                     _joules(plan) if plan is not None else "n/a",
                      f"{value / plan:.2f}" if value is not None and plan else "n/a"])
     return rows
+
+
+def _joules(value: float) -> str:
+    """Whole joules for a 7B step (thousands), three significant digits for a toy model's (0.0412)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def planned_energy(layout: RunLayout) -> dict | None:
