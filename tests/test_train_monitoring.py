@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, ValidationConfig
+from langadapt.train.fastpath import CausalLMLoss
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 from langadapt.train.validation import HeldOutSet, Validation, load_held_out
@@ -103,6 +104,7 @@ class OneRankEngine:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model, self.device, self.sent = model, torch.device("cpu"), []
+        self.forward_model = CausalLMLoss(model, fused=False)
 
     def all_reduce_sum(self, values: list[float]) -> list[float]:
         self.sent.append(values)

@@ -1,6 +1,6 @@
-"""Validation under real multi-process DeepSpeed ZeRO-3 on CPU (torchrun, 2 ranks, gloo): every
-rank runs the same forward passes over its share of the held-out windows while the weights are
-partitioned, and the reduced numbers equal those of one plain process."""
+"""Validation under real multi-process sharded engines on CPU (torchrun, 2 ranks, gloo): DeepSpeed
+ZeRO-3 and FSDP2. Every rank runs the same forward passes over its share of the held-out windows
+while the weights are partitioned, and the reduced numbers equal those of one plain process."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ def validation_rows(out: Path) -> dict[int, dict]:
     return {row["step"]: row["valid"]["xx"] for row in rows if "valid" in row}
 
 
-def test_zero3_validation_on_two_ranks_equals_one_process(tmp_path: Path) -> None:
-    single, sharded = tmp_path / "single", tmp_path / "zero3"
+@pytest.mark.parametrize(("engine", "zero"), [("deepspeed", "3"), ("fsdp", "0")])
+def test_sharded_validation_on_two_ranks_equals_one_process(tmp_path: Path, engine: str, zero: str) -> None:
+    single, sharded = tmp_path / "single", tmp_path / engine
     mp.run([sys.executable, str(WORKER), str(single), "torch", "0"], tmp_path / "single.log")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
-           str(WORKER), str(sharded), "deepspeed", "3"]
-    mp.run(cmd, tmp_path / "zero3.log")
+           str(WORKER), str(sharded), engine, zero]
+    mp.run(cmd, tmp_path / f"{engine}.log")
     alone, split = validation_rows(single), validation_rows(sharded)
     assert list(alone) == list(split) == [2, 4]
     for step in alone:

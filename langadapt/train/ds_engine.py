@@ -104,6 +104,7 @@ class DeepSpeedEngine(Engine):
             model=loss_module(model, config),  # under ZeRO-3 without the fast path (config.check_engine)
             model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
         )
+        self.forward_model = self.ds
         self._micro = 0
 
     def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,

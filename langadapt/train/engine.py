@@ -63,6 +63,9 @@ class Engine:
 
     device: torch.device
     model: torch.nn.Module
+    forward_model: torch.nn.Module
+    """The model with its mean loss, `(inputs, labels) -> loss`, wrapped as this engine runs it (DDP,
+    DeepSpeed, FSDP): forward-only users (validation) go through it, so sharded weights are gathered."""
 
     def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
                    position_ids: torch.Tensor | None = None) -> torch.Tensor:

@@ -15,8 +15,10 @@ language every `validation.every_steps` steps:
   boundary, EOS is scored), so the numbers track the training loss; the evaluate stage's
   per-document bpb (lm-eval's definition) is the one to compare models with;
 - every rank scores its share (rows r, r + W, ...) padded to the same count, and one all-reduce
-  sums the totals: under ZeRO-3 every rank must run the same forward passes, because each one
-  gathers the partitioned weights collectively. No gradients; the model is put back in train mode.
+  sums the totals: under ZeRO-3 and FSDP every rank must run the same forward passes, because each
+  one gathers the partitioned weights collectively. The forward is the engine's own
+  (`Engine.forward_model`: its wrapper gathers the weights, and the loss is the training loss,
+  fused on GPUs where training's is). No gradients; the model is put back in train mode.
 """
 
 from __future__ import annotations
@@ -31,18 +33,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from langadapt.errors import LangadaptError
-from langadapt.modeling import body_and_head, head_is_plain_by_config
 from langadapt.train.config import ValidationConfig
 
 log = logging.getLogger("langadapt.train")
-
-HEAD_CHUNK_ROWS = 1024
-"""Positions pushed through the output head at a time: the [tokens x vocab] logits of a whole
-micro-batch (4 x 4096 x 32k fp32 = 2 GiB) never exist at once, as with the fused training loss."""
-
 
 @dataclass(frozen=True)
 class HeldOutSet:
@@ -100,22 +95,6 @@ def load_held_out(valid_dir: Path, sources: list[str] | None, langs: list[str] |
     return sets
 
 
-def _nll_sum(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Summed next-token NLL (nats) of the targets that are not -100, the head run in chunks."""
-    parts = body_and_head(model) if head_is_plain_by_config(model) else None
-    if parts is None:  # logits transformed after the head (soft-capping): the model's own forward
-        logits = model(input_ids=inputs, use_cache=False).logits
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="sum")
-    body, head = parts
-    hidden = body(input_ids=inputs, use_cache=False).last_hidden_state.flatten(0, 1)
-    targets = targets.flatten()
-    total = torch.zeros((), dtype=torch.float64, device=hidden.device)
-    for i in range(0, len(targets), HEAD_CHUNK_ROWS):
-        logits = head(hidden[i : i + HEAD_CHUNK_ROWS]).float()
-        total += F.cross_entropy(logits, targets[i : i + HEAD_CHUNK_ROWS], reduction="sum").double()
-    return total
-
-
 class Validation:
     """Scores the held-out sets when due; `__call__` is the loop's one line."""
 
@@ -143,21 +122,25 @@ class Validation:
     @torch.no_grad()
     def run(self, engine) -> dict:
         """Score every set now (all ranks call this together: it ends in one all-reduce)."""
-        started, model, device = time.perf_counter(), engine.model, engine.device
+        started, device = time.perf_counter(), engine.device
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
-        was_training = model.training
-        model.eval()
+        was_training = engine.model.training
+        engine.model.eval()
         local: list[float] = []
         try:
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 for held_out in self.sets:
                     inputs, targets = self._my_rows(held_out.windows)
-                    nll = sum(float(_nll_sum(model, x.to(device), y.to(device)))
-                              for x, y in zip(inputs.split(self.micro_batch_size),
-                                              targets.split(self.micro_batch_size)))
+                    nll = 0.0
+                    for x, y in zip(inputs.split(self.micro_batch_size), targets.split(self.micro_batch_size)):
+                        # the engine's loss (mean over non-padding targets): its wrapper gathers
+                        # sharded weights; a batch of padding only still runs, as every rank must
+                        mean = float(engine.forward_model(x.to(device), y.to(device)))
+                        scored = int((y != -100).sum())
+                        nll += mean * scored if scored else 0.0
                     local += [nll, float((targets != -100).sum())]
         finally:
-            model.train(was_training)
+            engine.model.train(was_training)
         totals = engine.all_reduce_sum(local)
         per_lang = {}
         for i, held_out in enumerate(self.sets):
