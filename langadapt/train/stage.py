@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,8 @@ def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
 
 
 def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
-                     init: Path, trained_sources: list[str], dist: DistInfo) -> Validation:
+                     init: Path, trained_sources: list[str], dist: DistInfo,
+                     position_ids: Callable = lambda inputs: None) -> Validation:
     """The held-out windows scored during training (`validation.langs`, else the trained sources' languages)."""
     settings = config.validation
     if settings.every_steps is None:
@@ -93,7 +95,8 @@ def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineCo
                              f"{ctx.layout.tokenizer.valid_tokens}; set data.valid_fraction above 0 or turn it off")
     log.info("%s: validation every %d steps on %s", stage_name, settings.every_steps,
              ", ".join(f"{s.lang} ({s.windows.size - len(s.windows):,} tokens)" for s in sets))
-    return Validation(sets, settings, config.micro_batch_size, engine.precision, dist.rank, dist.world_size)
+    return Validation(sets, settings, config.micro_batch_size, engine.precision, dist.rank, dist.world_size,
+                      position_ids)
 
 
 def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
@@ -129,7 +132,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
                           config.seq_len, config.steps * global_batch, seed, force=force_epochs,
                           document_masking=document_masking)
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]
-    validation = build_validation(stage_name, config, engine, ctx, init, trained, dist)
+    validation = build_validation(stage_name, config, engine, ctx, init, trained, dist, stream.position_ids)
     try:
         result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name,
                      validation=validation)

@@ -99,9 +99,13 @@ class Validation:
     """Scores the held-out sets when due; `__call__` is the loop's one line."""
 
     def __init__(self, sets: list[HeldOutSet], config: ValidationConfig, micro_batch_size: int,
-                 precision: str = "fp32", rank: int = 0, world_size: int = 1) -> None:
+                 precision: str = "fp32", rank: int = 0, world_size: int = 1,
+                 position_ids: Callable[[torch.Tensor], torch.Tensor | None] = lambda inputs: None) -> None:
+        """`position_ids`: the training stream's (`PackedStream.position_ids`), so that with
+        data.document_masking the held-out windows are attended per document, as in training."""
         self.sets, self.every, self.micro_batch_size = sets, config.every_steps, micro_batch_size
         self.precision, self.rank, self.world_size = precision, rank, world_size
+        self.position_ids = position_ids
 
     def due(self, step: int, total_steps: int) -> bool:
         return bool(self.sets) and self.every is not None and (step % self.every == 0 or step == total_steps)
@@ -135,7 +139,9 @@ class Validation:
                     for x, y in zip(inputs.split(self.micro_batch_size), targets.split(self.micro_batch_size)):
                         # the engine's loss (mean over non-padding targets): its wrapper gathers
                         # sharded weights; a batch of padding only still runs, as every rank must
-                        mean = float(engine.forward_model(x.to(device), y.to(device)))
+                        positions = self.position_ids(x)
+                        mean = float(engine.forward_model(x.to(device), y.to(device),
+                                                          None if positions is None else positions.to(device)))
                         scored = int((y != -100).sum())
                         nll += mean * scored if scored else 0.0
                     local += [nll, float((targets != -100).sum())]
