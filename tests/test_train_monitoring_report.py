@@ -37,6 +37,7 @@ def stages(tmp_path: Path) -> dict[str, Path]:
 def test_points_share_one_step_axis_and_the_verdict_finds_where_nb_turned_up(tmp_path: Path) -> None:
     points = validation_points(stages(tmp_path))
     assert [p["global_step"] for p in points] == [10, 20, 30, 40, 50, 60, 70]  # stage 2 after stage 1's 20
+    assert {p["stage"]: p["offset"] for p in points} == {"stage1": 0, "stage2": 20}
     nb, en = validation_verdicts(points)
     assert nb.startswith("nb: held-out bpb was lowest at step 50 (stage2 step 30, nb.src at 2.4 epochs): 1.9000")
     assert "rose to 2.0500 (+0.1500) by step 70" in nb and " hurt " in nb

@@ -177,9 +177,9 @@ def plot_validation(metrics: dict[str, Path], path: Path) -> Path | None:
         best = min(series, key=lambda item: item[1])
         ax.plot(*best, marker="o", markersize=9, markerfacecolor="none", color=colour)
     stages = list(dict.fromkeys(p["stage"] for p in points))
-    for stage in stages[1:]:
-        ax.axvline(min(p["global_step"] for p in points if p["stage"] == stage) - 0.5, color="grey",
-                   linestyle="--", linewidth=0.8)
+    for stage in stages[1:]:  # where the stage starts: the previous one's last step
+        ax.axvline(next(p["offset"] for p in points if p["stage"] == stage), color="grey", linestyle="--",
+                   linewidth=0.8)
     for step, source, number in epoch_marks(metrics):  # where the most repeated source starts another pass
         ax.axvline(step, color="#999999", linestyle=":", linewidth=0.8)
         ax.annotate(f"{source} pass {number}", (step, 1), xycoords=("data", "axes fraction"), rotation=90,

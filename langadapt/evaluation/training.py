@@ -39,8 +39,8 @@ def read_rows(path: Path) -> tuple[list[dict], list[dict]]:
 
 
 def validation_points(metrics: dict[str, Path]) -> list[dict]:
-    """Every validation row of every stage, with `stage`, `global_step` and the most repeated
-    source's passes at that step (`source`, `epochs`), in training order."""
+    """Every validation row of every stage, with `stage`, `global_step` (`offset`: where the stage
+    starts on that axis) and the most repeated source's passes at that step (`source`, `epochs`)."""
     points, offset = [], 0
     for stage, path in metrics.items():
         train, valid = read_rows(path)
@@ -48,7 +48,7 @@ def validation_points(metrics: dict[str, Path]) -> list[dict]:
         for row in valid:
             seen = epochs.get(row["step"]) or {}
             source = max(seen, key=seen.get) if seen else None
-            points.append({"stage": stage, "step": row["step"], "global_step": offset + row["step"],
+            points.append({"stage": stage, "step": row["step"], "global_step": offset + row["step"], "offset": offset,
                            "valid": row["valid"], "source": source, "epochs": seen.get(source)})
         last = [r["step"] for r in train] or [r["step"] for r in valid]
         offset += last[-1] if last else 0
