@@ -27,6 +27,7 @@ holds; DCP reshards on load, so a run resumes on another world size as it is.
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import torch
@@ -147,5 +148,7 @@ def consolidated_weights(folder: Path) -> dict[str, torch.Tensor]:
     weights = {key.removeprefix(prefix): torch.empty(meta.size, dtype=meta.properties.dtype)
                for key, meta in metadata.items()
                if key.startswith(prefix) and isinstance(meta, TensorStorageMetadata)}
-    dcp.load({"model": weights}, checkpoint_id=folder, no_dist=True)
+    with warnings.catch_warnings():  # torch warns that there is no process group: here, on purpose
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load({"model": weights}, checkpoint_id=folder, no_dist=True)
     return weights
