@@ -70,23 +70,13 @@ def tokenizer_dir(ctx: StageContext, init: Path) -> Path:
     return source
 
 
-def save_tokenizer(ctx: StageContext, init: Path, model_dir: Path) -> None:
-    """Put the tokenizer beside the model, so the model folder loads on its own."""
-    from transformers import AutoTokenizer
-
-    AutoTokenizer.from_pretrained(tokenizer_dir(ctx, init)).save_pretrained(model_dir)
-
-
 def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
-                     init: Path, trained_sources: list[str], dist: DistInfo,
+                     tokenizer: Any, trained_sources: list[str], dist: DistInfo,
                      position_ids: Callable = lambda inputs: None) -> Validation:
     """The held-out windows scored during training (`validation.langs`, else the trained sources' languages)."""
     settings = config.validation
     if settings.every_steps is None:
         return NO_VALIDATION
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(ctx, init))
     sets = load_held_out(ctx.layout.tokenizer.valid_tokens, None if settings.langs else trained_sources,
                          settings.langs, config.seq_len, settings.tokens_per_lang,
                          lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
@@ -112,6 +102,8 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
         ctx.out.mkdir(parents=True, exist_ok=True)
         (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
         return {"enabled": False}
+    from transformers import AutoTokenizer
+
     from langadapt.data.stream import build_stream
 
     dist = dist or DistInfo.from_env()
@@ -132,17 +124,16 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
                           config.seq_len, config.steps * global_batch, seed, force=force_epochs,
                           document_masking=document_masking)
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]
-    validation = build_validation(stage_name, config, engine, ctx, init, trained, dist, stream.position_ids)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(ctx, init))  # saved beside the model by fit
+    validation = build_validation(stage_name, config, engine, ctx, tokenizer, trained, dist, stream.position_ids)
     try:
         result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name,
-                     validation=validation)
+                     tokenizer=tokenizer, validation=validation)
     finally:
         if engine.kind == "deepspeed" and engine.zero_stage == 3:
             from langadapt.train.ds_engine import release_zero3_loading
 
             release_zero3_loading(model)
-    if dist.rank == 0:
-        save_tokenizer(ctx, init, result.model_dir)
     summary = {
         "steps": result.steps, "tokens": result.tokens, "final_loss": result.final_loss,
         "skipped_steps": result.skipped_steps, "trainable_params": result.trainable_params,
