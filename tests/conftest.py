@@ -63,22 +63,3 @@ def _restore_langadapt_logger():
     yield
     logger.handlers[:], logger.propagate = saved[0], saved[1]
     logger.setLevel(saved[2])
-
-
-@pytest.fixture(autouse=True)
-def _restore_distributed_env():
-    """An engine built inside the test process (DeepSpeed's init) exports RANK, WORLD_SIZE,
-    MASTER_PORT, ... into os.environ (runtime.distributed.EXPORTED_ENV_VARS). A later test's job
-    (sbatch passes the submitter's environment on) then read WORLD_SIZE=1 as its own place and
-    never formed its group. Each test gets those variables back as it found them."""
-    import os
-
-    from langadapt.runtime.distributed import EXPORTED_ENV_VARS
-
-    saved = {name: os.environ.get(name) for name in EXPORTED_ENV_VARS}
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
