@@ -51,6 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langadapt.runtime.distributed import destroy
+from langadapt.train.energy import energy_counter
 from langadapt.train.config import (
     CheckpointConfig,
     EngineConfig,
@@ -101,22 +102,31 @@ CLOCK = time.perf_counter
 """Wall clock; `--clock cpu` switches to process CPU time (see the module docstring)."""
 
 
+ENERGY = energy_counter(torch.device("cuda")) if torch.cuda.is_available() else None
+"""The GPU's cumulative energy counter (NVML / amdsmi), read at every stamp: joules per step."""
+
+
 class TimedStream(SyntheticStream):
     """Stamps the clock when the loop asks for each step's batch: step k lasts from call k to k+1."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.stamps: list[float] = []
+        self.joules: list[float] = []
 
     def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1):
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         self.stamps.append(CLOCK())
+        if ENERGY is not None:
+            self.joules.append(ENERGY.joules())
         return super().next_batch(global_batch_size, rank, world_size)
 
 
 PEAK_MEMORY: dict[str, float] = {}
 """GiB of device memory at the peak of each side's last run (torch.cuda.max_memory_allocated)."""
+JOULES_PER_STEP: dict[str, float] = {}
+"""Median measured device energy per optimizer step of each of our sides (where a counter exists)."""
 
 
 def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label: str) -> list[float]:
@@ -137,6 +147,8 @@ def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label:
     if engine.kind == "fsdp":  # its one-rank group would make the next config's HF Trainer look distributed
         destroy()
     record_peak(label)
+    if stream.joules:
+        JOULES_PER_STEP[label] = statistics.median([b - a for a, b in zip(stream.joules, stream.joules[1:])][preset["warmup"]:])
     gaps = [b - a for a, b in zip(stream.stamps, stream.stamps[1:])]
     return gaps[preset["warmup"]:]
 
@@ -214,7 +226,7 @@ def main() -> None:
     parser.add_argument("--fsdp", action="store_true", help="also our loop under FSDP2 (engine.kind: fsdp, one process)")
     parser.add_argument("--profile", choices=["stage1", "stage2"], help="top CUDA kernels of ours at this stage")
     parser.add_argument("--skip-core", action="store_true",
-                        help="only the extra sides (--levers, --deepspeed, --profile), e.g. to finish a cut-off run")
+                        help="no HF Trainer and no stage 1: ours at stage 2 (the reference) and the extra sides only")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: process CPU seconds per step (stable on a shared machine; use with --threads 1)")
     args = parser.parse_args()
@@ -230,8 +242,10 @@ def main() -> None:
     results = {}
     for name, spec in preset["configs"].items():
         times: dict[str, list[float]] = {"ours stage2": [], "HF Trainer": [], "ours stage1": []}
-        for _ in range(0 if args.skip_core else args.rounds):
+        for _ in range(args.rounds):
             times["ours stage2"] += progress("ours stage2", ours(spec, preset, "stage2", defaults, "ours stage2"), tokens)
+            if args.skip_core:
+                continue
             times["HF Trainer"] += progress("HF Trainer", hf_trainer(spec, preset), tokens)
             times["ours stage1"] += progress("ours stage1", ours(spec, preset, "stage1", defaults, "ours stage1"), tokens)
         for label, engine in extra_sides(args).items():
@@ -276,6 +290,7 @@ def extra_sides(args: argparse.Namespace) -> dict[str, EngineConfig]:
 def plan_prediction(config: dict, preset: dict, fpt: float, peak: float | None) -> dict:
     """What `langadapt plan` predicts for this model and batch (memory, and tokens/s at its MFU)."""
     from langadapt.planning.memory import memory_per_gpu
+    from langadapt.planning.hardware import get_hardware
     from langadapt.planning.models import dims_from_config
     from langadapt.recipe import ClusterConfig
 
@@ -284,8 +299,12 @@ def plan_prediction(config: dict, preset: dict, fpt: float, peak: float | None) 
     memory = {layout: memory_per_gpu(dims, layout, 1, preset["seq"], preset["micro"], fused_loss=fused)["total"] * 1e9 / 2**30
               for layout in (0, "fsdp")}
     mfu = ClusterConfig().mfu  # the recipe default `plan` assumes
-    return {"memory_gib": memory[0], "fsdp_memory_gib": memory["fsdp"], "mfu": mfu,
-            "tokens_per_second": None if peak is None else mfu * peak / fpt}
+    tokens_per_second = None if peak is None else mfu * peak / fpt
+    watts = get_hardware(ClusterConfig().hardware).watts if torch.cuda.is_available() else None
+    tokens_per_step = preset["micro"] * preset["accum"] * preset["seq"]
+    return {"memory_gib": memory[0], "fsdp_memory_gib": memory["fsdp"], "mfu": mfu, "tokens_per_second": tokens_per_second,
+            # as `langadapt plan`: board power (TDP) for the predicted step time, an upper bound
+            "joules_per_step": None if tokens_per_second is None or watts is None else watts * tokens_per_step / tokens_per_second}
 
 
 class ProfiledStream(TimedStream):
@@ -323,18 +342,21 @@ def report(args: argparse.Namespace, preset: dict, results: dict) -> None:
           f"{args.clock} clock, median of {args.rounds}x{preset['measure']} steps per side (extra sides: 1x)")
     for name, r in results.items():
         print(f"\n{name} ({r['params_M']:.1f}M parameters)")
-        print(f"{'side':<34}{'tok/s':>10}{'vs HF':>8}{'MFU':>8}{'peak GiB':>10}{'fastest step tok/s':>20}")
+        print(f"{'side':<34}{'tok/s':>10}{'vs HF':>8}{'MFU':>8}{'peak GiB':>10}{'J/step':>8}{'fastest step tok/s':>20}")
         for side, value in r.items():
             if side in ("best", "mfu", "params_M", "plan"):
                 continue
             mfu = "n/a" if r["mfu"][side] is None else f"{100 * r['mfu'][side]:.1f}%"
             memory = f"{PEAK_MEMORY[side]:.1f}" if side in PEAK_MEMORY else "n/a"
             vs_hf = f"{value / r['HF Trainer']:.2f}" if "HF Trainer" in r else "n/a"
-            print(f"{side:<34}{value:>10,.0f}{vs_hf:>8}{mfu:>8}{memory:>10}{r['best'][side]:>20,.0f}")
-        if args.skip_core:
-            continue
-        print(f"stage-1 / stage-2 time per token: {r['ours stage2'] / r['ours stage1']:.3f}")
+            joules = f"{JOULES_PER_STEP[side]:.0f}" if side in JOULES_PER_STEP else "n/a"
+            print(f"{side:<34}{value:>10,.0f}{vs_hf:>8}{mfu:>8}{memory:>10}{joules:>8}{r['best'][side]:>20,.0f}")
         plan = r["plan"]
+        if plan["joules_per_step"] is not None and JOULES_PER_STEP:
+            print(f"plan energy (TDP at MFU {plan['mfu']:.0%}): {plan['joules_per_step']:.0f} J/step -> measured/planned "
+                  + ", ".join(f"{side} {j / plan['joules_per_step']:.2f}" for side, j in JOULES_PER_STEP.items()))
+        if "ours stage1" in r:
+            print(f"stage-1 / stage-2 time per token: {r['ours stage2'] / r['ours stage1']:.3f}")
         if plan["tokens_per_second"] is not None:
             print(f"plan (MFU {plan['mfu']:.0%}): {plan['tokens_per_second']:,.0f} tok/s, {plan['memory_gib']:.1f} GiB "
                   f"-> measured/planned tok/s {r['ours stage2'] / plan['tokens_per_second']:.2f}"
@@ -345,10 +367,11 @@ def report(args: argparse.Namespace, preset: dict, results: dict) -> None:
     main_name = next(iter(results))
     r = results[main_name]
     if args.skip_core:
-        print(json.dumps({"benchmark": "train_throughput", "metric": "tokens_per_second", "value": None,
+        print(json.dumps({"benchmark": "train_throughput", "metric": "tokens_per_second", "value": round(r["ours stage2"], 1),
                           "baseline": None, "ratio": None, "unit": "tokens/s", "config": main_name,
                           "sides": {k: round(v, 1) for k, v in r.items() if isinstance(v, float) and k != "params_M"},
-                          "peak_memory_gib": {k: round(v, 2) for k, v in PEAK_MEMORY.items()}}))
+                          "peak_memory_gib": {k: round(v, 2) for k, v in PEAK_MEMORY.items()},
+                          "joules_per_step": {k: round(v, 1) for k, v in JOULES_PER_STEP.items()}}))
         return
     print(json.dumps({
         "benchmark": "train_throughput", "metric": "tokens_per_second", "value": round(r["ours stage2"], 1),
@@ -358,6 +381,7 @@ def report(args: argparse.Namespace, preset: dict, results: dict) -> None:
         "mfu": None if r["mfu"]["ours stage2"] is None else round(r["mfu"]["ours stage2"], 4),
         "sides": {k: round(v, 1) for k, v in r.items() if isinstance(v, float) and k != "params_M"},
         "peak_memory_gib": {k: round(v, 2) for k, v in PEAK_MEMORY.items()},
+        "joules_per_step": {k: round(v, 1) for k, v in JOULES_PER_STEP.items()},
     }))
 
 
