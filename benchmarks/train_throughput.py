@@ -153,14 +153,25 @@ def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label:
     return gaps[preset["warmup"]:]
 
 
+LEFTOVER_BYTES = 0
+"""Device memory still allocated when a side starts (what earlier sides left behind)."""
+
+
 def reset_peak() -> None:
+    global LEFTOVER_BYTES
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
+        LEFTOVER_BYTES = torch.cuda.memory_allocated()
 
 
 def record_peak(label: str) -> None:
+    """The side's own peak: the process's peak minus what earlier sides left allocated. On the H100
+    (2026-11-23) a DeepSpeed ZeRO-3 side left 17.4 GiB behind, which the next side's raw peak counted."""
     if torch.cuda.is_available():
-        PEAK_MEMORY[label] = torch.cuda.max_memory_allocated() / 2**30
+        PEAK_MEMORY[label] = (torch.cuda.max_memory_allocated() - LEFTOVER_BYTES) / 2**30
+        if LEFTOVER_BYTES > 2**30:
+            print(f"[{label}] {LEFTOVER_BYTES / 2**30:.1f} GiB were still allocated by earlier sides "
+                  "(not counted in its peak)", flush=True)
 
 
 def hf_trainer(spec: dict, preset: dict) -> list[float]:

@@ -176,7 +176,7 @@ class DataConfig(Config):
     force_epochs: bool = False
     """Allow more than 16 epochs of a source (repeated data is then worth < 1/3 of fresh data)."""
     document_masking: bool = False
-    """Training attends only within each packed document (position ids restart after every EOS)."""
+    """Training attends only within each packed document (position ids restart after every EOS); on GPUs use engine.attn_implementation: flex_attention (H100: 1.35x masked SDPA)."""
 
     @field_validator("sources")
     @classmethod
