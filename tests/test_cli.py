@@ -109,7 +109,7 @@ def test_dry_run_of_the_real_recipe_off_the_cluster_names_the_missing_corpus() -
 def test_explain_and_reference_document_every_key() -> None:
     result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--explain")
     assert result.returncode == 0, result.stderr
-    assert "lr: 0.001  # Peak learning rate" in result.stdout
+    assert "lr: 0.004  # Peak learning rate" in result.stdout
     reference = langadapt("reference")
     assert "| `stage1.trainable` |" in reference.stdout
 
