@@ -185,6 +185,25 @@ def score_checkpoints(run_dir: Path, langs: tuple[str, ...], max_bytes: int, rec
     return curve
 
 
+def source_passes(run_dir: Path, stages: list[str]) -> dict[str, dict[str, float]]:
+    """Tokens and passes (epochs) per trained source, summed over `stages`, as the data stream
+    counted them (the last metrics row of each stage; see langadapt.train.metrics.source_progress).
+
+    The epochs sweep reports these rather than the passes it aimed at: document lengths and the
+    stream's packing make the measured number the honest one."""
+    from langadapt.rundir import RunLayout
+
+    layout, seen = RunLayout(run_dir), {}
+    for stage in stages:
+        rows = [json.loads(line) for line in layout.trained(stage).metrics.read_text().splitlines() if line.strip()]
+        last = [r for r in rows if r.get("epochs_by_source")][-1]
+        for source, tokens in last["tokens_by_source"].items():
+            entry = seen.setdefault(source, {"tokens": 0, "epochs": 0.0})
+            entry["tokens"] += tokens
+            entry["epochs"] = round(entry["epochs"] + last["epochs_by_source"][source], 3)
+    return seen
+
+
 def held_out(run_dir: Path, langs: tuple[str, ...], max_bytes: int) -> dict[str, list[str]]:
     """The run's held-out documents per language, the leading `max_bytes` of each language."""
     from langadapt.data.documents import texts_by_lang
@@ -232,11 +251,14 @@ def worker(args: argparse.Namespace) -> None:
     recipe = loaded.recipe
     dims = recipe_dims(recipe)
     curve = score_checkpoints(recipe.run_dir, LANGS, args.eval_bytes, recipe, dims)
+    stages = ["stage1"] if recipe.init == "warm" and recipe.stage1.enabled else []
+    passes = source_passes(recipe.run_dir, [*stages, "stage2"])
     print(json.dumps({
         "init": recipe.init, "method": recipe.embeddings.method if recipe.init == "warm" else "scratch",
         "stage1_steps": recipe.stage1.steps if recipe.init == "warm" and recipe.stage1.enabled else 0,
         "stage2_steps": recipe.stage2.steps, "flops": run_flops(dims, recipe), "seed": recipe.seed,
         "overrides": items, "pipeline_seconds": round(train_s, 1), "curve": curve, "final": curve[-1]["bpb"],
+        "sources": passes,
     }))
 
 
