@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_launch_arguments(launch)
 
+    report = commands.add_parser("sweep-report", help="tokens/s and scaling efficiency of a `launch --sweep` folder")
+    report.add_argument("sweep_dir", help="the sweep folder `launch --sweep` wrote")
+
     commands.add_parser("reference", help="print the recipe reference (Markdown) generated from the schema")
     return parser
 
@@ -183,15 +186,31 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
     from langadapt.runtime.launch import write_sbatch_from_args
 
-    cluster = load_recipe(args.recipe, args.overrides).recipe.cluster  # fail here, not after the queue wait
+    recipe = load_recipe(args.recipe, args.overrides).recipe  # fail here, not after the queue wait
+    cluster = recipe.cluster
     # The recipe's cluster is what `plan` and preflight assumed; flags win, then the recipe
     # (gpus_per_node only where the recipe sets it: its default 1 would undercut any preset).
     args.nodes = args.nodes or cluster.nodes
     if args.gpus_per_node is None and "gpus_per_node" in cluster.model_fields_set:
         args.gpus_per_node = cluster.gpus_per_node
     run_args = [part for override in args.overrides for part in ("--set", override)]
+    if args.sweep:
+        from langadapt.runtime.sweep import write_sweep_from_args
+
+        folder = write_sweep_from_args(args.recipe, args, recipe.name, recipe.run_dir, run_args)
+        print(f"wrote the sweep {folder}; submit with: bash {folder}/submit.sh; "
+              f"afterwards: langadapt sweep-report {folder}")
+        return 0
     path = write_sbatch_from_args(args.recipe, args, run_args)
     print(f"wrote {path} ({args.nodes} node(s)); submit with: sbatch {path}")
+    return 0
+
+
+def cmd_sweep_report(args: argparse.Namespace) -> int:
+    from langadapt.runtime.sweep import write_report
+
+    table, path = write_report(args.sweep_dir)
+    print(f"{table}\n(written to {path})")
     return 0
 
 
@@ -204,7 +223,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "plan": cmd_plan, "eval": cmd_eval, "export": cmd_export,
-            "launch": cmd_launch, "reference": cmd_reference}
+            "launch": cmd_launch, "sweep-report": cmd_sweep_report, "reference": cmd_reference}
 
 
 def main(argv: list[str] | None = None) -> int:

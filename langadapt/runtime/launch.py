@@ -21,6 +21,7 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -67,6 +68,9 @@ class SbatchConfig(Config):
     """Run the single-process stages (data..embeddings) once in the batch shell before the srun of
     the training stages, and evaluate/export after it; False: srun runs `command` alone (for a
     command other than `langadapt run`)."""
+    until: Literal["stage1", "stage2"] | None = None
+    """Last pipeline stage the job runs (`--until`); None: the whole pipeline. A scaling sweep's
+    preparation job stops after stage1, its configurations after stage2."""
     workdir: Path | None = None
     """Directory the job runs in (runs/ is created there); None: the current directory."""
     log_dir: str = "logs"
@@ -184,12 +188,13 @@ def _run_block(recipe: Path, config: SbatchConfig, cluster: ClusterPreset) -> li
     def task(*stage_flags: str) -> str:  # stage flags right after the recipe, run_args last
         return f"$RUN_PREFIX {config.command} {shlex.quote(str(recipe))}{''.join(f' {f}' for f in stage_flags)}{extra}"
 
+    until = ("--until", config.until) if config.until else ()
     if config.prepare:
         steps = [f'step "data..embeddings (one process)" {task("--until", "embeddings")}',
-                 f'step "training (srun)" {" ".join(srun)} {task("--until", "stage2")}',
-                 f'step "evaluate, export (one process)" {task()}']
+                 f'step "training (srun)" {" ".join(srun)} {task("--until", config.until or "stage2")}']
+        steps += [] if config.until else [f'step "evaluate, export (one process)" {task()}']
     else:
-        steps = [f'step "srun" {" ".join(srun)} {task()}']
+        steps = [f'step "srun" {" ".join(srun)} {task(*until)}']
     first = shlex.split(config.command)[0]
     return [
         f'if [ -z "$RUN_PREFIX" ] && ! command -v {shlex.quote(first)} >/dev/null; then',
@@ -303,7 +308,8 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, help="number of nodes (default: the recipe's cluster.nodes)")
     parser.add_argument("--gpus-per-node", type=int,
                         help="training processes per node (default: cluster.gpus_per_node if set, else the preset's)")
-    parser.add_argument("--time", default="24:00:00", help="time limit per submission (Slurm syntax)")
+    parser.add_argument("--time", help="time limit per submission, Slurm syntax (default: 24:00:00; "
+                        "with --sweep: 1:00:00)")
     parser.add_argument("--account", help="account/project to charge")
     parser.add_argument("--partition", help="partition (default: the preset's)")
     parser.add_argument("--job-name", help="job name (default: the recipe's file name)")
@@ -318,6 +324,12 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="script path (default: <recipe>.<preset>.sbatch here)")
     parser.add_argument("--profile", metavar="FIRST:LAST",
                         help="torch profiler trace of stage-2 steps FIRST..LAST (rank 0) in stage2/profile")
+    parser.add_argument("--sweep", action="extend", nargs="+", default=[], metavar="KEY=V1,V2",
+                        help="scaling sweep: one short stage-2 job per configuration, e.g. --sweep nodes=1,2,4 "
+                             "gpus=1,8 (keys: nodes, gpus); writes a sweep folder (--out; default RUN_ROOT/NAME-sweep)")
+    parser.add_argument("--steps", type=int, help="with --sweep: stage-2 steps per configuration (default 30)")
+    parser.add_argument("--warmup-steps", type=int,
+                        help="with --sweep: first steps left out of the median tokens/s (default 5)")
 
 
 def profile_override(spec: str) -> list[str]:
@@ -328,12 +340,20 @@ def profile_override(spec: str) -> list[str]:
     return ["--set", f"stage2.profile_steps=[{m.group(1)},{m.group(2)}]"]
 
 
+def sbatch_options(args: argparse.Namespace) -> dict[str, object]:
+    """The `write_sbatch` arguments that the flags of `add_launch_arguments` set for every script
+    alike (a run's, or each of a sweep's); nodes, time, paths and run arguments are the caller's."""
+    names = ("preset", "gpus_per_node", "account", "partition", "signal_seconds", "max_requeues", "setup",
+             "run_prefix", "extra_sbatch")
+    return {name: getattr(args, name) for name in names}
+
+
 def write_sbatch_from_args(recipe_path: str | Path, args: argparse.Namespace, run_args: list[str]) -> Path:
     """`write_sbatch` with the flags of `add_launch_arguments`; `run_args` go to `langadapt run`."""
+    if args.steps is not None or args.warmup_steps is not None:
+        raise LangadaptError("launch --steps/--warmup-steps: only with --sweep (a full run takes --set stage2.steps=N)")
     return write_sbatch(
-        recipe_path, args.preset, nodes=args.nodes or 1, gpus_per_node=args.gpus_per_node, time=args.time, account=args.account,
-        partition=args.partition, out_path=args.out, job_name=args.job_name,
-        signal_seconds=args.signal_seconds, max_requeues=args.max_requeues, setup=args.setup,
-        run_prefix=args.run_prefix, extra_sbatch=args.extra_sbatch,
-        run_args=run_args + (profile_override(args.profile) if args.profile else []),
+        recipe_path, nodes=args.nodes or 1, time=args.time or "24:00:00", out_path=args.out,
+        job_name=args.job_name, run_args=run_args + (profile_override(args.profile) if args.profile else []),
+        **sbatch_options(args),
     )
