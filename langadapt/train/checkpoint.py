@@ -39,9 +39,11 @@ import torch.distributed as torch_dist
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
 from langadapt.train.config import CheckpointConfig
+from langadapt.train.ds_engine import TAG as DEEPSPEED_TAG
+from langadapt.train.ds_engine import consolidated_weights as deepspeed_weights
 from langadapt.train.engine import Engine
 from langadapt.train.fsdp_engine import TAG as FSDP_TAG
-from langadapt.train.fsdp_engine import consolidated_weights
+from langadapt.train.fsdp_engine import consolidated_weights as fsdp_weights
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 
@@ -223,9 +225,10 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
     `checkpoint` is one `step_N` folder, or a stage's `checkpoints/` folder (its latest complete
     checkpoint). Checkpoints hold weights and optimizer state but no config: `config_from` is a
     model folder of the same architecture (the stage's starting or final model) whose config,
-    generation config and tokenizer files are copied beside the weights. Torch-engine and FSDP
-    checkpoints (DCP shards, read in this process); for DeepSpeed ones, DeepSpeed's own
-    `zero_to_fp32.py` consolidates the ZeRO shards.
+    generation config and tokenizer files are copied beside the weights. All three engines' checkpoints
+    are read in this process, on CPU, with no process group: torch-engine ones as they are, FSDP ones
+    from their DCP shards, DeepSpeed ones (ZeRO 0-3, any world size) joined from their ZeRO
+    partitions by DeepSpeed's own `zero_to_fp32` functions, frozen parameters included (fp32).
     """
     from huggingface_hub import save_torch_state_dict
     from safetensors.torch import load_file
@@ -236,11 +239,13 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
         raise LangadaptError(f"{checkpoint}: no complete checkpoint (step_N folder with trainer_state.json)")
     weights = step / "model.safetensors"
     if (step / FSDP_TAG).is_dir():
-        state = consolidated_weights(step / FSDP_TAG)
+        state = fsdp_weights(step / FSDP_TAG)
+    elif (step / DEEPSPEED_TAG).is_dir():
+        state = deepspeed_weights(step / DEEPSPEED_TAG)
     elif weights.is_file():
         state = load_file(weights)
     else:
-        raise LangadaptError(f"{step}: no model.safetensors (a DeepSpeed checkpoint? use DeepSpeed's zero_to_fp32.py)")
+        raise LangadaptError(f"{step}: no model.safetensors, {FSDP_TAG}/ or {DEEPSPEED_TAG}/ folder: not a langadapt checkpoint")
     if not (config_from / "config.json").is_file():
         raise LangadaptError(f"{config_from}: no config.json; pass the stage's model folder as config_from")
     out.mkdir(parents=True, exist_ok=True)

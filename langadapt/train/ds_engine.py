@@ -174,6 +174,36 @@ def zero_shard_count(folder: Path) -> int:
     return len(list(folder.glob("zero_pp_rank_*_mp_rank_*_optim_states.pt")))
 
 
+def consolidated_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The model weights of a DeepSpeed checkpoint folder (`<step>/deepspeed`), named as in the
+    Hugging Face model's state dict, in fp32, joined in this one process on CPU (no process group):
+    what `checkpoint_model` turns into a model folder.
+
+    ZeRO 1-3: DeepSpeed's `get_fp32_state_dict_from_zero_checkpoint` joins every rank's fp32 master
+    partitions (the trained weights at full precision, also under bf16) and, for ZeRO 2-3, the
+    fragments of frozen parameters. ZeRO-1 saves no frozen fragments (DeepSpeed writes them only
+    when gradients are partitioned) and ZeRO-0 has no partitions at all: those parameters are taken
+    from the whole module state rank 0 saved (under bf16 they were only ever bf16, so the upcast
+    is exact). The optimizer's moments are dropped as the shards are read. Each tensor is copied
+    out of DeepSpeed's flat partition (ZeRO 1-2 hands out views into it, which safetensors refuses
+    to save): peak memory twice the fp32 model, 56 GB for 7B parameters.
+    """
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    state: dict[str, torch.Tensor] = {}
+    if zero_shard_count(folder):
+        state = get_fp32_state_dict_from_zero_checkpoint(str(folder.parent), tag=folder.name)
+    whole = folder / "mp_rank_00_model_states.pt"  # ZeRO 0-2 (ZeRO-3 writes one partitioned file per rank)
+    if whole.is_file():
+        module = torch.load(whole, map_location="cpu", mmap=True, weights_only=False)["module"]
+        state.update({name: tensor for name, tensor in module.items() if name not in state})
+    if not state:
+        raise LangadaptError(f"{folder}: no DeepSpeed model or ZeRO optimizer states in it")
+    return {name.removeprefix("model."): tensor.to(torch.float32 if tensor.is_floating_point() else tensor.dtype,
+                                                   copy=True)
+            for name, tensor in state.items()}  # CausalLMLoss's prefix off: the HF model's names
+
+
 def convert_to_universal(checkpoint: Path, rank: int) -> None:
     """Rank 0 writes `checkpoint/universal` with DeepSpeed's `ds_to_universal` (once; atomic by
     rename); the other ranks wait for it. The original shards are left as they are.
