@@ -251,7 +251,7 @@ def write_sbatch(
     """Write the sbatch script for `recipe_path` and return its path.
 
     `options` are the other `SbatchConfig` fields (job_name, signal_seconds, max_requeues, setup,
-    run_prefix, command, run_args, workdir, log_dir, env, extra_sbatch); an unknown one is a
+    run_prefix, command, run_args, prepare, until, workdir, log_dir, env, extra_sbatch); an unknown one is a
     LangadaptError naming it. Default `out_path`: `<recipe stem>.<preset>.sbatch` in the current
     directory. The log folder is created, since Slurm does not create it.
     """
