@@ -136,11 +136,12 @@ def test_a_crash_mid_write_leaves_latest_on_the_previous_complete_checkpoint(tmp
 
 
 def test_metrics_mfu_per_device_and_resume_drops_rows_after_the_checkpoint(tmp_path: Path) -> None:
-    from langadapt.train.metrics import Metrics
+    from langadapt.train.config import TrainStageConfig
+    from langadapt.train.metrics import Metrics, StepCost
 
     def metrics(start: int) -> Metrics:
-        return Metrics(tmp_path, total_steps=4, log_every=1, tokens_per_step=1000, flops_per_token=6e6,
-                       peak_flops=1e12, world_size=2, device=torch.device("cpu"), start_step=start)
+        return Metrics(tmp_path, TrainStageConfig(steps=4, log_every=1),
+                       StepCost(1000, 6e6, 1e12, 2, torch.device("cpu")), start_step=start)
 
     with metrics(0) as m:
         for step in (1, 2, 3):

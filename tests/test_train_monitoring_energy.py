@@ -14,6 +14,7 @@ import torch
 from langadapt.planning.models import ModelDims
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.train import energy, metrics
+from langadapt.train.config import TrainStageConfig
 from langadapt.train.energy import (
     AmdSmiCounter,
     NvmlCounter,
@@ -21,7 +22,7 @@ from langadapt.train.energy import (
     energy_counter,
     plan_joules_per_step,
 )
-from langadapt.train.metrics import Metrics
+from langadapt.train.metrics import Metrics, StepCost
 
 CUDA0 = torch.device("cuda", 0)
 
@@ -148,7 +149,7 @@ class SlowValidation:
 
 def test_joules_per_step_is_power_times_step_time_without_validation_time(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(metrics, "energy_counter", lambda device: Watts(100.0))
-    with Metrics(tmp_path, 6, 2, 1000, 1.0, None, 4, torch.device("cpu")) as m:
+    with Metrics(tmp_path, TrainStageConfig(steps=6, log_every=2), StepCost(1000, 1.0, None, 4, torch.device("cpu"))) as m:
         for step in range(1, 7):
             time.sleep(0.02)  # the "training step"
             m.record(step, 1.0, 1e-3, 0.5, 0)

@@ -11,8 +11,11 @@ import pytest
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.train.config import TrainStageConfig
 from langadapt.train.loggers import RUN_IDS, open_loggers
-from langadapt.train.metrics import Metrics
+from langadapt.train.metrics import Metrics, StepCost
+
+CPU = torch.device("cpu")
 
 
 class EveryThirdStep:
@@ -24,8 +27,8 @@ class EveryThirdStep:
 
 
 def log_steps(out: Path, loggers: list[str], steps: range, total: int) -> None:
-    with Metrics(out, total, 2, 256, 1.0, None, 1, torch.device("cpu"), start_step=steps.start - 1,
-                 loggers=loggers, run_name="demo/stage2") as m:
+    with Metrics(out, TrainStageConfig(steps=total, log_every=2, loggers=loggers), StepCost(256, 1.0, None, 1, CPU),
+                 start_step=steps.start - 1, run_name="demo/stage2") as m:
         for step in steps:
             m.record(step, 4.0 / step, 1e-3 * step, 0.5, 0)
             m.validate(step, EveryThirdStep(), engine=step / 10)

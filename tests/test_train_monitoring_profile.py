@@ -10,7 +10,7 @@ import torch
 
 from langadapt.cli import main
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.metrics import Metrics
+from langadapt.train.metrics import Metrics, StepCost
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,8 +22,8 @@ def traced_names(out: Path) -> set[str]:
 
 @pytest.mark.parametrize("start_step", [0, 3])
 def test_only_the_chosen_steps_are_traced_also_after_a_resume(tmp_path: Path, start_step: int) -> None:
-    with Metrics(tmp_path, 8, 10, 16, 1.0, None, 1, torch.device("cpu"), start_step=start_step,
-                 profile_steps=(3, 5)) as metrics:
+    with Metrics(tmp_path, TrainStageConfig(steps=8, log_every=10, profile_steps=(3, 5)),
+                 StepCost(16, 1.0, None, 1, torch.device("cpu")), start_step=start_step) as metrics:
         for step in range(start_step + 1, 9):
             with torch.profiler.record_function(f"work{step}"):
                 torch.randn(32, 32) @ torch.randn(32, 32)

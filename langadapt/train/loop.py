@@ -27,7 +27,7 @@ from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
 from langadapt.train.engine import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
-from langadapt.train.metrics import Metrics
+from langadapt.train.metrics import Metrics, StepCost
 from langadapt.train.policy import numel, select_trainable
 from langadapt.train.validation import NO_VALIDATION, Validation
 
@@ -77,12 +77,11 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
         resumed_step = state.step
         log.info("%s: resumed from %s (step %d)", stage_name, resumed, state.step)
     global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
-    metrics = Metrics(out_dir, config.steps, config.log_every, global_batch * config.seq_len,
-                      flops_per_token(model, selection, config.seq_len),
-                      peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
-                      dist.world_size, engine.device, start_step=state.step, enabled=dist.rank == 0,
-                      stream=stream, loggers=config.loggers,
-                      run_name=f"{out_dir.resolve().parent.name}/{stage_name}", profile_steps=config.profile_steps)
+    cost = StepCost(global_batch * config.seq_len, flops_per_token(model, selection, config.seq_len),
+                    peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
+                    dist.world_size, engine.device)
+    metrics = Metrics(out_dir, config, cost, start_step=state.step, enabled=dist.rank == 0, stream=stream,
+                      run_name=f"{out_dir.resolve().parent.name}/{stage_name}")
     with StopOnSignal() as stop, metrics:
         while state.step < config.steps:
             batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))

@@ -27,7 +27,9 @@ import logging
 import math
 import resource
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from rich.console import Console
@@ -42,6 +44,9 @@ from rich.progress import (
 
 from langadapt.train.energy import EnergyCounter, energy_counter
 from langadapt.train.loggers import ScalarLogger, flatten, open_loggers
+
+if TYPE_CHECKING:
+    from langadapt.train.config import TrainStageConfig
 
 log = logging.getLogger("langadapt.train")
 
@@ -91,37 +96,36 @@ def clock(seconds: float) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
+@dataclass(frozen=True)
+class StepCost:
+    """What one optimizer step of a stage is worth, fixed for the stage: tokens/s and MFU come from it."""
+
+    tokens_per_step: int
+    """Tokens of one optimizer step over all ranks (global batch x sequence length)."""
+    flops_per_token: float
+    """Training FLOPs per token of this stage (`langadapt.train.flops.flops_per_token`)."""
+    peak_flops: float | None
+    """Peak FLOP/s of one device at the stage's precision; None where unknown (MFU is then null)."""
+    world_size: int
+    device: torch.device
+
+
 class Metrics:
     """Collects every step, writes every `log_every` steps; use as a context manager.
 
-    `stream` (optional) gives the tokens and epochs seen per source; `loggers` are the scalar
-    loggers beside metrics.jsonl (`langadapt.train.loggers`), `run_name` names the tracker run.
+    Gets the stage config's monitoring slice (steps, log_every, loggers, profile_steps) and the
+    stage's StepCost. `stream` (optional) gives the tokens and epochs seen per source; `run_name`
+    names the tracker run (`langadapt.train.loggers`).
     """
 
-    def __init__(
-        self,
-        out_dir: Path,
-        total_steps: int,
-        log_every: int,
-        tokens_per_step: int,
-        flops_per_token: float,
-        peak_flops: float | None,
-        world_size: int,
-        device: torch.device,
-        start_step: int = 0,
-        enabled: bool = True,
-        *,
-        stream: object = None,
-        loggers: list[str] | tuple[str, ...] = ("tensorboard",),
-        run_name: str = "train",
-        profile_steps: tuple[int, int] | None = None,
-    ) -> None:
-        self.out_dir, self.total_steps, self.log_every = out_dir, total_steps, log_every
-        self.tokens_per_step, self.flops_per_token = tokens_per_step, flops_per_token
-        self.peak_flops, self.world_size, self.device = peak_flops, world_size, device
+    def __init__(self, out_dir: Path, config: TrainStageConfig, cost: StepCost, *, start_step: int = 0,
+                 enabled: bool = True, stream: object = None, run_name: str = "train") -> None:
+        self.out_dir, self.total_steps, self.log_every = out_dir, config.steps, config.log_every
+        self.tokens_per_step, self.flops_per_token = cost.tokens_per_step, cost.flops_per_token
+        self.peak_flops, self.world_size, self.device = cost.peak_flops, cost.world_size, cost.device
         self.start_step, self.enabled = start_step, enabled
-        self.stream, self.logger_names, self.run_name = stream, list(loggers), run_name
-        self.profile_steps, self._profiler = profile_steps, None
+        self.stream, self.logger_names, self.run_name = stream, list(config.loggers), run_name
+        self.profile_steps, self._profiler = config.profile_steps, None
         self._losses: list[float] = []
         self._window_start = time.perf_counter()
         self._window_steps = 0
