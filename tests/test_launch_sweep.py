@@ -77,6 +77,7 @@ def test_a_2x2_matrix_writes_one_job_per_configuration(recipe: Path, tmp_path: P
         assert "--until stage2 --set seed=7 --set stage2.steps=20 --set stage2.log_every=1" in step
         assert f"--set run_root={sweep} --set name={run_name}" in step
         assert "stage2.checkpoint.every_steps=null" in step and "stage2.validation.every_steps=null" in step
+        assert "stage2.checkpoint.at_end=false" in step
         assert config["run_dir"] == str(sweep / run_name)
         # the stages before stage 2 are the prepared run's, linked (dangling until it ran)
         layout = RunLayout(Path(config["run_dir"]))

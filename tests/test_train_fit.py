@@ -172,3 +172,14 @@ def test_a_signal_latched_before_the_loop_stops_it_after_one_step(tmp_path: Path
     assert not signals.stop_pending()
     result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage(8), EngineConfig(), tmp_path, seed=0)
     assert result.resumed_from == 1
+
+
+@pytest.mark.parametrize("at_end", [True, False])
+def test_checkpoint_at_end_switch_keeps_the_final_model(tmp_path: Path, at_end: bool) -> None:
+    """`checkpoint.at_end: false` (throughput runs, `launch --sweep`): no optimizer state after the
+    last step, but the final model is written as always."""
+    config = stage(3, checkpoint=CheckpointConfig(every_steps=None, at_end=at_end))
+    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0)
+    saved = sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*")) if (tmp_path / "checkpoints").is_dir() else []
+    assert saved == (["step_00000003"] if at_end else [])
+    assert (tmp_path / "model" / "model.safetensors").is_file()

@@ -135,9 +135,9 @@ class Checkpointer:
         return latest_checkpoint(self.root)
 
     def due(self, step: int, total_steps: int) -> bool:
-        """A step-based (or final) checkpoint is due after `step` steps."""
+        """A step-based (or final, unless `at_end` is off) checkpoint is due after `step` steps."""
         every = self.config.every_steps
-        return step == total_steps or (every is not None and step % every == 0)
+        return (step == total_steps and self.config.at_end) or (every is not None and step % every == 0)
 
     def time_due(self) -> float:
         """1.0 when `every_minutes` passed since the last save (rank 0's clock decides)."""

@@ -68,6 +68,8 @@ class CheckpointConfig(Config):
     """Also write one when this many minutes passed since the last (None: off)."""
     keep_last: int = Field(2, ge=1)
     """Keep this many most recent complete checkpoints; older ones are deleted."""
+    at_end: bool = True
+    """Also write one after the last step; false for throughput runs (`launch --sweep`) that nobody resumes: the final model is written either way."""
 
 
 class MixtureEntry(Config):
