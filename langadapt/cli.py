@@ -175,6 +175,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise LangadaptError(f"{paths.model}: an export exists (its inputs changed since); pass --overwrite to replace it")
         actions = dict(run_pipeline(loaded, only="export", force=args.overwrite, overwrite=args.overwrite))
         print(f"exported to {paths.model}" if actions["export"] == "run" else f"export is up to date: {paths.model}")
+        if (actions["export"] == "run" and recipe.export.push_to_hub and recipe.export.repo_id == args.push_to_hub
+                and revision is None):  # the export stage has just pushed this folder there
+            print(f"pushed to {args.push_to_hub} by the export stage (export.push_to_hub)")
+            return 0
     if args.push_to_hub:
         verified_for_push(paths, layout, recipe.export)
         url = push(paths.model, args.push_to_hub, recipe.export.private, revision)

@@ -188,9 +188,15 @@ def test_push_of_the_finished_run_reaches_the_upload(run_dir: Path, monkeypatch:
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     monkeypatch.chdir(REPO)
     handlers = logging.getLogger("langadapt").handlers[:]
+    recipe = str(run_dir.parents[1] / "tiny_ci.yaml")
     try:
-        assert cli.main(["export", str(run_dir.parents[1] / "tiny_ci.yaml"), "--push-to-hub", "org/x"]) == 0
+        assert cli.main(["export", recipe, "--push-to-hub", "org/x"]) == 0
+        folder = run_dir / "export" / "model"
+        assert uploads == [{"repo_id": "org/x", "files": {p.name for p in folder.iterdir()}}]
+        # A recipe that pushes in its export stage too: the folder goes up once, not twice.
+        uploads.clear()
+        assert cli.main(["export", recipe, "--set", "export.push_to_hub=true", "--set", "export.repo_id=org/x",
+                         "--overwrite", "--push-to-hub", "org/x"]) == 0
+        assert [u["repo_id"] for u in uploads] == ["org/x"]
     finally:
         logging.getLogger("langadapt").handlers[:] = handlers
-    folder = run_dir / "export" / "model"
-    assert uploads == [{"repo_id": "org/x", "files": {p.name for p in folder.iterdir()}}]
