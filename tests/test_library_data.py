@@ -143,3 +143,29 @@ def test_hf_trainer_trains_a_tiny_llama_on_the_dataset(tokenizer, tmp_path: Path
     assert trainer.state.global_step == steps and np.isfinite(result.training_loss)
     assert stream.samples == steps * batch  # every step read a fresh batch from the stream
     assert not torch.equal(model.model.embed_tokens.weight.detach(), before)
+
+
+def test_document_masking_items_carry_positions_that_keep_documents_apart(tokenizer, tmp_path: Path) -> None:
+    """With document masking the items carry position ids restarting after every EOS, and a HF
+    model given them (and use_cache=False) scores each packed document as if it were alone."""
+    from langadapt.train.synthetic import tiny_llama
+
+    stream = stream_from_texts(_texts(80, seed=5), tokenizer, tmp_path, seq_len=64, total_samples=4, seed=1,
+                               document_masking=True)
+    items = list(PackedIterableDataset(stream))
+    eos = tokenizer.eos_token_id
+    item = next(i for i in items if (i["input_ids"][:-1] == eos).sum() >= 1)
+    ids, positions = item["input_ids"], item["position_ids"]
+    start = int((ids == eos).nonzero()[0]) + 1  # the first document that starts inside the row
+    assert positions[0] == 0 and positions[start] == 0 and torch.equal(positions[:start], torch.arange(start))
+    model = tiny_llama(len(tokenizer), seed=0).eval()
+    with torch.no_grad():
+        packed = model(input_ids=ids[None], position_ids=positions[None], use_cache=False).logits[0]
+        alone = model(input_ids=ids[None, start:], use_cache=False).logits[0]
+        cached = model(input_ids=ids[None], position_ids=positions[None]).logits[0]  # use_cache: the default
+    second = alone.shape[0] if (ids[start:] != eos).all() else int((ids[start:] == eos).nonzero()[0]) + 1
+    assert torch.allclose(packed[start:start + second], alone[:second], atol=1e-5)
+    # The pitfall the module docstring warns of: with a KV cache (transformers' default, in training
+    # too) the position-id resets are not read as document starts and attention crosses them.
+    assert not torch.allclose(cached[start:start + second], alone[:second], atol=1e-3)
+    assert "position_ids" not in next(iter(PackedIterableDataset(_stream(tokenizer, tmp_path / "plain"))))

@@ -77,16 +77,18 @@ def stream_from_texts(
     text_column: str = "text",
     lang: str | None = None,
     num_workers: int = 1,
+    document_masking: bool = False,
 ) -> PackedStream:
     """`encode_texts`, then `build_stream` over what it wrote: the stream `fit` trains on.
 
-    `mixture` as in `build_stream` (None: natural proportions). The shards stay in `out_dir`:
+    `mixture` as in `build_stream` (None: natural proportions); `document_masking` as the recipe's
+    `data.document_masking` (position ids restart after every EOS). The shards stay in `out_dir`:
     a later `build_stream(out_dir, ...)` reopens them without tokenising again, and the stream's
     `state_dict()` / `load_state_dict()` resume it exactly.
     """
     names = encode_texts(sources, tokenizer, out_dir, text_column=text_column, lang=lang, num_workers=num_workers)
     mixture = mixture if mixture is not None else {name: {} for name in names}
-    return build_stream(Path(out_dir), mixture, seq_len, total_samples, seed)
+    return build_stream(Path(out_dir), mixture, seq_len, total_samples, seed, document_masking=document_masking)
 
 
 def _named_sources(sources: TextSource | Mapping[str, TextSource]) -> dict[str, TextSource]:

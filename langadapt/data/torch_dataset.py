@@ -6,7 +6,13 @@
     Trainer(model=model, args=TrainingArguments(max_steps=steps, ...), train_dataset=train).train()
 
 Each item is `{"input_ids", "labels"}` (int64, `seq_len` tokens; `labels` equal `input_ids`,
-since Hugging Face models shift labels themselves), in the stream's order.
+since Hugging Face models shift labels themselves), in the stream's order. A stream built with
+`document_masking=True` adds `"position_ids"`, restarting at 0 after every EOS: transformers reads
+the resets as packed sequences and keeps attention inside each document (SDPA/flex/eager get a
+block-diagonal mask, flash-attention its variable-length kernel), in HF `Trainer` as in `fit`,
+but only without a KV cache: set `model.config.use_cache = False` before training. With a cache
+(transformers' default, created in training mode too) the resets only renumber RoPE and attention
+silently crosses documents (checked in tests/test_library_data.py; `fit` passes use_cache=False).
 
 Who reads which sample: the stream's samples are dealt round-robin to the consumers, one per
 (rank, DataLoader worker): consumer c = rank * num_workers + worker gets samples c, c + n, c + 2n,
@@ -35,7 +41,7 @@ from langadapt.errors import LangadaptError
 
 
 class PackedIterableDataset(IterableDataset):
-    """A `PackedStream` as an iterable of `{"input_ids": LongTensor[L], "labels": LongTensor[L]}`."""
+    """A `PackedStream` as an iterable of `{"input_ids", "labels"[, "position_ids"]}` LongTensor[L] items."""
 
     def __init__(self, stream: PackedStream, rank: int = 0, world_size: int = 1) -> None:
         if not 0 <= rank < world_size:
@@ -52,4 +58,8 @@ class PackedIterableDataset(IterableDataset):
             # Every consumer advances by a whole round (all keep the same position) and reads
             # only its own row: next_batch's contract for ranks, reused for workers.
             row = torch.from_numpy(self.stream.next_batch(consumers, me, consumers)[0, :-1])
-            yield {"input_ids": row, "labels": row.clone()}
+            item = {"input_ids": row, "labels": row.clone()}
+            positions = self.stream.position_ids(row[None])
+            if positions is not None:
+                item["position_ids"] = positions[0]
+            yield item
