@@ -11,6 +11,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from langadapt.context import StageContext
 from langadapt.data.config import DataConfig
 from langadapt.data.documents import iter_split, texts_by_lang
@@ -52,20 +54,27 @@ def test_epochs_variants_shrink_only_the_trained_nb_data():
     plan = bench.load_plan()
     reference = _recipe(plan, "warm_mean")
     variants = [n for n, v in plan["variants"].items() if v["group"] == "epochs"]
-    assert variants == ["epochs_4", "epochs_8", "epochs_16"]
-    caps = []
+    assert variants == ["epochs_4", "epochs_8", "epochs_16", "epochs_1_lowc", "epochs_2_lowc", "epochs_4_lowc"]
+    caps: dict[tuple[int, int], list[int | None]] = {}
     for name in variants:
         recipe = _recipe(plan, name)
         capped, *others = recipe.data.sources
-        holder = others[-1]
-        caps.append(capped.max_docs)
-        # The documents past max_docs: the same file, a target source (the tokenizer sees them) never trained on.
-        assert holder.path == capped.path and holder.lang == "nb" and holder.role == "target" and holder.weight == 0
+        caps.setdefault((recipe.stage1.steps, recipe.stage2.steps), []).append(capped.max_docs)
         assert capped.model_copy(update={"max_docs": None}) == reference.data.sources[0]
         assert others[:-1] == reference.data.sources[1:-1]  # replay and scored neighbours unchanged
-        assert reference.data.sources[-1].lang not in bench.LANGS  # the replaced neighbour is not scored
-        assert (recipe.stage1, recipe.stage2, recipe.tokenizer) == (reference.stage1, reference.stage2, reference.tokenizer)
-    assert caps == sorted(caps, reverse=True) and caps[-1] > 0
+        if capped.max_docs is not None:
+            # The documents past max_docs: the same file, a target source (the tokenizer sees them) never trained on.
+            holder = others[-1]
+            assert holder.path == capped.path and holder.lang == "nb" and holder.role == "target" and holder.weight == 0
+            assert reference.data.sources[-1].lang not in bench.LANGS  # the neighbour it replaces is not scored
+        steps = {"steps": reference.stage1.steps}
+        assert recipe.tokenizer == reference.tokenizer
+        assert recipe.stage1.model_copy(update=steps) == reference.stage1
+        assert recipe.stage2.model_copy(update={"steps": reference.stage2.steps}) == reference.stage2
+    # Two series, each fewer documents for more passes at one schedule: the demo's, and 26 + 87 steps
+    # whose 80% nb share is one pass over all 185k nb tokens (118 documents of the demo's tokenizer).
+    assert caps == {(60, 200): [73, 33, 16], (26, 87): [None, 64, 29]}
+    assert (26 + 87) * 16 * 128 * 0.8 == pytest.approx(185_090, rel=0.01)
 
 
 def test_capped_source_and_holder_split_the_documents_as_the_full_source_does(tmp_path: Path):
