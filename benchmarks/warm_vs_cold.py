@@ -338,6 +338,12 @@ def print_table(results: dict[str, Any], plan: dict[str, Any]) -> None:
             reach = flops_to_reach(run["curve"], cold)
             print(f"  {name:20s} reaches cold's {cold:.3f} at {reach / budget if reach is not None else float('nan'):.2f}"
                   f" of the budget; ratio at " + ", ".join(along))
+    passes = {name: run["sources"] for name, run in runs.items() if "sources" in run}
+    if passes:
+        print("\ntraining tokens and passes per source, as the data stream counted them (stages summed):")
+        for name, sources in passes.items():
+            print(f"  {name:20s} " + ", ".join(f"{source} {seen['tokens'] / 1e3:.0f}k ({seen['epochs']:.2f} ep)"
+                                               for source, seen in sources.items()))
     for variant, spread in seed_spread(results).items():
         print(f"  {variant}: nb over {spread['seeds']} seeds mean {spread['mean']:.3f}, "
               f"range {spread['min']:.3f}-{spread['max']:.3f}")
