@@ -54,19 +54,24 @@ def test_epochs_variants_shrink_only_the_trained_nb_data():
     plan = bench.load_plan()
     reference = _recipe(plan, "warm_mean")
     variants = [n for n, v in plan["variants"].items() if v["group"] == "epochs"]
-    assert variants == ["epochs_4", "epochs_8", "epochs_16", "epochs_1_lowc", "epochs_2_lowc", "epochs_4_lowc"]
+    assert variants == ["epochs_4", "epochs_8", "epochs_16", "epochs_8_tail",
+                        "epochs_1_lowc", "epochs_2_lowc", "epochs_4_lowc"]
+    nb = reference.data.sources[0]
+    assert reference.data.sources[-1].lang not in bench.LANGS  # the neighbour the nb holders replace is not scored
     caps: dict[tuple[int, int], list[int | None]] = {}
     for name in variants:
         recipe = _recipe(plan, name)
-        capped, *others = recipe.data.sources
-        caps.setdefault((recipe.stage1.steps, recipe.stage2.steps), []).append(capped.max_docs)
-        assert capped.model_copy(update={"max_docs": None}) == reference.data.sources[0]
-        assert others[:-1] == reference.data.sources[1:-1]  # replay and scored neighbours unchanged
-        if capped.max_docs is not None:
-            # The documents past max_docs: the same file, a target source (the tokenizer sees them) never trained on.
-            holder = others[-1]
-            assert holder.path == capped.path and holder.lang == "nb" and holder.role == "target" and holder.weight == 0
-            assert reference.data.sources[-1].lang not in bench.LANGS  # the neighbour it replaces is not scored
+        first, *others, last = recipe.data.sources
+        assert others == reference.data.sources[1:-1]  # replay and scored neighbours unchanged
+        trained, holder = (last, first) if name.endswith("_tail") else (first, last)
+        assert trained.model_copy(update={"name": nb.name, "max_docs": None, "fetch": nb.fetch}) == nb
+        if name.endswith("_tail"):  # the first max_docs documents held back, the trained source gets the rest
+            assert holder.max_docs == 92 and trained.max_docs is None
+        else:
+            caps.setdefault((recipe.stage1.steps, recipe.stage2.steps), []).append(trained.max_docs)
+        if trained.max_docs is not None or name.endswith("_tail"):
+            # The held-back documents: the same file, a target source (the tokenizer sees them) never trained on.
+            assert holder.path == nb.path and holder.lang == "nb" and holder.role == "target" and holder.weight == 0
         steps = {"steps": reference.stage1.steps}
         assert recipe.tokenizer == reference.tokenizer
         assert recipe.stage1.model_copy(update=steps) == reference.stage1
