@@ -5,7 +5,7 @@ overrides) through the real pipeline, each in runs/experiments/<variant>/, and s
 checkpoint on held-out text: bits per byte for nb (target), nn (the other written Norwegian, in
 no training data), en (forgetting), sv and da (neighbours). Every variant spends the FLOPs of the
 demo's warm run (a stage-1 step is discounted to 4N + 2N_head of a full step's 6N FLOPs per
-token; see langadapt.cold_twin) on the same target-language data.
+token; see langadapt.evaluation.cold_twin) on the same target-language data.
 
     python benchmarks/warm_vs_cold.py [--groups core,replay,stage1,tokenizer] [--jobs 2]
     python benchmarks/warm_vs_cold.py --report        # table, plot and JSON line from the results
@@ -34,7 +34,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from langadapt.cold_twin import equal_compute_stage2_steps, model_dims, run_flops, step_flops
+from langadapt.evaluation.cold_twin import equal_compute_stage2_steps, model_dims, run_flops, step_flops
 from langadapt.recipe import Recipe, load_recipe
 
 PLAN = REPO / "recipes" / "experiments" / "warm_vs_cold.yaml"

@@ -87,7 +87,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         return run_training
 
     def evaluate(ctx: StageContext) -> dict[str, Any]:
-        from langadapt.cold_twin import cold_twin_models
+        from langadapt.evaluation.cold_twin import cold_twin_models
         from langadapt.evaluation.stage import run
 
         return run(recipe.evaluation, ctx, cold_twin_models(recipe, ctx.base_model))

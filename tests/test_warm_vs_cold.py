@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.cold_twin import (
+from langadapt.evaluation.cold_twin import (
     cold_twin_overrides,
     equal_compute_stage2_steps,
     run_flops,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from langadapt.cold_twin import run_flops, step_flops
+from langadapt.evaluation.cold_twin import run_flops, step_flops
 from langadapt.pipeline import run_pipeline
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe import load_recipe

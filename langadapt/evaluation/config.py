@@ -45,7 +45,7 @@ class EvaluationConfig(Config):
     random_baseline: bool = True
     """Also score `init_random`: the same warm model with the new rows drawn by the `random` method."""
     cold_baseline: bool = False
-    """Also train and score `cold`: this recipe from scratch at the warm run's FLOPs, in <run_root>/<name>_cold, kept like the demo's base model (langadapt.cold_twin)."""
+    """Also train and score `cold`: this recipe from scratch at the warm run's FLOPs, in <run_root>/<name>_cold, kept like the demo's base model (langadapt.evaluation.cold_twin)."""
     device: str | None = None
     """Torch device (cpu, cuda, cuda:1); None = cuda when available, else cpu."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"

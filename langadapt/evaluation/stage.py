@@ -9,7 +9,7 @@ A run contributes, in this order:
     stage1       after training embeddings + head (when stage 1 is enabled)
     adapted      the stage 2 model: the final one
     cold         with `cold_baseline`: the same recipe trained from scratch at equal compute
-                 (the pipeline trains it in its own run directory, `langadapt.cold_twin`)
+                 (the pipeline trains it in its own run directory, `langadapt.evaluation.cold_twin`)
 
 Inside the pipeline the models are the ones the recipe's enabled stages made (`ctx.models`);
 `langadapt eval RUN` looks at what the run directory holds (`RunLayout.models_on_disk`).
