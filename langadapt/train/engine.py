@@ -95,6 +95,17 @@ class Engine:
         if rank == 0:
             self.model.save_pretrained(directory, state_dict=state)
 
+    def release(self) -> None:
+        """Free what the engine holds beside the model (optimizer state, hooks) when the stage ends, so
+        the stages after it in the same process get the memory. Nothing to do where dropping the last
+        reference frees it all (the torch engine)."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
     def all_reduce_sum(self, values: list[float]) -> list[float]:
         """Sum values over ranks, so every rank takes the same decision (skip, stop, save)."""
         if not torch_dist.is_initialized() or torch_dist.get_world_size() == 1:

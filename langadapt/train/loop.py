@@ -69,40 +69,41 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
     np.random.seed(seed)
     torch.manual_seed(seed + dist.rank)  # e.g. dropout masks differ per rank, as data does
     selection = select_trainable(model, config.trainable_patterns(stage_name), f"{stage_name}.trainable")
-    engine = build_engine(model, selection, config, engine_config, dist, stage_name)
-    ckpt = Checkpointer(out_dir / "checkpoints", config.checkpoint, dist.rank)
-    state, resumed, resumed_step = TrainState(), ckpt.latest(), None
-    if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read
-        state = ckpt.load(resumed, engine, stream)
-        resumed_step = state.step
-        log.info("%s: resumed from %s (step %d)", stage_name, resumed, state.step)
-    global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
-    cost = StepCost(global_batch * config.seq_len, flops_per_token(model, selection, config.seq_len),
-                    peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
-                    dist.world_size, engine.device)
-    metrics = Metrics(out_dir, config, cost, start_step=state.step, enabled=dist.rank == 0, stream=stream,
-                      run_name=f"{out_dir.resolve().parent.name}/{stage_name}")
-    with StopOnSignal() as stop, metrics:
-        while state.step < config.steps:
-            batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))
-            loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]))
-                       for mb in batch.split(config.micro_batch_size))
-            # Ranks must agree: on the loss (a NaN anywhere skips the step everywhere), on a stop
-            # signal and on a time-based save. One all-reduce per step carries all three.
-            loss, stop_votes, save_votes = engine.all_reduce_sum([float(loss), stop.requested, ckpt.time_due()])
-            loss /= config.grad_accum_steps * dist.world_size
-            lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
-            grad_norm = engine.step(lr, skip=not math.isfinite(loss))
-            _account(state, loss, grad_norm, config, stage_name, ckpt)
-            metrics.record(state.step, loss, lr, grad_norm, state.skipped)
-            metrics.validate(state.step, validation, engine)  # held-out loss/bpb when due (all ranks)
-            if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
-                saved = ckpt.save(state, engine, stream)
-                metrics.start(state.step)  # checkpoint time is not training throughput
-            if stop_votes:
-                clear_stop()  # honoured: a library caller that catches this may train again
-                raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
-    engine.export(out_dir / "model", dist.rank)
+    # The engine frees its optimizer state on the way out of this block, also on an error.
+    with build_engine(model, selection, config, engine_config, dist, stage_name) as engine:
+        ckpt = Checkpointer(out_dir / "checkpoints", config.checkpoint, dist.rank)
+        state, resumed, resumed_step = TrainState(), ckpt.latest(), None
+        if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read
+            state = ckpt.load(resumed, engine, stream)
+            resumed_step = state.step
+            log.info("%s: resumed from %s (step %d)", stage_name, resumed, state.step)
+        global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
+        cost = StepCost(global_batch * config.seq_len, flops_per_token(model, selection, config.seq_len),
+                        peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
+                        dist.world_size, engine.device)
+        metrics = Metrics(out_dir, config, cost, start_step=state.step, enabled=dist.rank == 0, stream=stream,
+                          run_name=f"{out_dir.resolve().parent.name}/{stage_name}")
+        with StopOnSignal() as stop, metrics:
+            while state.step < config.steps:
+                batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))
+                loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]))
+                           for mb in batch.split(config.micro_batch_size))
+                # Ranks must agree: on the loss (a NaN anywhere skips the step everywhere), on a stop
+                # signal and on a time-based save. One all-reduce per step carries all three.
+                loss, stop_votes, save_votes = engine.all_reduce_sum([float(loss), stop.requested, ckpt.time_due()])
+                loss /= config.grad_accum_steps * dist.world_size
+                lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
+                grad_norm = engine.step(lr, skip=not math.isfinite(loss))
+                _account(state, loss, grad_norm, config, stage_name, ckpt)
+                metrics.record(state.step, loss, lr, grad_norm, state.skipped)
+                metrics.validate(state.step, validation, engine)  # held-out loss/bpb when due (all ranks)
+                if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
+                    saved = ckpt.save(state, engine, stream)
+                    metrics.start(state.step)  # checkpoint time is not training throughput
+                if stop_votes:
+                    clear_stop()  # honoured: a library caller that catches this may train again
+                    raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
+        engine.export(out_dir / "model", dist.rank)
     if tokenizer is not None and dist.rank == 0:
         tokenizer.save_pretrained(out_dir / "model")
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
