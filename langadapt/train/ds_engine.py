@@ -166,15 +166,17 @@ class DeepSpeedEngine(Engine):
     def release(self) -> None:
         """Free the optimizer (fp32 master weights, Adam moments) and DeepSpeed's hooks now.
 
-        Without this a stage's engine outlived the stage: the parameters of the model, which the
-        caller still holds, reach the optimizer (ZeRO-1/2 gradient hooks, ZeRO-3's `_z3_optimizer`
-        on every parameter), and two process-wide ZeRO-3 structures keep the whole engine until the
-        process ends (DeepSpeed 0.19.8; `destroy()` clears neither): the top module stays on
-        `parameter_offload.FWD_MODULE_STACK` (pushed by `setup_zero_stage3_hooks`, never popped), and
-        the coordinator's `__params_to_release` memoises in a class-level `lru_cache` keyed by
+        Without this a stage's engine outlived the stage: the model, which the caller still holds,
+        reaches the optimizer (ZeRO-1/2 gradient hooks; under ZeRO-3 `_z3_optimizer` on every
+        parameter, and the parameters' closures reach the wrapper module, which carries the engine's
+        forward hooks), and two process-wide ZeRO-3 structures keep that module, so the model and
+        with the hooks the whole engine, until the process ends (DeepSpeed 0.19.8; `destroy()`
+        clears none of these): the top module stays on `parameter_offload.FWD_MODULE_STACK` (pushed
+        by `setup_zero_stage3_hooks`, never popped), and the coordinator's `__params_to_release` memoises in a class-level `lru_cache` keyed by
         (coordinator, module, step). On an H100 that was 16 bytes per parameter (17 GiB for 1.1B
         parameters) missing to everything after the stage in the same process.
-        tests/test_ds_engine_release.py checks that the optimizer and its fp32 partitions are freed.
+        tests/test_ds_engine_release.py checks that the engine, the optimizer and its fp32 partitions
+        are freed at once, and the model once the caller drops it.
         """
         from deepspeed.runtime.zero import parameter_offload
         from deepspeed.runtime.zero.partitioned_param_coordinator import PartitionedParameterCoordinator
