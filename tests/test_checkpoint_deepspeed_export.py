@@ -77,3 +77,18 @@ def test_a_checkpoint_with_no_weights_is_one_clear_error(tmp_path: Path) -> None
     with pytest.raises(LangadaptError, match="not a langadapt checkpoint"):
         checkpoint_model(step, tmp_path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_zero_shards_are_counted_with_and_without_the_bf16_prefix(tmp_path: Path) -> None:
+    """bf16 runs (the GPU default) write `bf16_zero_pp_rank_*` shards: a count of 0 would skip the
+    world-size check on resume and read a ZeRO checkpoint as a ZeRO-0 one on export."""
+    from langadapt.train.ds_engine import zero_shard_count
+
+    for rank in range(2):
+        (tmp_path / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").touch()
+    (tmp_path / "zero_pp_rank_0_mp_rank_00_model_states.pt").touch()  # weights, not a shard
+    assert zero_shard_count(tmp_path) == 2
+    plain = tmp_path / "fp32"
+    plain.mkdir()
+    (plain / "zero_pp_rank_0_mp_rank_00_optim_states.pt").touch()
+    assert zero_shard_count(plain) == 1

@@ -204,8 +204,10 @@ class DeepSpeedEngine(Engine):
 
 
 def zero_shard_count(folder: Path) -> int:
-    """Data-parallel ranks that wrote a ZeRO checkpoint (one optimizer shard each; 0: not ZeRO)."""
-    return len(list(folder.glob("zero_pp_rank_*_mp_rank_*_optim_states.pt")))
+    """Data-parallel ranks that wrote a ZeRO checkpoint (one optimizer shard each; 0: not ZeRO).
+
+    DeepSpeed prefixes the shards with `bf16_` when bf16 is on (`_get_zero_ckpt_prefix`): both count."""
+    return len(list(folder.glob("*zero_pp_rank_*_mp_rank_*_optim_states.pt")))
 
 
 def consolidated_weights(folder: Path) -> dict[str, torch.Tensor]:
