@@ -182,14 +182,17 @@ class DeepSpeedEngine(Engine):
         from deepspeed.runtime.zero.partitioned_param_coordinator import PartitionedParameterCoordinator
 
         self.ds.destroy()  # removes the optimizer's gradient hooks and ZeRO-3's module hooks
-        for hook in (self.ds.module_forward_pre_hook, self.ds.module_forward_post_hook):
+        # DeepSpeed internals (0.19.8), each looked up defensively: in another version a missing one
+        # must cost memory at worst, never fail a stage whose model is already written.
+        for hook in (getattr(self.ds, "module_forward_pre_hook", None), getattr(self.ds, "module_forward_post_hook", None)):
             if hook is not None:  # the engine's own, left by destroy(); ZeRO-3 parameters reach the wrapper
                 hook.remove()
-        stack = parameter_offload.FWD_MODULE_STACK
-        stack[:] = [module for module in stack if module is not self.ds.module]
-        memoised = PartitionedParameterCoordinator._PartitionedParameterCoordinator__params_to_release
-        for cell in memoised.__closure__ or ():  # under DeepSpeed's NVTX wrapper; other engines recompute
-            if hasattr(cell.cell_contents, "cache_clear"):
+        stack = getattr(parameter_offload, "FWD_MODULE_STACK", None)
+        if isinstance(stack, list):
+            stack[:] = [module for module in stack if module is not self.ds.module]
+        memoised = getattr(PartitionedParameterCoordinator, "_PartitionedParameterCoordinator__params_to_release", None)
+        for cell in getattr(memoised, "__closure__", None) or ():  # under DeepSpeed's NVTX wrapper
+            if hasattr(cell.cell_contents, "cache_clear"):  # other live engines just recompute
                 cell.cell_contents.cache_clear()
         for param in self.model.parameters():
             param.__dict__.pop("_z3_optimizer", None)
