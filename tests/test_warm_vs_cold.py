@@ -6,11 +6,11 @@ experiment validated against the recipe schema, the best-init choice and the JSO
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from helpers.benchmarks import load_benchmark
 
 from langadapt.evaluation.cold_twin import (
     cold_twin_overrides,
@@ -28,14 +28,7 @@ DEMO_DIMS = ModelDims(name="demo", hidden=128, layers=4, heads=4, kv_heads=2, ff
 """recipes/tiny_english_source.yaml's architecture with the demo's 4096-token vocabulary."""
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("warm_vs_cold", REPO / "benchmarks" / "warm_vs_cold.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _benchmark()
+bench = load_benchmark("warm_vs_cold")
 
 
 def test_stage1_step_costs_the_frozen_body_discount():

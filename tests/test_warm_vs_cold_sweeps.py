@@ -6,12 +6,12 @@ benchmark's reading of a stage's metrics rows.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 from pathlib import Path
 
 import pytest
+from helpers.benchmarks import load_benchmark
 
 from langadapt.context import StageContext
 from langadapt.data.config import DataConfig
@@ -22,14 +22,7 @@ from langadapt.recipe import load_recipe
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("warm_vs_cold", REPO / "benchmarks" / "warm_vs_cold.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _benchmark()
+bench = load_benchmark("warm_vs_cold")
 
 
 def _recipe(plan: dict, variant: str):
