@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import multiproc as mp
 from pydantic import ValidationError
 
 from langadapt import pipeline
@@ -170,9 +171,11 @@ def test_pinned_means_a_commit_or_a_local_folder(hub_folder: Path) -> None:
 def test_dry_run_of_the_7b_recipe_lists_its_hub_sources(tmp_path: Path) -> None:
     hplt = tmp_path / "nb_1.jsonl.zst"
     hplt.write_bytes(b"")
+    # mp.env(): without the WORLD_SIZE=1 etc. an in-process DeepSpeed test may have exported, which
+    # would size the budget for one process instead of the recipe's 64 ranks (CI, test order).
     result = subprocess.run([sys.executable, "-m", "langadapt.cli", "run", "recipes/norwegian_warm.yaml", "--dry-run",
                              "--set", f"data.sources[0].path={hplt}"],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
+                            check=False, cwd=REPO, capture_output=True, text=True, timeout=300, env=mp.env())
     assert result.returncode == 0, result.stderr
     listed = result.stdout.split("sources:\n", 1)[1].splitlines()
     assert [line.split()[0] for line in listed] == ["hplt_no", "culturax_no", "culturax_nn", "ncc", "code"]
