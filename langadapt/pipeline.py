@@ -102,12 +102,24 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         Stage("data", ("data",), data, ignores=("data.document_masking",)),
         Stage("tokenizer", ("tokenizer", "base_model"), tokenizer),
         Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
-        Stage("stage1", ("stage1", "engine", "data.document_masking"), training("stage1"), stage1_skip),
+        Stage("stage1", ("stage1", "engine", "data.document_masking"), training("stage1"), stage1_skip,
+              ignores=monitoring_keys("stage1")),
         Stage("stage2", ("stage2", "engine", "data.document_masking"), training("stage2"),
-              None if recipe.stage2.enabled else "stage2.enabled is false"),
+              None if recipe.stage2.enabled else "stage2.enabled is false", ignores=monitoring_keys("stage2")),
         Stage("evaluate", ("evaluation",), evaluate),
         Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
     ]
+
+
+MONITORING_KEYS = ("checkpoint", "log_every", "loggers", "validation", "profile_steps")
+"""Training-stage keys that change how a run is watched and saved, not the model it trains: out of
+the fingerprint, so that editing them (checkpoint more often, another logger) resumes a stage from
+its checkpoints instead of discarding its partial work, and a new key of this kind with a default
+does not re-run finished stages."""
+
+
+def monitoring_keys(stage_name: str) -> tuple[str, ...]:
+    return tuple(f"{stage_name}.{key}" for key in MONITORING_KEYS)
 
 
 def select_stages(names: list[str], only: str | None, start: str | None, until: str | None) -> list[str]:

@@ -184,3 +184,19 @@ def test_fetched_sources_do_not_change_the_fingerprint_once_fetched(tmp_path: Pa
     target.write_bytes(b"fetched later")
     after = pipeline.fingerprints(loaded, pipeline.stage_table(loaded.recipe))
     assert before == after
+
+
+@pytest.mark.parametrize("change, retrains", [
+    ("stage2.checkpoint.every_steps=7", False), ("stage2.checkpoint.at_end=false", False),
+    ("stage2.log_every=3", False), ("stage2.loggers=[]", False), ("stage2.validation.every_steps=5", False),
+    ("stage2.profile_steps=[2, 3]", False), ("stage2.steps=9", True), ("stage2.optimizer.lr=0.5", True),
+])
+def test_watching_and_saving_keys_leave_the_training_fingerprints(tmp_path: Path, change: str, retrains: bool) -> None:
+    """Checkpoint cadence, logging, validation and profiling do not change the trained model: editing
+    them mid-run must resume the stage (a changed print discards its partial work), not re-train it."""
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.format(root=tmp_path))
+    prints = [pipeline.fingerprints(loaded, pipeline.stage_table(loaded.recipe))
+              for loaded in (load_recipe(path), load_recipe(path, [change]))]
+    assert prints[0]["stage1"] == prints[1]["stage1"]
+    assert (prints[0]["stage2"] != prints[1]["stage2"]) == retrains
