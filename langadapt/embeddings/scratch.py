@@ -35,9 +35,11 @@ def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int)
 
 
 def run_scratch(architecture: dict[str, Any] | None, ctx: StageContext) -> dict[str, Any]:
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
-    tokenizer = AutoTokenizer.from_pretrained(ctx.layout.tokenizer.tokenizer)
+    from langadapt.tokenizer.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(ctx.layout.tokenizer.tokenizer, what="the tokenizer stage's output")
     if architecture is None:  # scratch with the architecture of a given base model
         architecture = AutoConfig.from_pretrained(ctx.base_model).to_dict()
     model = build_scratch_model(architecture, tokenizer, ctx.seed)

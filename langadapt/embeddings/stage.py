@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from langadapt.context import StageContext
 from langadapt.data.documents import iter_split
@@ -22,6 +22,7 @@ from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import build_mapping
 from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
+from langadapt.tokenizer.loading import load_tokenizer
 
 CORPUS_METHODS = ("focus", "align")
 
@@ -42,8 +43,8 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     """Initialise the base model's embeddings for the new tokenizer; returns a small summary."""
     base = _folder(ctx.base_model, "base model folder (model.base)")
     tokenizer_dir = _folder(ctx.layout.tokenizer.tokenizer, "the tokenizer stage's output")
-    old_tokenizer = AutoTokenizer.from_pretrained(base)
-    new_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    old_tokenizer = load_tokenizer(base, what="base_model.path")
+    new_tokenizer = load_tokenizer(tokenizer_dir, what="the tokenizer stage's output")
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
 
     corpus = None

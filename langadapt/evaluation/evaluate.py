@@ -66,13 +66,15 @@ def load_model(spec: ModelSpec, config: EvaluationConfig) -> tuple[Any, Any]:
         return spec
     if callable(spec):
         return spec()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from langadapt.tokenizer.loading import load_tokenizer
 
     path, device = Path(spec), resolve_device(config)
     if not (path / "config.json").is_file():
         raise LangadaptError(f"{path}: not a Hugging Face model folder (no config.json)")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(config, device)).to(device).eval()
-    return model, AutoTokenizer.from_pretrained(path)
+    return model, load_tokenizer(path, what="model")
 
 
 def _tokenizer_id(tokenizer: Any) -> str:

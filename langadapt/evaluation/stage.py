@@ -43,12 +43,11 @@ def random_init_model(base: Path, init: Path, config: EvaluationConfig, seed: in
     """A builder for `init_random`: the base model moved to the new tokenizer with `random` rows."""
 
     def build() -> tuple[Any, Any]:
-        from transformers import AutoTokenizer
-
         from langadapt.embeddings import EmbeddingConfig, transfer_embeddings
+        from langadapt.tokenizer.loading import load_tokenizer
 
         model, old_tokenizer = load_model(base, config)
-        new_tokenizer = AutoTokenizer.from_pretrained(init)
+        new_tokenizer = load_tokenizer(init, what="initialised model")
         dtype = next(model.parameters()).dtype
         # Surgery in float32 (the mean/covariance of the source rows), then back to the eval dtype.
         model, _ = transfer_embeddings(

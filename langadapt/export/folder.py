@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from langadapt.errors import LangadaptError
+
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 log = logging.getLogger("langadapt")
@@ -36,11 +38,11 @@ def carried_chat_template(base_folder: str | None, vocab: dict[str, int]) -> str
     with a warning saying which)."""
     if not base_folder:
         return None
-    from transformers import AutoTokenizer
+    from langadapt.tokenizer.loading import load_tokenizer
 
     try:
-        base = AutoTokenizer.from_pretrained(base_folder)
-    except (OSError, ValueError):  # a base without a tokenizer (a bare config): nothing to carry
+        base = load_tokenizer(base_folder)
+    except LangadaptError:  # a base without a tokenizer (a bare config): nothing to carry
         return None
     template = base.chat_template
     if not template:
@@ -88,9 +90,11 @@ def _portable_model_config(folder: Path) -> None:
 def write_model_folder(model: torch.nn.Module, tokenizer_source: Path, base_folder: str | None,
                        folder: Path, dtype: str, max_shard_size: str) -> dict[str, Any]:
     """Save `model` (cast to `dtype`) and the run's tokenizer into `folder`; returns what was set."""
-    from transformers import AutoTokenizer, GenerationConfig
+    from transformers import GenerationConfig
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    from langadapt.tokenizer.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_source)
     length = context_length(model.config)
     if length is not None:
         tokenizer.model_max_length = length

@@ -53,12 +53,6 @@ def load_base_tokenizer(base_model: str | None) -> Any | None:
     """The base model's fast tokenizer, or None for scratch runs."""
     if base_model is None:
         return None
-    from transformers import AutoTokenizer
+    from langadapt.tokenizer.loading import load_tokenizer
 
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(base_model)
-    except (OSError, ValueError) as exc:
-        raise LangadaptError(f"base_model.path {base_model}: no loadable tokenizer ({exc})") from None
-    if not hasattr(tokenizer, "backend_tokenizer"):
-        raise LangadaptError(f"base_model.path {base_model}: tokenizer is not a fast (tokenizers) tokenizer")
-    return tokenizer
+    return load_tokenizer(base_model, what="base_model.path")

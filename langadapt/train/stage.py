@@ -102,9 +102,8 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
         ctx.out.mkdir(parents=True, exist_ok=True)
         (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
         return {"enabled": False}
-    from transformers import AutoTokenizer
-
     from langadapt.data.stream import build_stream
+    from langadapt.tokenizer.loading import load_tokenizer
 
     dist = dist or DistInfo.from_env()
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
@@ -124,7 +123,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
                           config.seq_len, config.steps * global_batch, seed, force=force_epochs,
                           document_masking=document_masking)
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(ctx, init))  # saved beside the model by fit
+    tokenizer = load_tokenizer(tokenizer_dir(ctx, init))  # saved beside the model by fit
     validation = build_validation(stage_name, config, engine, ctx, tokenizer, trained, dist, stream.position_ids)
     try:
         result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name,

@@ -1,0 +1,57 @@
+"""Load any model folder's tokenizer as a `tokenizers` fast tokenizer: the one loader every stage uses.
+
+Vocabulary surgery, tokenizer inheritance and pre-tokenisation all read the tokenizer's pipeline
+(`tokenizer.json`: normaliser, pre-tokeniser, BPE model, byte fallback), so they need a fast
+tokenizer. `AutoTokenizer` does not always return one: it picks a backend from `config.json`
+and from which files exist, and a Mistral Hub repository that ships `tekken.json` beside
+`tokenizer.json` (Mistral-Nemo-Base-2407) loads as `MistralCommonBackend` whenever
+`mistral-common` is installed (it comes with vLLM). That backend is the same vocabulary without
+the pipeline. Here the fast tokenizer is built from `tokenizer.json` when the folder has one,
+converted from `tekken.json` when that is all there is, and `AutoTokenizer` decides otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from langadapt.errors import LangadaptError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
+
+
+def is_fast(tokenizer: object) -> bool:
+    """Whether `tokenizer` is backed by a `tokenizers` pipeline (what every stage reads)."""
+    return getattr(tokenizer, "backend_tokenizer", None) is not None
+
+
+def load_tokenizer(folder: Path | str, what: str = "tokenizer") -> PreTrainedTokenizerFast:
+    """The fast tokenizer of a model folder; `what` names the folder in the error (e.g. "base_model.path")."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    path = Path(folder)
+    try:
+        if (path / "tekken.json").is_file():
+            if (path / "tokenizer.json").is_file():  # tokenizer_config.json's specials and flags still apply
+                return PreTrainedTokenizerFast.from_pretrained(path)
+            return _convert_tekken(path / "tekken.json", what)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise LangadaptError(f"{what} {path}: no loadable tokenizer ({exc})") from None
+    if is_fast(tokenizer):
+        return tokenizer
+    if (path / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    raise LangadaptError(f"{what} {path}: the tokenizer loads as {type(tokenizer).__name__}, not a fast "
+                         "(tokenizers) tokenizer, and the folder has no tokenizer.json to load instead")
+
+
+def _convert_tekken(path: Path, what: str) -> PreTrainedTokenizerFast:
+    """A Tekken vocabulary converted by transformers' own converter (transformers >= 5)."""
+    try:
+        from transformers.integrations.mistral import convert_tekken_tokenizer
+    except ImportError:
+        raise LangadaptError(f"{what} {path.parent}: only tekken.json and this transformers cannot convert it "
+                             "(needs transformers >= 5, or save the tokenizer as tokenizer.json)") from None
+    return convert_tekken_tokenizer(str(path))
