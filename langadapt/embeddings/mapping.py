@@ -3,12 +3,14 @@
 For each new token, in order of preference:
 - special token: the old token with the same role (bos/eos/pad/unk), else the old special with
   the same content, else "fallback";
-- "copied": an old token stands for exactly the same bytes;
-- "decomposed": the old tokenizer's own pieces for the token's text (encoded WITHOUT special
-  tokens), accepted only when they spell exactly the token's bytes; when they do not (a token
-  that is not valid UTF-8 on its own, a SentencePiece dummy prefix, a normaliser), the bytes are
-  segmented into the fewest old pieces instead (every byte exists in byte-level and
-  byte-fallback vocabularies, so this always succeeds there);
+- "copied": an old token is the same token: the same bytes and, for SentencePiece byte-fallback
+  pieces, the same kind (`<0x61>` keeps the row of `<0x61>`, not the row of `a`);
+- "decomposed": the old tokenizer's own pieces for the token, from its model applied to the
+  token's bytes spelled the old way (`_own_pieces`: what the base tokenizer gives the token
+  inside a word), accepted only when they spell exactly the token's bytes; when they do not (a
+  token that is not valid UTF-8 on its own, an unknown piece), the bytes are segmented into the
+  fewest old pieces instead (every byte exists in byte-level and byte-fallback vocabularies, so
+  this always succeeds there);
 - "fallback": nothing fits (e.g. a byte missing from an old vocabulary without byte fallback);
   the methods give such rows the mean row. No token ever ends with an empty piece list and a
   NaN mean (the bare-space pitfall).
@@ -20,7 +22,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from transformers import PreTrainedTokenizerBase
 
@@ -134,25 +136,43 @@ def _join(ids: list[int], old: VocabView) -> bytes | None:
     return None if any(p is None for p in parts) else b"".join(parts)  # type: ignore[arg-type]
 
 
+def _own_pieces(nid: int, new: VocabView, old: VocabView, model: Any) -> list[int] | None:
+    """The old tokenizer's pieces for a new token's bytes, from its own BPE/Unigram model.
+
+    The token's bytes are spelled the old vocabulary's way and given to the old MODEL, not to
+    the whole tokenizer: the normaliser and pre-tokeniser of a SentencePiece base would prepend
+    a dummy `▁` (" pakke" becomes `▁▁`,`p`,`ak`,`ke` instead of `▁p`,`ak`,`ke`), and a new token is
+    by construction one pre-token, which is exactly what the model sees inside a word.
+    """
+    spelled = old.spell(new.token_bytes[nid])  # type: ignore[arg-type]
+    if model is None or not spelled:
+        return None
+    ids = [token.id for token in model.tokenize(spelled)]
+    return ids if ids and _join(ids, old) == new.token_bytes[nid] else None
+
+
 def _decompose(
     pending: list[int], new: VocabView, old: VocabView, old_tokenizer: PreTrainedTokenizerBase
 ) -> dict[int, tuple[Status, list[int], str]]:
     """Old pieces for tokens without an exact match (see the module docstring)."""
+    backend = getattr(old_tokenizer, "backend_tokenizer", None)
+    model = backend.model if backend is not None else None
     results: dict[int, tuple[Status, list[int], str]] = {}
     texts: dict[int, str] = {}
     for nid in pending:
-        try:
+        pieces = _own_pieces(nid, new, old, model)
+        if pieces is not None:
+            results[nid] = ("decomposed", pieces, "")
+            continue
+        try:  # a slow tokenizer, or a vocabulary spelled in a way `spell` does not know
             texts[nid] = new.token_bytes[nid].decode("utf-8")  # type: ignore[union-attr]
         except UnicodeDecodeError:
             pass  # half a character: only the byte segmentation below can place it
     if texts:
         encoded = old_tokenizer(list(texts.values()), add_special_tokens=False)["input_ids"]
         for nid, ids in zip(texts, encoded):
-            target, got = new.token_bytes[nid], _join(ids, old)
-            if ids and got == target:
-                results[nid] = ("decomposed", list(ids), "")
-            elif len(ids) > 1 and got == b" " + target and old.token_bytes[ids[0]] == b" ":
-                results[nid] = ("decomposed", list(ids[1:]), "dummy prefix dropped")
+            if ids and _join(ids, old) == new.token_bytes[nid]:
+                results[nid] = ("decomposed", list(ids), "encoded as text")
     index = old.byte_index()
     max_len = max((len(b) for b in index), default=1)
     for nid in pending:
@@ -171,7 +191,7 @@ def build_mapping(
 ) -> VocabMapping:
     """Map every token of `new_tokenizer` to pieces of `old_tokenizer` (module docstring)."""
     old, new = vocab_view(old_tokenizer), vocab_view(new_tokenizer)
-    index = old.byte_index()
+    same = old.token_index()
     n = len(new)
     mapping = VocabMapping(
         old_size=len(old),
@@ -188,8 +208,10 @@ def build_mapping(
             mapping.status[i], mapping.pieces[i], mapping.notes[i] = _map_special(i, new, old)
         elif not b:
             mapping.notes[i] = "empty or missing token"
-        elif b in index:
-            mapping.status[i], mapping.pieces[i] = "copied", [index[b]]
+        elif (key := (b, i in new.byte_fallback_ids)) in same or (b, not key[1]) in same:
+            # the same token keeps its row (`<0x61>` its own, not `a`'s); else the same bytes spelled
+            # as the other kind (a byte-level base's byte token for a new `<0x61>`)
+            mapping.status[i], mapping.pieces[i] = "copied", [same.get(key, same.get((b, not key[1])))]
         else:
             pending.append(i)
     for i, (status, pieces, note) in _decompose(pending, new, old, old_tokenizer).items():

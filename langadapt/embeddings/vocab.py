@@ -22,7 +22,8 @@ from transformers.convert_slow_tokenizer import bytes_to_unicode
 Kind = Literal["byte_level", "sentencepiece", "plain"]
 ROLES = ("bos", "eos", "pad", "unk")
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-_UNICODE_TO_BYTE = {ch: b for b, ch in bytes_to_unicode().items()}
+_BYTE_TO_UNICODE = bytes_to_unicode()
+_UNICODE_TO_BYTE = {ch: b for b, ch in _BYTE_TO_UNICODE.items()}
 
 
 @dataclass
@@ -41,16 +42,18 @@ class VocabView:
     """Role (bos/eos/pad/unk) -> id, for the roles the tokenizer defines."""
     byte_fallback_ids: set[int] = field(default_factory=set)
     """Ids of `<0xNN>` byte-fallback pieces (SentencePiece style)."""
+    replacement: str = "\u2581"
+    """The character a SentencePiece-style vocabulary writes for a space."""
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def byte_index(self) -> dict[bytes, int]:
-        """Bytes -> id of the regular token spelling them.
+        """Bytes -> id of the token the tokenizer itself would use for them (for segmenting text).
 
-        When several tokens spell the same bytes (SentencePiece `▁` and `<0x20>`), the ordinary
-        piece wins over the byte-fallback one and the lower id wins among equals, so the choice
-        is deterministic.
+        When several tokens spell the same bytes (SentencePiece `a` and `<0x61>`), the ordinary
+        piece wins: the base tokenizer only falls back to bytes for characters it has no piece
+        for, so `<0x61>` never occurs in its output. The lower id wins among equals.
         """
         index: dict[bytes, int] = {}
         for i, b in enumerate(self.token_bytes):
@@ -60,6 +63,34 @@ class VocabView:
             if prev is None or (prev in self.byte_fallback_ids and i not in self.byte_fallback_ids):
                 index[b] = i
         return index
+
+    def token_index(self) -> dict[tuple[bytes, bool], int]:
+        """(bytes, is byte-fallback) -> id: the SAME token in another vocabulary.
+
+        `<0x61>` and `a` stand for the same byte but are different rows of a SentencePiece model
+        (the first carries "a byte of a character I have no piece for", the second the letter);
+        a token present in both vocabularies must keep its own row, so the lookup keeps them apart.
+        """
+        index: dict[tuple[bytes, bool], int] = {}
+        for i, b in enumerate(self.token_bytes):
+            if b is not None:
+                index.setdefault((b, i in self.byte_fallback_ids), i)
+        return index
+
+    def spell(self, data: bytes) -> str | None:
+        """`data` written the way this vocabulary writes its tokens (`Ġ`/`▁` for spaces), or None.
+
+        Feeding this to the tokenizer's MODEL (BPE merges, byte fallback) gives the pieces the
+        tokenizer produces for these bytes inside a word, without the normaliser or
+        pre-tokeniser adding a dummy prefix: the base tokenizer's own pieces for a new token.
+        """
+        if self.kind == "byte_level":
+            return "".join(_BYTE_TO_UNICODE[b] for b in data)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # half a character: only a byte segmentation can place it
+        return text.replace(" ", self.replacement) if self.kind == "sentencepiece" else text
 
 
 def _pipeline(tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
@@ -118,7 +149,7 @@ def vocab_view(tokenizer: PreTrainedTokenizerBase) -> VocabView:
     tokens = tokenizer.convert_ids_to_tokens(list(range(size)))
     added = tokenizer.added_tokens_decoder
     special_ids = set(tokenizer.all_special_ids) | {i for i, t in added.items() if t.special}
-    view = VocabView(kind=kind, tokens=list(tokens), token_bytes=[None] * size)
+    view = VocabView(kind=kind, tokens=list(tokens), token_bytes=[None] * size, replacement=replacement)
     for i, token in enumerate(tokens):
         if token is None:
             continue
