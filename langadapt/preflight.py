@@ -26,7 +26,7 @@ from langadapt.runtime.placement import training_world_size
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.json")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 ALL_STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
 
@@ -90,6 +90,13 @@ def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, wo
     report.raise_first()
 
 
+def _transformers_converts_tekken() -> bool:
+    """Whether the installed transformers has its tekken.json converter (5.x), without importing it."""
+    spec = importlib.util.find_spec("transformers")
+    return spec is not None and spec.origin is not None and (
+        Path(spec.origin).parent / "integrations" / "mistral").is_dir()
+
+
 def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tuple[dict | None, dict | None]:
     """(config.json as a dict, tokenizer.json as a dict) of the base model, where they can be read."""
     spec = recipe.base_model
@@ -108,10 +115,13 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
     if not present:
         report.add(("base_model", "path"), f"{folder} has no tokenizer files "
-                   "(tokenizer.json, tokenizer.model, or vocab.json + merges.txt)")
+                   "(tokenizer.json, tokenizer.model, tekken.json, or vocab.json + merges.txt)")
     elif present == ["tokenizer.model"] and importlib.util.find_spec("sentencepiece") is None:
         report.add(("base_model", "path"), f"{folder} has only a SentencePiece tokenizer.model: "
                    "pip install sentencepiece (or save the tokenizer as tokenizer.json)")
+    elif present == ["tekken.json"] and not _transformers_converts_tekken():
+        report.add(("base_model", "path"), f"{folder} has only a Mistral tekken.json, which this transformers "
+                   "cannot convert: pip install 'transformers>=5' (or save the tokenizer as tokenizer.json)")
     tokenizer = None
     if "tokenizer.json" in present:
         tokenizer = _read_json(folder / "tokenizer.json", ("base_model", "path"), report, missing="")
