@@ -183,3 +183,20 @@ def test_new_tokenizer_round_trips_where_the_base_does(name, adapted_tokenizers,
             assert new.decode(new(text, add_special_tokens=False)["input_ids"]) == text
     assert [t.content for t in new.added_tokens_decoder.values()][:3] == [
         t.content for t in old.added_tokens_decoder.values()][:3]
+
+
+def test_a_qwen2_config_does_not_replace_the_folders_pipeline(bases, tmp_path):
+    """transformers 5 builds Qwen2Tokenizer's byte-level pipeline for any folder whose config.json
+    says qwen2; a SentencePiece-style tokenizer.json beside it must still encode as written."""
+    from tokenizers import Tokenizer
+
+    folder = tmp_path / "qwen2_body_sp_tokenizer"
+    folder.mkdir()
+    source = bases("mistral-sp-metaspace")
+    (folder / "tokenizer.json").write_bytes((source / "tokenizer.json").read_bytes())
+    (folder / "tokenizer_config.json").write_text(
+        '{"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}')
+    (folder / "config.json").write_text('{"model_type": "qwen2", "vocab_size": 32000}')
+    text = "Hei, pakken åpner æøå"
+    expected = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text, add_special_tokens=False).ids
+    assert load_tokenizer(folder)(text, add_special_tokens=False)["input_ids"] == expected

@@ -6,12 +6,18 @@ tokenizer. `AutoTokenizer` does not always return one: it picks a backend from `
 and from which files exist, and a Mistral Hub repository that ships `tekken.json` beside
 `tokenizer.json` (Mistral-Nemo-Base-2407) loads as `MistralCommonBackend` whenever
 `mistral-common` is installed (it comes with vLLM). That backend is the same vocabulary without
-the pipeline. Here the fast tokenizer is built from `tokenizer.json` when the folder has one,
-converted from `tekken.json` when that is all there is, and `AutoTokenizer` decides otherwise.
+the pipeline. And a `qwen2` config.json makes transformers 5 build `Qwen2Tokenizer`'s own
+byte-level pipeline around the vocabulary whatever tokenizer.json and tokenizer_config.json say,
+so a SentencePiece-style tokenizer saved beside a Qwen2 body silently encodes "å" as `Ã`,`¥`.
+Here the fast tokenizer is built from `tokenizer.json` when AutoTokenizer's choice is not a
+fast tokenizer or does not run the file's pipeline, converted from `tekken.json` when that is
+all there is, and `AutoTokenizer` decides otherwise.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +25,9 @@ from langadapt.errors import LangadaptError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
+
+log = logging.getLogger("langadapt")
+PIPELINE_PARTS = ("normalizer", "pre_tokenizer", "decoder")
 
 
 def is_fast(tokenizer: object) -> bool:
@@ -39,12 +48,28 @@ def load_tokenizer(folder: Path | str, what: str = "tokenizer") -> PreTrainedTok
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise LangadaptError(f"{what} {path}: no loadable tokenizer ({exc})") from None
-    if is_fast(tokenizer):
+    if is_fast(tokenizer) and _runs_the_files_pipeline(tokenizer, path / "tokenizer.json"):
         return tokenizer
     if (path / "tokenizer.json").is_file():
+        log.warning("%s %s: AutoTokenizer gives %s, which does not run the folder's tokenizer.json; "
+                    "loading tokenizer.json as it is", what, path, type(tokenizer).__name__)
         return PreTrainedTokenizerFast.from_pretrained(path)
     raise LangadaptError(f"{what} {path}: the tokenizer loads as {type(tokenizer).__name__}, not a fast "
                          "(tokenizers) tokenizer, and the folder has no tokenizer.json to load instead")
+
+
+def _runs_the_files_pipeline(tokenizer: PreTrainedTokenizerFast, file: Path) -> bool:
+    """Whether the loaded pipeline is the one in `file` (True when there is no file to compare)."""
+    if not file.is_file():
+        return True
+    try:
+        written = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True  # AutoTokenizer read it; a file we cannot parse is not ours to second-guess
+    loaded = json.loads(tokenizer.backend_tokenizer.to_str())
+    model_type = (written.get("model") or {}).get("type")
+    return loaded["model"].get("type") == model_type and all(
+        loaded.get(part) == written.get(part) for part in PIPELINE_PARTS)
 
 
 def _convert_tekken(path: Path, what: str) -> PreTrainedTokenizerFast:
