@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO))
 
-from langadapt.data.documents import write_documents  # noqa: E402
-from langadapt.data.shards import encode_corpus  # noqa: E402
+from langadapt.data.documents import write_documents
+from langadapt.data.shards import encode_corpus
 
 TOKENIZER = SHARED / "models" / "tiny-en-llama"
 

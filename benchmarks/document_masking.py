@@ -30,7 +30,7 @@ import torch
 from langadapt.data.stream import document_positions
 from langadapt.runtime.placement import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
-from langadapt.train.engine import build_engine
+from langadapt.train.engines import build_engine
 from langadapt.train.policy import select_trainable
 from langadapt.train.synthetic import tiny_llama
 

@@ -51,7 +51,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langadapt.runtime.distributed import destroy
-from langadapt.train.energy import energy_counter
 from langadapt.train.config import (
     CheckpointConfig,
     EngineConfig,
@@ -62,6 +61,7 @@ from langadapt.train.config import (
 )
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.loop import fit
+from langadapt.train.monitoring.energy import energy_counter
 from langadapt.train.policy import select_trainable
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -300,8 +300,8 @@ def extra_sides(args: argparse.Namespace) -> dict[str, EngineConfig]:
 
 def plan_prediction(config: dict, preset: dict, fpt: float, peak: float | None) -> dict:
     """What `langadapt plan` predicts for this model and batch (memory, and tokens/s at its MFU)."""
-    from langadapt.planning.memory import memory_per_gpu
     from langadapt.planning.hardware import get_hardware
+    from langadapt.planning.memory import memory_per_gpu
     from langadapt.planning.models import dims_from_config
     from langadapt.recipe import ClusterConfig
 

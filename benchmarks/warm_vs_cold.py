@@ -157,7 +157,7 @@ def score_checkpoints(run_dir: Path, langs: tuple[str, ...], max_bytes: int, rec
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from langadapt.rundir import RunLayout
+    from langadapt.run.layout import RunLayout
 
     layout = RunLayout(run_dir)
     texts = held_out(run_dir, langs, max_bytes)
@@ -187,11 +187,11 @@ def score_checkpoints(run_dir: Path, langs: tuple[str, ...], max_bytes: int, rec
 
 def source_passes(run_dir: Path, stages: list[str]) -> dict[str, dict[str, float]]:
     """Tokens and passes (epochs) per trained source, summed over `stages`, as the data stream
-    counted them (the last metrics row of each stage; see langadapt.train.metrics.source_progress).
+    counted them (the last metrics row of each stage; see langadapt.train.monitoring.metrics.source_progress).
 
     The epochs sweep reports these rather than the passes it aimed at: document lengths and the
     stream's packing make the measured number the honest one."""
-    from langadapt.rundir import RunLayout
+    from langadapt.run.layout import RunLayout
 
     layout, seen = RunLayout(run_dir), {}
     for stage in stages:
@@ -208,7 +208,7 @@ def held_out(run_dir: Path, langs: tuple[str, ...], max_bytes: int) -> dict[str,
     """The run's held-out documents per language, the leading `max_bytes` of each language."""
     from langadapt.data.documents import texts_by_lang
     from langadapt.evaluation.tasks import cap_bytes
-    from langadapt.rundir import RunLayout
+    from langadapt.run.layout import RunLayout
 
     texts = texts_by_lang(RunLayout(run_dir).data.root, "valid")
     return {lang: cap_bytes(texts[lang], max_bytes) for lang in langs if lang in texts}
@@ -239,7 +239,7 @@ def worker(args: argparse.Namespace) -> None:
 
     import torch
 
-    from langadapt.pipeline import run_pipeline
+    from langadapt.run.pipeline import run_pipeline
 
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -415,9 +415,10 @@ def main() -> None:
 
 def run_all(args, plan: dict[str, Any], results: dict[str, Any]) -> None:
     reference = reference_recipe(plan)
-    from langadapt.base_model import resolve_base_model
+    from langadapt.run.base_model import resolve_base_model
+    from langadapt.run.pipeline import run_pipeline
 
-    base_model = Path(resolve_base_model(reference))  # the demo's base is built once, here
+    base_model = Path(resolve_base_model(reference, build=run_pipeline))  # the demo's base is built once, here
     dims = recipe_dims(reference)
     budget = run_flops(dims, reference)
     results.update(merge_results(args.results, {

@@ -80,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from langadapt.pipeline import run_pipeline
     from langadapt.recipe import Recipe, load_recipe
-    from langadapt.recipe_docs import explain
+    from langadapt.recipe.reference import explain
+    from langadapt.run.pipeline import run_pipeline
 
     loaded = load_recipe(args.recipe, args.overrides)
     if args.explain:
@@ -131,7 +131,7 @@ def default_eval_out(target: Path, name: str | None = None) -> Path:
     untouched (it may be read-only, or be uploaded to the Hub as it is). The name is `--name`, else
     the run and stage the folder came from (`eval_demo_stage2`, not one `eval_model` for all)."""
     from langadapt.evaluation.naming import derived_name, out_folder_name
-    from langadapt.rundir import RunLayout
+    from langadapt.run.layout import RunLayout
 
     if (target / "config.json").is_file():
         return Path(out_folder_name(name or derived_name(target)))
@@ -146,13 +146,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     before any export or upload work. The push is not part of the export's inputs: pushing a
     finished export re-uses it as it is (hand-edited card included) after checking that what the
     export verified is unchanged."""
-    from langadapt.base_model import resolve_base_model
     from langadapt.export.hub import check_push, push
     from langadapt.export.provenance import RunFacts
     from langadapt.export.stage import export_checkpoint, require_trained, verified_for_push
-    from langadapt.pipeline import run_pipeline
     from langadapt.recipe import load_recipe
-    from langadapt.rundir import RunLayout
+    from langadapt.run.base_model import resolve_base_model
+    from langadapt.run.layout import RunLayout
+    from langadapt.run.pipeline import run_pipeline
 
     loaded = load_recipe(args.recipe, args.overrides)
     recipe = loaded.recipe
@@ -165,7 +165,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     revision = args.revision
     if args.checkpoint:
         paths = export_checkpoint(args.checkpoint, layout, recipe.export, RunFacts.from_recipe(recipe),
-                                  resolve_base_model(recipe, build=False), args.overwrite)
+                                  resolve_base_model(recipe, build=None), args.overwrite)
         revision = revision or paths.root.name  # never over the final model on main
         print(f"exported {args.checkpoint} to {paths.model}")
     else:
@@ -220,7 +220,7 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 
 def cmd_reference(args: argparse.Namespace) -> int:
     from langadapt.recipe import Recipe
-    from langadapt.recipe_docs import markdown_reference
+    from langadapt.recipe.reference import markdown_reference
 
     print(markdown_reference(Recipe))
     return 0
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         latch_stop_signals()  # before anything slow: Slurm's warning may come while torch imports
-    from langadapt.logs import setup_logging
+    from langadapt.runtime.logs import setup_logging
 
     setup_logging(debug=args.debug)
     try:

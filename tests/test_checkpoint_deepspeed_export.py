@@ -82,7 +82,7 @@ def test_a_checkpoint_with_no_weights_is_one_clear_error(tmp_path: Path) -> None
 def test_zero_shards_are_counted_with_and_without_the_bf16_prefix(tmp_path: Path) -> None:
     """bf16 runs (the GPU default) write `bf16_zero_pp_rank_*` shards: a count of 0 would skip the
     world-size check on resume and read a ZeRO checkpoint as a ZeRO-0 one on export."""
-    from langadapt.train.ds_engine import zero_shard_count
+    from langadapt.train.engines.deepspeed_engine import zero_shard_count
 
     for rank in range(2):
         (tmp_path / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").touch()

@@ -16,14 +16,14 @@ import pytest
 from helpers import multiproc as mp
 from pydantic import ValidationError
 
-from langadapt import pipeline
-from langadapt.context import StageContext
 from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import read_documents
 from langadapt.data.sources import iter_texts
 from langadapt.data.stage import run as run_data
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
+from langadapt.run import pipeline
+from langadapt.run.context import StageContext
 
 REPO = Path(__file__).resolve().parents[1]
 README = """\

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from langadapt.context import StageContext
 from langadapt.data import shards
 from langadapt.data.config import DataConfig
 from langadapt.data.documents import read_documents
@@ -18,8 +17,9 @@ from langadapt.data.encoders import EncoderSpec, build_encoder, choose_encoder, 
 from langadapt.data.shards import encode_corpus, shard_dtype
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 
-WORDS = "blåbær ørret ærlig og i det som er på en til av for med har ikke den jeg 2024 tekst, «sitat»".split()
+WORDS = ["blåbær", "ørret", "ærlig", "og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "2024", "tekst,", "«sitat»"]
 
 
 def _texts(n: int, seed: int = 0) -> list[str]:

@@ -105,7 +105,7 @@ def test_binary_and_unreadable_files(tmp_path: Path) -> None:
 
 def test_non_utf8_reported_with_file_and_byte_offset_and_handled_per_policy(tmp_path: Path) -> None:
     path = tmp_path / "latin1.txt"
-    path.write_bytes("god dag\n\n".encode() + "blåbær\n\nsiste\n".encode("latin-1"))
+    path.write_bytes(b"god dag\n\n" + "blåbær\n\nsiste\n".encode("latin-1"))
     with pytest.raises(LangadaptError) as err:
         _read(path)
     message = str(err.value)

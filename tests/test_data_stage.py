@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.context import StageContext
 from langadapt.data.config import DataConfig
 from langadapt.data.documents import read_documents
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 
-WORDS = "og i det som er på en til av for med har ikke den jeg de at seg så kan".split()
+WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "de", "at", "seg", "så", "kan"]
 
 
 def _corpus(n: int, seed: int = 0) -> list[str]:

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError

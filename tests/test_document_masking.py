@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from test_data_stream import make_shards
 
 from langadapt.data.stream import build_stream, document_positions
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
 from langadapt.runtime.placement import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
-from langadapt.train.engine import build_engine
+from langadapt.train.engines import build_engine
 from langadapt.train.fastpath import CausalLMLoss, check_document_masking, model_inputs
 from langadapt.train.policy import select_trainable
 from langadapt.train.synthetic import tiny_llama
-from test_data_stream import make_shards
 
 EOS, VOCAB = 0, 64
 CPU_ATTENTION = ["eager", "sdpa"]
@@ -106,7 +106,7 @@ def test_the_loss_module_flattens_rows_for_flash_attention() -> None:
 
 
 def test_flipping_masking_reruns_training_but_not_the_data(tmp_path: Path) -> None:
-    from langadapt import pipeline
+    from langadapt.run import pipeline
 
     recipe = tmp_path / "r.yaml"
     body = (Path(__file__).parent.parent / "recipes" / "tiny_norwegian_warm.yaml").read_text()

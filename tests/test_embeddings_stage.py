@@ -8,11 +8,11 @@ import pytest
 from test_embeddings_support import EN_TEXT, NB_TEXT, byte_level_tokenizer, tiny_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from langadapt.context import StageContext
 from langadapt.data.documents import write_documents
 from langadapt.embeddings import EmbeddingConfig
 from langadapt.embeddings.stage import run
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 
 
 def _docs(texts, lang, role):

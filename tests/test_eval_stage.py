@@ -12,11 +12,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from langadapt.context import StageContext
 from langadapt.data.documents import write_documents
 from langadapt.evaluation import EvaluationConfig, evaluate_cli, tables
 from langadapt.evaluation.render import visible
 from langadapt.evaluation.stage import run
+from langadapt.run.context import StageContext
 
 BPB_KEYS = {"bits_per_byte", "nll_nats", "bytes", "tokens", "words", "word_perplexity", "tokens_per_second"}
 

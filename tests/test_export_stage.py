@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from langadapt import cli
-from langadapt.pipeline import run_pipeline
 from langadapt.recipe import load_recipe
-from langadapt.rundir import RunLayout, is_complete
+from langadapt.run.layout import RunLayout, is_complete
+from langadapt.run.pipeline import run_pipeline
 
 pytestmark = pytest.mark.slow  # one module-scoped build of two real runs (about a minute on 2 idle cores)
 
@@ -176,10 +176,10 @@ def test_a_scratch_card_says_so_and_nothing_about_a_transfer(built: Path) -> Non
 def test_card_names_hub_base_and_datasets(built: Path, tmp_path: Path) -> None:
     from huggingface_hub import ModelCard
 
-    from langadapt.base_model import hub_repo_id
     from langadapt.export.card import Exported, build_card
     from langadapt.export.config import ExportConfig
     from langadapt.export.provenance import RunFacts, SourceFacts
+    from langadapt.run.base_model import hub_repo_id
 
     snapshot = tmp_path / "hub" / "models--my-org--base-7b" / "snapshots" / "abc123"
     snapshot.mkdir(parents=True)

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from langadapt import cli, pipeline
+from langadapt import cli
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import disk_error_line, writing
+from langadapt.run import pipeline
 from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.config import CheckpointConfig
 
@@ -61,9 +62,8 @@ def test_safetensors_error_becomes_one_line_naming_the_path(full: Path) -> None:
 
 
 def test_other_errors_pass_through_unchanged(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="a bug"):
-        with writing(tmp_path, "checkpoint"):
-            raise ValueError("a bug")
+    with pytest.raises(ValueError, match="a bug"), writing(tmp_path, "checkpoint"):
+        raise ValueError("a bug")
     assert disk_error_line(ValueError("a bug")) is None
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from langadapt import cli
-from langadapt.rundir import RunLayout
+from langadapt.run.layout import RunLayout
 from langadapt.runtime.sweep import SweepPoint, collect, write_sweep
 
 RECIPE = """\

@@ -17,7 +17,7 @@ import pytest
 from test_train_launch_slurm import CPU_NODE, _wait, slurm  # noqa: F401  (slurm is a fixture)
 
 from langadapt import cli
-from langadapt.rundir import RunLayout
+from langadapt.run.layout import RunLayout
 from langadapt.runtime.distributed import EXPORTED_ENV_VARS
 from langadapt.runtime.sweep import SweepPoint, write_sweep
 

@@ -6,13 +6,15 @@ import json
 import os
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from langadapt import pipeline, rundir
 from langadapt.errors import LangadaptError
-from langadapt.pipeline import STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
+from langadapt.run import layout as rundir
+from langadapt.run import pipeline
+from langadapt.run.pipeline import STAGES, Stage, run_pipeline
 from langadapt.runtime import signals
 
 RECIPE = """\
@@ -200,3 +202,16 @@ def test_watching_and_saving_keys_leave_the_training_fingerprints(tmp_path: Path
               for loaded in (load_recipe(path), load_recipe(path, [change]))]
     assert prints[0]["stage1"] == prints[1]["stage1"]
     assert (prints[0]["stage2"] != prints[1]["stage2"]) == retrains
+
+
+def test_stage_lines_of_a_run_inside_another_name_that_run() -> None:
+    """The base model's and the cold twin's pipelines run inside the user's run: their console
+    lines say whose they are instead of interleaving unlabelled with the user's stages."""
+    from langadapt.run.pipeline import _labelled, _stage_label
+
+    assert _stage_label("data", "demo") == "data      "
+    with _labelled(SimpleNamespace(name="demo")):
+        assert _stage_label("stage1", "demo") == "stage1    "
+        with _labelled(SimpleNamespace(name="demo_cold")):
+            assert _stage_label("stage2", "demo_cold") == "[demo_cold] stage2    "
+        assert _stage_label("export", "demo") == "export    "

@@ -8,7 +8,7 @@ import pytest
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe import Recipe, load_recipe
-from langadapt.recipe_docs import markdown_reference, reference_rows
+from langadapt.recipe.reference import markdown_reference, reference_rows
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "recipes").glob("*.yaml"))

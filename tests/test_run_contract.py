@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from langadapt import cli, contenthash, pipeline, rundir
-from langadapt.context import StageContext
+from langadapt import cli
 from langadapt.errors import LangadaptError
 from langadapt.export.stage import check_replaceable, file_hashes
-from langadapt.pipeline import STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
-from langadapt.rundir import RunLayout
+from langadapt.run import contenthash, pipeline
+from langadapt.run import layout as rundir
+from langadapt.run.context import StageContext
+from langadapt.run.layout import RunLayout
+from langadapt.run.pipeline import STAGES, Stage, run_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -254,11 +256,11 @@ def test_the_pipeline_tells_evaluation_which_models_the_recipe_makes(tmp_path: P
 
 
 def test_no_module_but_the_layout_spells_a_stage_folder() -> None:
-    """`x / "stage1"`, `stage_dir("tokenizer")`, `/ "tokens"`: paths belong to rundir.RunLayout."""
+    """`x / "stage1"`, `stage_dir("tokenizer")`, `/ "tokens"`: paths belong to run.layout.RunLayout."""
     pattern = re.compile(r"""(/\s*|stage_dir\()["'](data|tokenizer|embeddings|stage1|stage2|evaluate|export|model|tokens|checkpoints)["']""")
     # train/loop.py names the files inside the training stage's own folder (out_dir / "model",
     # "checkpoints"), the same names as RunLayout's ModelStagePaths; it is owned elsewhere for now.
-    allowed = {"rundir.py", "train/loop.py"}
+    allowed = {"run/layout.py", "train/loop.py"}
     found = []
     for path in (REPO / "langadapt").rglob("*.py"):
         name = str(path.relative_to(REPO / "langadapt"))

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from langadapt import pipeline
 from langadapt.errors import LangadaptError
-from langadapt.pipeline import STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
-from langadapt.rundir import RunLayout
-from langadapt.runlock import RunLock
+from langadapt.run import pipeline
+from langadapt.run.layout import RunLayout
+from langadapt.run.lock import RunLock
+from langadapt.run.pipeline import STAGES, Stage, run_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ tokenizer:
 HOLD = """\
 import sys, time
 from pathlib import Path
-from langadapt.runlock import RunLock
+from langadapt.run.lock import RunLock
 with RunLock(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(120)
@@ -135,7 +135,7 @@ def test_ranks_of_one_job_do_not_lock_each_other_out(recipe: Path, stubbed: list
     with RunLock(layout.lock):  # rank 0 of the job, in this process
         monkeypatch.setenv("RANK", "1")
         monkeypatch.setenv("WORLD_SIZE", "2")
-        monkeypatch.setattr("langadapt.rundir.wait_for_fingerprint", lambda folder, fingerprint: False)
+        monkeypatch.setattr("langadapt.run.layout.wait_for_fingerprint", lambda folder, fingerprint: False)
         run_pipeline(load_recipe(recipe))
         assert stubbed == ["stage1", "stage2"]  # training only: the other stages are rank 0's
         assert layout.lock.exists()

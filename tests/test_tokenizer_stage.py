@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from langadapt.context import StageContext
 from langadapt.data.documents import write_documents
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.stage import run
 

@@ -14,8 +14,8 @@ from langadapt.train.config import (
     TrainStageConfig,
     check_engine,
 )
-from langadapt.train.ds_engine import deepspeed_config
-from langadapt.train.engine import build_optimizer
+from langadapt.train.engines.base import build_optimizer
+from langadapt.train.engines.deepspeed_engine import deepspeed_config
 from langadapt.train.flops import flops_per_token
 from langadapt.train.lr import lr_at
 from langadapt.train.policy import param_groups, select_trainable

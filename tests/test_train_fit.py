@@ -20,7 +20,7 @@ from langadapt.train.config import (
     ScheduleConfig,
     TrainStageConfig,
 )
-from langadapt.train.engine import Engine
+from langadapt.train.engines.base import Engine
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -137,7 +137,7 @@ def test_a_crash_mid_write_leaves_latest_on_the_previous_complete_checkpoint(tmp
 
 def test_metrics_mfu_per_device_and_resume_drops_rows_after_the_checkpoint(tmp_path: Path) -> None:
     from langadapt.train.config import TrainStageConfig
-    from langadapt.train.metrics import Metrics, StepCost
+    from langadapt.train.monitoring.metrics import Metrics, StepCost
 
     def metrics(start: int) -> Metrics:
         return Metrics(tmp_path, TrainStageConfig(steps=4, log_every=1),

@@ -18,8 +18,8 @@ from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, ValidationConfig
 from langadapt.train.fastpath import CausalLMLoss
 from langadapt.train.loop import fit
+from langadapt.train.monitoring.validation import HeldOutSet, Validation, load_held_out
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
-from langadapt.train.validation import HeldOutSet, Validation, load_held_out
 
 VOCAB, SEQ = 128, 16
 
@@ -130,7 +130,7 @@ def test_ranks_score_disjoint_shares_padded_to_the_same_number_of_passes(tmp_pat
 
 
 def test_no_held_out_data_for_an_enabled_validation_is_a_one_line_error(tmp_path: Path, tiny_en_llama: Path) -> None:
-    from langadapt.context import StageContext
+    from langadapt.run.context import StageContext
     from langadapt.runtime.distributed import DistInfo
     from langadapt.train.stage import build_validation
 

@@ -12,17 +12,16 @@ import pytest
 import torch
 
 from langadapt.planning.models import ModelDims
-from langadapt.planning.plan import StagePlanInput, build_plan
-from langadapt.train import energy, metrics
+from langadapt.planning.plan import StagePlanInput, build_plan, plan_joules_per_step
+from langadapt.train.monitoring import energy, metrics
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.energy import (
+from langadapt.train.monitoring.energy import (
     AmdSmiCounter,
     NvmlCounter,
     RaplCounter,
     energy_counter,
-    plan_joules_per_step,
 )
-from langadapt.train.metrics import Metrics, StepCost
+from langadapt.train.monitoring.metrics import Metrics, StepCost
 
 CUDA0 = torch.device("cuda", 0)
 

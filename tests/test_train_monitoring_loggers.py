@@ -12,8 +12,8 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.loggers import RUN_IDS, open_loggers
-from langadapt.train.metrics import Metrics, StepCost
+from langadapt.train.monitoring.loggers import RUN_IDS, open_loggers
+from langadapt.train.monitoring.metrics import Metrics, StepCost
 
 CPU = torch.device("cpu")
 

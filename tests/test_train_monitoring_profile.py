@@ -10,7 +10,7 @@ import torch
 
 from langadapt.cli import main
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.metrics import Metrics, StepCost
+from langadapt.train.monitoring.metrics import Metrics, StepCost
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -96,7 +96,7 @@ def test_deepspeed_skips_a_nan_step_without_touching_weights_or_moments(tmp_path
 def test_a_failed_universal_conversion_is_one_clear_error(tmp_path: Path) -> None:
     """A checkpoint DeepSpeed's converter cannot read: one LangadaptError line, no half-written copy."""
     from langadapt.errors import LangadaptError
-    from langadapt.train.ds_engine import TAG, UNIVERSAL_TAG, convert_to_universal
+    from langadapt.train.engines.deepspeed_engine import TAG, UNIVERSAL_TAG, convert_to_universal
 
     (tmp_path / TAG).mkdir()  # no shards in it
     with pytest.raises(LangadaptError, match="converting to a universal checkpoint failed") as failed:

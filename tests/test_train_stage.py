@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from langadapt import rundir
-from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
+from langadapt.run import layout as rundir
+from langadapt.run.context import StageContext
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
 from langadapt.train.stage import run
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from helpers.benchmarks import load_benchmark
 
-from langadapt.context import StageContext
 from langadapt.data.config import DataConfig
 from langadapt.data.documents import iter_split, texts_by_lang
 from langadapt.data.stage import run as run_data_stage
 from langadapt.recipe import load_recipe
+from langadapt.run.context import StageContext
 
 REPO = Path(__file__).resolve().parents[1]
 

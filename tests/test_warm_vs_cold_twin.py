@@ -13,10 +13,10 @@ from pathlib import Path
 import yaml
 
 from langadapt.evaluation.cold_twin import run_flops, step_flops
-from langadapt.pipeline import run_pipeline
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe import load_recipe
-from langadapt.rundir import RunLayout
+from langadapt.run.layout import RunLayout
+from langadapt.run.pipeline import run_pipeline
 
 BASE = """\
 name: base

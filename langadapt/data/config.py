@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from langadapt.config_base import Config
 from langadapt.data.schedule import MAX_EPOCHS  # the one epoch cap, beside the maths it comes from
 from langadapt.errors import LangadaptError
+from langadapt.recipe.base import Config
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 

@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from langadapt.context import StageContext
 from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
 from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import write_documents
 from langadapt.data.sources import iter_texts, resolve_paths
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 
 _DONE, _ABORT = object(), object()
 

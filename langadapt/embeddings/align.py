@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from langadapt.embeddings.methods import PlanInputs, bounded_texts
-from langadapt.embeddings.plan import PlanBuilder, RowPlan, mapping_rows
+from langadapt.embeddings.plan import PlanBuilder, PlanInputs, RowPlan, bounded_texts, mapping_rows
 from langadapt.errors import LangadaptError
 
 _DOCS_PER_BATCH = 256

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from langadapt.config_base import Config
+from langadapt.recipe.base import Config
 
 Method = Literal["mean", "focus", "wechsel", "random", "align"]
 

@@ -7,31 +7,8 @@ mapping) and gives fallback and padding rows the mean row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-
-from transformers import PreTrainedTokenizerBase
-
-from langadapt.embeddings.config import EmbeddingConfig
-from langadapt.embeddings.mapping import VocabMapping
-from langadapt.embeddings.plan import PlanBuilder, RowPlan, mapping_rows
+from langadapt.embeddings.plan import PlanBuilder, PlanInputs, RowPlan, mapping_rows
 from langadapt.errors import LangadaptError
-
-
-@dataclass
-class PlanInputs:
-    """What a method may use besides the mapping."""
-
-    mapping: VocabMapping
-    rows: int
-    """Rows of the new matrices (the new vocabulary, padded)."""
-    old_rows: int
-    """Rows of the old matrices."""
-    old_tokenizer: PreTrainedTokenizerBase
-    new_tokenizer: PreTrainedTokenizerBase
-    config: EmbeddingConfig
-    corpus: Iterable[str] | None
-    seed: int
 
 
 def mean_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
@@ -54,27 +31,6 @@ def random_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
     special_set = set(specials)
     builder.mark_random([i for i in range(mapping.new_size) if i not in special_set])
     return builder.build(), {}
-
-
-def bounded_texts(corpus: Iterable[str] | None, max_mb: float, method: str) -> list[str]:
-    """At most `max_mb` megabytes (UTF-8) of non-empty texts from `corpus`, in order."""
-    if corpus is None:
-        raise LangadaptError(
-            f"embeddings.method={method!r} needs target-language text, but no corpus was given"
-        )
-    budget, texts = int(max_mb * 1e6), []
-    for text in corpus:
-        if not text:
-            continue
-        texts.append(text)
-        budget -= len(text.encode("utf-8"))
-        if budget <= 0:
-            break
-    if not texts:
-        raise LangadaptError(
-            f"embeddings.method={method!r} needs target-language text, but the corpus is empty"
-        )
-    return texts
 
 
 def build_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:

@@ -10,13 +10,17 @@ matmul instead of a Python loop over 32k rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 import torch
+from transformers import PreTrainedTokenizerBase
 
+from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import VocabMapping
+from langadapt.errors import LangadaptError
 
 USE_WEIGHTS, USE_MEAN, USE_RANDOM = 0, 1, 2
 
@@ -132,3 +136,40 @@ def apply_plan(plan: RowPlan, matrix: torch.Tensor, generator: torch.Generator) 
     if random_rows.any():
         out[random_rows] = sample_like(x, int(random_rows.sum()), generator)
     return out
+
+
+@dataclass
+class PlanInputs:
+    """What a method may use besides the mapping."""
+
+    mapping: VocabMapping
+    rows: int
+    """Rows of the new matrices (the new vocabulary, padded)."""
+    old_rows: int
+    """Rows of the old matrices."""
+    old_tokenizer: PreTrainedTokenizerBase
+    new_tokenizer: PreTrainedTokenizerBase
+    config: EmbeddingConfig
+    corpus: Iterable[str] | None
+    seed: int
+
+
+def bounded_texts(corpus: Iterable[str] | None, max_mb: float, method: str) -> list[str]:
+    """At most `max_mb` megabytes (UTF-8) of non-empty texts from `corpus`, in order."""
+    if corpus is None:
+        raise LangadaptError(
+            f"embeddings.method={method!r} needs target-language text, but no corpus was given"
+        )
+    budget, texts = int(max_mb * 1e6), []
+    for text in corpus:
+        if not text:
+            continue
+        texts.append(text)
+        budget -= len(text.encode("utf-8"))
+        if budget <= 0:
+            break
+    if not texts:
+        raise LangadaptError(
+            f"embeddings.method={method!r} needs target-language text, but the corpus is empty"
+        )
+    return texts

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 
 
 def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int) -> torch.nn.Module:

@@ -16,12 +16,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from langadapt.context import StageContext
 from langadapt.data.documents import iter_split
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import build_mapping
 from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 from langadapt.tokenizer.loading import load_tokenizer
 
 CORPUS_METHODS = ("focus", "align")

@@ -4,7 +4,7 @@ A warm run is only worth its machinery if it beats a model pretrained from scrat
 data with the same compute (the NorMistral claim). The twin is this recipe with `init: scratch`
 (same tokenizer settings, data, seed, batch and optimizer) and its stage-2 steps raised so that it
 spends the FLOPs the warm run spends in stage 1 + stage 2. It is built and cached the way the
-demo's base model is (`base_model.resolve_base_model`): by the same pipeline in its own run
+demo's base model is (`run.base_model.resolve_base_model`): the pipeline runs it in its own run
 directory, `<run_root>/<name>_cold/`, so a finished twin is a fixed point and costs nothing the
 next time; change the recipe and only the stages whose inputs changed run again.
 
@@ -67,14 +67,13 @@ def cold_twin_overrides(recipe: Recipe, dims: ModelDims) -> list[str]:
     ]
 
 
-def cold_twin_models(recipe: Recipe, base_model: str | None) -> dict[str, Path]:
-    """{"cold": the twin's final model} when `evaluation.cold_baseline` asks for it, else {}.
+def cold_twin_recipe(recipe: Recipe, base_model: str | None) -> LoadedRecipe | None:
+    """The twin's recipe when `evaluation.cold_baseline` asks for one, else None; the pipeline runs it.
 
     Only a warm run with suites to score has a twin (a scratch run is its own cold baseline)."""
     if not (recipe.evaluation.cold_baseline and recipe.evaluation.suites and recipe.init == "warm" and base_model):
-        return {}
-    from langadapt.pipeline import run_pipeline  # the twin's own pipeline, as base_model does
-    from langadapt.rundir import RunLayout
+        return None
+    from langadapt.run.layout import RunLayout
 
     # The warm run's own step-0 model has the dims both runs train: the base body, the new vocabulary.
     overrides = cold_twin_overrides(recipe, load_model_dims(RunLayout(recipe.run_dir).embeddings.model))
@@ -83,6 +82,4 @@ def cold_twin_models(recipe: Recipe, base_model: str | None) -> dict[str, Path]:
     twin = LoadedRecipe(Recipe.model_validate(tree), RunLayout(recipe.run_dir).resolved_recipe, tree,
                         {"inherited": [], "overridden": []})
     log.info("cold twin: %s (%s)", twin.recipe.run_dir, " ".join(f"--set {o}" for o in overrides))
-    run_pipeline(twin, force=False)
-    return {"cold": RunLayout(twin.recipe.run_dir).stage2.model}
-
+    return twin

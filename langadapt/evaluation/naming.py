@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.rundir import MODEL_STAGES, RunLayout
+from langadapt.run.layout import MODEL_STAGES, RunLayout
 
 
 def derived_name(path: Path) -> str:

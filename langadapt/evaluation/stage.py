@@ -23,7 +23,6 @@ from typing import Any
 
 import yaml
 
-from langadapt.context import StageContext
 from langadapt.data.documents import texts_by_lang
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
@@ -32,7 +31,8 @@ from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.training import planned_energy
-from langadapt.rundir import MODEL_STAGES, TRAINING_STAGES, RunLayout
+from langadapt.run.context import StageContext
+from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
 
 
 def _is_model(path: Path) -> bool:

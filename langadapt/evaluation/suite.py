@@ -21,9 +21,9 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from langadapt.config_base import Config
-from langadapt.config_errors import dotted, read_yaml_mapping, suggest, yaml_line
 from langadapt.errors import LangadaptError
+from langadapt.recipe.base import Config
+from langadapt.recipe.errors import dotted, read_yaml_mapping, suggest, yaml_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout that holds `eval/` (relative suite paths fall back to it)."""

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.rundir import RunLayout
+from langadapt.run.layout import RunLayout
 
 RISE = 0.005
 """Relative rise of held-out bpb above its lowest point that the report calls "hurt" (0.5%):
@@ -119,7 +119,7 @@ def planned_energy(layout: RunLayout) -> dict | None:
     """`langadapt plan`'s joules per step per training stage for the run's resolved recipe, or None."""
     from langadapt.planning.recipe_plan import plan_recipe
     from langadapt.recipe import load_recipe
-    from langadapt.train.energy import plan_joules_per_step
+    from langadapt.planning.plan import plan_joules_per_step
 
     if not layout.resolved_recipe.is_file():
         return None

@@ -19,7 +19,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from langadapt.errors import LangadaptError
 from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
-from langadapt.rundir import TRAINING_STAGES, RunLayout
+from langadapt.run.layout import TRAINING_STAGES, RunLayout
 
 STAGE_TEXT = {
     "stage1": "**Stage 1** trained only the input embeddings and the LM head, with the transformer body frozen",

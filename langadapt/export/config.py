@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langadapt.config_base import Config
+from langadapt.recipe.base import Config
 
 
 class ExportConfig(Config):

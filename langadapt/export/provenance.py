@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from langadapt.base_model import hub_repo_id
+from langadapt.run.base_model import hub_repo_id
 
 if TYPE_CHECKING:
     from langadapt.recipe import Recipe

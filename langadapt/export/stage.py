@@ -25,15 +25,15 @@ from typing import Any
 import torch
 from huggingface_hub.constants import REPOCARD_NAME
 
-from langadapt.contenthash import HashCache
-from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
 from langadapt.export.card import Exported, build_card, check_licence, read_json, trained_tokens
 from langadapt.export.config import ExportConfig
 from langadapt.export.folder import write_model_folder
 from langadapt.export.provenance import RunFacts, publishable_recipe
 from langadapt.export.verify import default_prompt, probe, verify_folder
-from langadapt.rundir import MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, is_complete
+from langadapt.run.contenthash import HashCache
+from langadapt.run.context import StageContext
+from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, is_complete
 
 log = logging.getLogger("langadapt")
 RECIPE_FILE = "langadapt_recipe.yaml"
@@ -134,7 +134,7 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
                       overwrite: bool) -> ExportPaths:
     """`langadapt export --checkpoint STAGE/STEP`: export one saved checkpoint of a training stage
     into its own folder (with a manifest; it never replaces the run's export)."""
-    from langadapt.rundir import promote, write_manifest
+    from langadapt.run.layout import promote, write_manifest
     from langadapt.train.checkpoint import STEP_DIR
 
     stage, _, step = spec.partition("/")

@@ -11,13 +11,13 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.hardware import Hardware, co2_kg, energy_kwh, get_hardware, gpu_hours, grid_intensity
 from langadapt.planning.memory import Checkpointing, memory_per_gpu
 from langadapt.planning.models import ModelDims
 from langadapt.planning.render import render_plan
+from langadapt.recipe.base import Config
 from langadapt.train.config import FSDPConfig
 
 __all__ = ["StagePlanInput", "build_plan", "render_plan"]
@@ -209,3 +209,13 @@ def build_plan(
         "stages": plans,
         "total": sums,
     }
+
+
+def plan_joules_per_step(plan: dict) -> dict[str, float]:
+    """`langadapt plan`'s device energy per optimizer step of each stage, all devices, without PUE.
+
+    The plan's GPU-hours at its assumed MFU times the board power (TDP): an upper bound, and the
+    number a measured `joules_per_step x world size` is compared with.
+    """
+    watts = plan["hardware"]["watts"]
+    return {s["name"]: s["gpu_hours"] * 3600.0 * watts / s["steps"] for s in plan["stages"]}

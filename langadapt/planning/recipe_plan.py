@@ -16,7 +16,7 @@ from langadapt.planning.epochs import plan_stage_mixture
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.recipe import Recipe
-from langadapt.rundir import TRAINING_STAGES, RunLayout
+from langadapt.run.layout import TRAINING_STAGES, RunLayout
 
 
 def model_dims(recipe: Recipe) -> ModelDims:

@@ -25,8 +25,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
+from langadapt.recipe.base import Config
 from langadapt.runtime.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE

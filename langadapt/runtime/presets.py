@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from langadapt.config_base import Config
+from langadapt.recipe.base import Config
 
 PresetName = Literal["lumi-g", "nvidia-4", "nvidia-8"]
 

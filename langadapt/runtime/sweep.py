@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.rundir import MARKER, STAGES, RunLayout
+from langadapt.run.layout import MARKER, STAGES, RunLayout
 from langadapt.runtime.launch import sbatch_options, write_sbatch
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 

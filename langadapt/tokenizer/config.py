@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from langadapt.config_base import Config
+from langadapt.recipe.base import Config
 
 TokenizerKind = Literal["inherit", "byte_bpe", "sentencepiece_bpe", "unigram", "keep_base"]
 

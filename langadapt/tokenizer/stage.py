@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langadapt.context import StageContext
 from langadapt.data.documents import iter_split, texts_by_lang
-from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
 from langadapt.tokenizer.train import train_tokenizer

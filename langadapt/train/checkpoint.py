@@ -39,11 +39,11 @@ import torch.distributed as torch_dist
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
 from langadapt.train.config import CheckpointConfig
-from langadapt.train.ds_engine import TAG as DEEPSPEED_TAG
-from langadapt.train.ds_engine import consolidated_weights as deepspeed_weights
-from langadapt.train.engine import Engine
-from langadapt.train.fsdp_engine import TAG as FSDP_TAG
-from langadapt.train.fsdp_engine import consolidated_weights as fsdp_weights
+from langadapt.train.engines.base import Engine
+from langadapt.train.engines.deepspeed_engine import TAG as DEEPSPEED_TAG
+from langadapt.train.engines.deepspeed_engine import consolidated_weights as deepspeed_weights
+from langadapt.train.engines.fsdp_engine import TAG as FSDP_TAG
+from langadapt.train.engines.fsdp_engine import consolidated_weights as fsdp_weights
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 

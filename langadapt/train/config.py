@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from langadapt.config_base import Config
 from langadapt.errors import LangadaptError
+from langadapt.recipe.base import Config
 
 log = logging.getLogger("langadapt.train")
 
@@ -90,7 +90,7 @@ class MixtureEntry(Config):
 
 
 class ValidationConfig(Config):
-    """Held-out loss and bits per byte while training (see langadapt.train.validation)."""
+    """Held-out loss and bits per byte while training (see langadapt.train.monitoring.validation)."""
 
     every_steps: int | None = Field(None, ge=1)
     """Score the held-out split every this many steps and at the last step (None: off)."""
@@ -152,7 +152,7 @@ class TrainStageConfig(Config):
 
 
 class FSDPConfig(Config):
-    """FSDP2 settings (engine.kind: fsdp); see langadapt.train.fsdp_engine."""
+    """FSDP2 settings (engine.kind: fsdp); see langadapt.train.engines.fsdp_engine."""
 
     reshard_after_forward: bool = True
     """Free each gathered block after forward, gather it again in backward (false: keep it, more memory, fewer all-gathers)."""
@@ -235,7 +235,7 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
     compile time outweighs the gain of a short run and liger's Triton kernels do not run.
     FSDP2 takes both: its hooks are excluded from tracing (dynamo runs them eagerly, at the edges of
     each compiled block), and the head sits in the root group, whose weights stay gathered through
-    the root's forward, where the fused loss reads them (langadapt.train.fsdp_engine).
+    the root's forward, where the fused loss reads them (langadapt.train.engines.fsdp_engine).
     ZeRO-3 takes neither: its parameter-fetch hooks fire inside every block, which an in-place
     compiled block would trace, and the fused loss reads the head's weight outside the head's own
     forward, so the weight would have to be registered with DeepSpeed as an external parameter.

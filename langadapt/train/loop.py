@@ -24,12 +24,12 @@ from langadapt.runtime.distributed import DistInfo
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
 from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
-from langadapt.train.engine import build_engine
+from langadapt.train.engines import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
-from langadapt.train.metrics import Metrics, StepCost
+from langadapt.train.monitoring.metrics import Metrics, StepCost
+from langadapt.train.monitoring.validation import NO_VALIDATION, Validation
 from langadapt.train.policy import numel, select_trainable
-from langadapt.train.validation import NO_VALIDATION, Validation
 
 log = logging.getLogger("langadapt.train")
 

@@ -19,14 +19,14 @@ from typing import Any
 
 import torch
 
-from langadapt import rundir
-from langadapt.context import StageContext
+from langadapt.run import layout as run_layout
 from langadapt.errors import LangadaptError
+from langadapt.run.context import StageContext
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.loop import fit
-from langadapt.train.validation import NO_VALIDATION, Validation, load_held_out
+from langadapt.train.monitoring.validation import NO_VALIDATION, Validation, load_held_out
 
 log = logging.getLogger("langadapt.train")
 
@@ -43,7 +43,7 @@ def init_model_dir(after_stage1: bool, stage_name: str, ctx: StageContext) -> Pa
     """
     upstream = ctx.layout.stage1 if after_stage1 else ctx.layout.embeddings
     folder, path = upstream.root, upstream.model
-    if not (folder / rundir.MARKER).is_file() or not (path / "config.json").is_file():
+    if not (folder / run_layout.MARKER).is_file() or not (path / "config.json").is_file():
         raise LangadaptError(f"{stage_name}: no complete starting model at {path}; run the {folder.name} stage first")
     return path
 
@@ -55,7 +55,11 @@ def load_model(path: Path, config: TrainStageConfig, stage_name: str, engine: En
 
     kwargs = {"dtype": torch.float32, "attn_implementation": engine.attn_implementation}
     if engine.kind == "deepspeed" and engine.zero_stage == 3:
-        from langadapt.train.ds_engine import deepspeed_config, init_deepspeed_group, load_model_for_zero3
+        from langadapt.train.engines.deepspeed_engine import (
+            deepspeed_config,
+            init_deepspeed_group,
+            load_model_for_zero3,
+        )
 
         init_deepspeed_group(dist, dist.device())  # zero.Init partitions over the process group
         return load_model_for_zero3(path, deepspeed_config(config, stage_name, engine, dist.world_size), **kwargs)
@@ -130,7 +134,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
                      tokenizer=tokenizer, validation=validation)
     finally:
         if engine.kind == "deepspeed" and engine.zero_stage == 3:
-            from langadapt.train.ds_engine import release_zero3_loading
+            from langadapt.train.engines.deepspeed_engine import release_zero3_loading
 
             release_zero3_loading(model)
     summary = {

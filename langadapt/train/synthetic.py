@@ -39,7 +39,7 @@ class SyntheticStream:
 
     def position_ids(self, inputs: torch.Tensor) -> None:
         """Rows are single sequences: no document masking."""
-        return None
+        return
 
     def state_dict(self) -> dict[str, Any]:
         return {"position": self.position, "seed": self.seed}

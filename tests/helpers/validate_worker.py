@@ -17,8 +17,8 @@ import torch
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig, ValidationConfig
 from langadapt.train.loop import fit
+from langadapt.train.monitoring.validation import HeldOutSet, Validation
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
-from langadapt.train.validation import HeldOutSet, Validation
 
 VOCAB, SEQ, GLOBAL_BATCH = 96, 16, 8
 

@@ -22,13 +22,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from langadapt.config_base import Config
-from langadapt.config_errors import format_validation_error, read_yaml_mapping
 from langadapt.data.config import DataConfig
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.export.config import ExportConfig
+from langadapt.recipe.base import Config
+from langadapt.recipe.errors import format_validation_error, read_yaml_mapping
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 

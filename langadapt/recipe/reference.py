@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from langadapt.config_errors import nested_model
+from langadapt.recipe.errors import nested_model
 
 
 def _type_name(annotation: Any) -> str:

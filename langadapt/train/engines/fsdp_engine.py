@@ -35,7 +35,7 @@ import torch.distributed as torch_dist
 
 from langadapt.runtime.distributed import DistInfo, default_backend, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.engine import Engine, build_optimizer, loss_module
+from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams
 

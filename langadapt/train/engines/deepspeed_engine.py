@@ -24,7 +24,7 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.engine import Engine, build_optimizer, loss_module
+from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
 
 log = logging.getLogger("langadapt.train")

@@ -16,12 +16,10 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from langadapt.config_errors import dotted, override_for, yaml_line
 from langadapt.errors import LangadaptError
-from langadapt.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+from langadapt.recipe.errors import Report
+from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
@@ -31,37 +29,6 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 ALL_STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
 
 
-class Report:
-    """Collects located problems; `raise_first` turns them into one error line."""
-
-    def __init__(self, loaded: LoadedRecipe) -> None:
-        self.path, self.inheritance, self.overrides = loaded.path, loaded.inheritance, loaded.overrides
-        try:
-            self.root: yaml.Node | None = yaml.compose(Path(loaded.path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            self.root = None
-        self.problems: list[tuple[str, str]] = []
-
-    def add(self, loc: tuple[Any, ...], what: str) -> None:
-        """One problem at recipe key `loc`; a stage-2 key inherited from stage 1 is blamed on stage 1's line."""
-        key = dotted(loc)
-        if len(loc) > 1 and loc[0] == "stage2" and loc[1] in self.inheritance.get("inherited", []):
-            key = f"{key} (inherited from stage1.{loc[1]})"
-            loc = ("stage1", *loc[1:])
-        flag = override_for(dotted(loc), self.overrides)
-        line = None if flag else yaml_line(self.root, loc)
-        where = f"--set {flag}" if flag else f"{self.path}:{line}" if line else str(self.path)
-        self.problems.append((where, f"{key}: {what}"))
-
-    def raise_first(self) -> None:
-        if not self.problems:
-            return
-        where, what = self.problems[0]
-        more = self.problems[1:]
-        tail = f" (and {len(more)} more: {', '.join(p[1].split(':')[0] for p in more)})" if more else ""
-        raise LangadaptError(f"{where}: {what}{tail}")
-
-
 def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> None:
     """Raise LangadaptError for the first problem in what `stages` (default: all) would need.
 
@@ -69,7 +36,7 @@ def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, wo
     the launcher's world, an sbatch job's task count, else the recipe's cluster, where `langadapt launch` will run it); it sets the global
     batch and hence the epochs per source exactly as training computes them.
     """
-    recipe, report = loaded.recipe, Report(loaded)
+    recipe, report = loaded.recipe, Report(loaded.path, loaded.inheritance, loaded.overrides)
     will = set(ALL_STAGES if stages is None else stages)
     training = [name for name in ("stage1", "stage2") if name in will and getattr(recipe, name).enabled
                 and not (name == "stage1" and recipe.init == "scratch")]

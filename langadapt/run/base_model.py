@@ -7,31 +7,32 @@ files, so they must exist first (see `fingerprint`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe import Recipe, load_recipe
+from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 
 log = logging.getLogger("langadapt")
 
 
-def resolve_base_model(recipe: Recipe, build: bool = True) -> str | None:
+def resolve_base_model(recipe: Recipe, build: Callable[[LoadedRecipe], object] | None) -> str | None:
     """A local folder for the base model: as given, built by its recipe, or fetched from the Hub.
 
-    With build=False (dry runs) nothing is built or downloaded: None when it is not there yet."""
+    `build` runs the base's own recipe when its folder is missing (the pipeline passes
+    `run_pipeline`: the base is a run of its own, in its own run directory). With build=None
+    (dry runs, fingerprints) nothing is built or downloaded: None when it is not there yet."""
     spec = recipe.base_model
     if spec.path is None:
         return None
     if Path(spec.path).is_dir():
         return spec.path
     hub_id = hub_repo_id(spec.path) is not None
-    if not build:  # a dry run: what is on this machine already, nothing built or downloaded
+    if build is None:  # a dry run: what is on this machine already, nothing built or downloaded
         return _hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
     if spec.build_recipe:
         log.info("base model %s is missing: building it with %s", spec.path, spec.build_recipe)
-        from langadapt.pipeline import run_pipeline  # the base's own pipeline, in its own run dir
-
-        run_pipeline(load_recipe(spec.build_recipe))
+        build(load_recipe(spec.build_recipe))
         if not Path(spec.path).is_dir():
             raise LangadaptError(f"base_model.build_recipe {spec.build_recipe} did not produce {spec.path}")
         return spec.path

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from langadapt import rundir
-from langadapt.base_model import resolve_base_model
-from langadapt.contenthash import HashCache
+from langadapt.run import layout as run_layout
 from langadapt.recipe import LoadedRecipe
+from langadapt.run.base_model import resolve_base_model
+from langadapt.run.contenthash import HashCache
 
 
 class StageLike(Protocol):
@@ -36,7 +36,7 @@ def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: 
     recipe, previous, prints = loaded.recipe, "", {}
     cache = cache or HashCache(None)
     if base_model is None:
-        base_model = resolve_base_model(recipe, build=False)
+        base_model = resolve_base_model(recipe, build=None)
     for stage in stages:
         inputs: dict[str, Any] = {}
         if stage.name == "data":
@@ -52,7 +52,7 @@ def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: 
             inputs = cache.hash_paths([Path(p) for p in recipe.evaluation.suites])
         key = {"sections": loaded.section_hash(*stage.sections, ignore=stage.ignores), "seed": recipe.seed,
                "inputs": inputs, "previous": previous}
-        prints[stage.name] = previous = rundir.hash_json(key)
+        prints[stage.name] = previous = run_layout.hash_json(key)
     return prints
 
 

@@ -19,7 +19,7 @@ from langadapt.planning.epochs import plan_stage_mixture
 from langadapt.recipe import Recipe
 
 if TYPE_CHECKING:
-    from langadapt.preflight import Report
+    from langadapt.recipe.errors import Report
 
 CEILING_MAX_BYTES = 16 << 20
 """Read at most this much target text for the vocabulary bound (~1 s); larger corpora skip it."""

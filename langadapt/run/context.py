@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from langadapt.rundir import RunLayout
+from langadapt.run.layout import RunLayout
 
 
 @dataclass(frozen=True)

@@ -154,13 +154,3 @@ def energy_counter(device: torch.device, powercap: Path = POWERCAP) -> EnergyCou
         return None
     log.info("energy: no energy counter for %s; energy per step is not measured", device)
     return None
-
-
-def plan_joules_per_step(plan: dict) -> dict[str, float]:
-    """`langadapt plan`'s device energy per optimizer step of each stage, all devices, without PUE.
-
-    The plan's GPU-hours at its assumed MFU times the board power (TDP): an upper bound, and the
-    number a measured `joules_per_step x world size` is compared with.
-    """
-    watts = plan["hardware"]["watts"]
-    return {s["name"]: s["gpu_hours"] * 3600.0 * watts / s["steps"] for s in plan["stages"]}

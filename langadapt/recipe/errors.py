@@ -147,3 +147,35 @@ def override_for(key: str, overrides: dict[str, str]) -> str | None:
                 or written.startswith(key + "."):
             return item
     return None
+
+
+class Report:
+    """Collects located problems; `raise_first` turns them into one error line."""
+
+    def __init__(self, path: Path | str, inheritance: dict[str, list[str]], overrides: dict[str, str]) -> None:
+        """`path` the recipe file, `inheritance` what stage 2 took from stage 1, `overrides` dotted key -> the --set item."""
+        self.path, self.inheritance, self.overrides = path, inheritance, overrides
+        try:
+            self.root: yaml.Node | None = yaml.compose(Path(path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            self.root = None
+        self.problems: list[tuple[str, str]] = []
+
+    def add(self, loc: tuple[Any, ...], what: str) -> None:
+        """One problem at recipe key `loc`; a stage-2 key inherited from stage 1 is blamed on stage 1's line."""
+        key = dotted(loc)
+        if len(loc) > 1 and loc[0] == "stage2" and loc[1] in self.inheritance.get("inherited", []):
+            key = f"{key} (inherited from stage1.{loc[1]})"
+            loc = ("stage1", *loc[1:])
+        flag = override_for(dotted(loc), self.overrides)
+        line = None if flag else yaml_line(self.root, loc)
+        where = f"--set {flag}" if flag else f"{self.path}:{line}" if line else str(self.path)
+        self.problems.append((where, f"{key}: {what}"))
+
+    def raise_first(self) -> None:
+        if not self.problems:
+            return
+        where, what = self.problems[0]
+        more = self.problems[1:]
+        tail = f" (and {len(more)} more: {', '.join(p[1].split(':')[0] for p in more)})" if more else ""
+        raise LangadaptError(f"{where}: {what}{tail}")

@@ -2,7 +2,7 @@
 
 The stage table below is the only place that knows which recipe sections a stage receives;
 each stage's entry point gets its own slice and a `StageContext`, and nothing else couples them
-(they communicate through the run directory, whose paths `rundir.RunLayout` names once).
+(they communicate through the run directory, whose paths `run.layout.RunLayout` names once).
 
 Order of work in `run_pipeline`: take the run lock, resolve (or build) the base model, then
 fingerprint each stage from content hashes of what it reads, so a finished run is a fixed point:
@@ -14,25 +14,44 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from langadapt import rundir
-from langadapt.base_model import resolve_base_model
-from langadapt.contenthash import HashCache
-from langadapt.context import StageContext
 from langadapt.errors import LangadaptError
-from langadapt.fingerprint import fingerprints
-from langadapt.preflight import check_recipe
 from langadapt.recipe import LoadedRecipe, Recipe
-from langadapt.rundir import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
-from langadapt.runlock import RunLock
+from langadapt.run import layout as run_layout
+from langadapt.run.base_model import resolve_base_model
+from langadapt.run.contenthash import HashCache
+from langadapt.run.context import StageContext
+from langadapt.run.fingerprint import fingerprints
+from langadapt.run.layout import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
+from langadapt.run.lock import RunLock
+from langadapt.run.preflight import check_recipe
 from langadapt.runtime import signals
 from langadapt.runtime.placement import DistInfo
 
 log = logging.getLogger("langadapt")
+_OUTER_RUN: ContextVar[str | None] = ContextVar("outer_run", default=None)
+"""The run the user started; the base model's and the cold twin's runs happen inside it."""
+
+
+@contextlib.contextmanager
+def _labelled(recipe: Recipe) -> Iterator[None]:
+    """Inside another run's pipeline (base model, cold twin), stage lines carry this run's name."""
+    token = _OUTER_RUN.set(_OUTER_RUN.get() or recipe.name)
+    try:
+        yield
+    finally:
+        _OUTER_RUN.reset(token)
+
+
+def _stage_label(stage_name: str, run_name: str) -> str:
+    """`stage1    ` for the run the user started, `[demo_cold] stage1    ` for one it runs inside."""
+    prefix = "" if _OUTER_RUN.get() in (None, run_name) else f"[{run_name}] "
+    return f"{prefix}{stage_name:<10}"
 
 
 @dataclass(frozen=True)
@@ -87,10 +106,14 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         return run_training
 
     def evaluate(ctx: StageContext) -> dict[str, Any]:
-        from langadapt.evaluation.cold_twin import cold_twin_models
+        from langadapt.evaluation.cold_twin import cold_twin_recipe
         from langadapt.evaluation.stage import run
 
-        return run(recipe.evaluation, ctx, cold_twin_models(recipe, ctx.base_model))
+        twin = cold_twin_recipe(recipe, ctx.base_model)
+        if twin is None:
+            return run(recipe.evaluation, ctx, {})
+        run_pipeline(twin, force=False)  # its own run directory: a finished twin is a fixed point
+        return run(recipe.evaluation, ctx, {"cold": RunLayout(twin.recipe.run_dir).stage2.model})
 
     def export(ctx: StageContext) -> dict[str, Any]:
         from langadapt.export.provenance import RunFacts
@@ -156,11 +179,11 @@ def plan_actions(loaded: LoadedRecipe, selected: list[str], force: bool, base_mo
         if stage.skip_reason:
             actions.append((stage, f"skip ({stage.skip_reason})"))
         elif stage.name not in selected:
-            done = rundir.is_complete(stage_dir, prints[stage.name])
+            done = run_layout.is_complete(stage_dir, prints[stage.name])
             actions.append((stage, "complete" if done else "not selected"))
-        elif not force and rundir.is_complete(stage_dir, prints[stage.name]):
+        elif not force and run_layout.is_complete(stage_dir, prints[stage.name]):
             actions.append((stage, "skip (complete, inputs unchanged)"))
-        elif stage.name in TRAINING_STAGES and rundir.has_partial(stage_dir, prints[stage.name]):
+        elif stage.name in TRAINING_STAGES and run_layout.has_partial(stage_dir, prints[stage.name]):
             actions.append((stage, "resume"))
         else:
             actions.append((stage, "run"))
@@ -187,10 +210,10 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     place = DistInfo.from_env()
     main, world = place.is_main, place.world_size
     # One writer per run directory; the ranks of one multi-rank job are that one writer.
-    with RunLock(layout.lock) if main else contextlib.nullcontext():
+    with _labelled(recipe), RunLock(layout.lock) if main else contextlib.nullcontext():
         if main:
-            rundir.recover(layout)
-        base_model = resolve_base_model(recipe)
+            run_layout.recover(layout)
+        base_model = resolve_base_model(recipe, build=run_pipeline)
         cache = HashCache(layout.hash_cache)
         actions, prints = plan_actions(loaded, selected, force, base_model, cache)
         if world > 1:
@@ -201,7 +224,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
         models = run_models([s for s, _ in actions], layout)
         for stage, action in actions:
             if action not in ("run", "resume"):
-                log.info("%-10s %s", stage.name, action)
+                log.info("%s %s", _stage_label(stage.name, recipe.name), action)
                 _require_upstream(stage, action, selected)
                 continue
             if world > 1 and stage.name not in TRAINING_STAGES and not main:
@@ -242,12 +265,13 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     in_place = stage.name in TRAINING_STAGES
     folder = final if in_place else ctx.layout.work_dir(stage.name)
     if main:
-        resumed = rundir.prepare_stage_dir(folder, fingerprint)
+        resumed = run_layout.prepare_stage_dir(folder, fingerprint)
     else:  # other ranks must not race rank 0's clean-up of the folder
-        resumed = rundir.wait_for_fingerprint(folder, fingerprint)
+        resumed = run_layout.wait_for_fingerprint(folder, fingerprint)
     if not in_place:
         ctx = replace(ctx, layout=ctx.layout.building(stage.name, folder))
-    log.info("%-10s %s%s", stage.name, action, " (keeping partial work)" if resumed else "")
+    label = _stage_label(stage.name, loaded.recipe.name)
+    log.info("%s %s%s", label, action, " (keeping partial work)" if resumed else "")
     if stage.name == "stage2":
         inh = loaded.inheritance
         log.info("stage2 inherits from stage1: %s; overrides: %s",
@@ -256,20 +280,20 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     summary = _relocate(stage.run(ctx), folder, final)
     if not main:
         return
-    rundir.write_manifest(folder, {
+    run_layout.write_manifest(folder, {
         "stage": stage.name,
         "fingerprint": fingerprint,
         "config_hash": loaded.section_hash(*stage.sections, ignore=stage.ignores),
         "recipe": str(loaded.path),
         "base_model": ctx.base_model,
-        "versions": rundir.library_versions(),
+        "versions": run_layout.library_versions(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "wall_seconds": round(time.time() - started, 3),
         "summary": summary,
     })
     if not in_place:
-        rundir.promote(folder, final, ctx.layout.retired_dir(stage.name))
-    log.info("%-10s done in %.1f s", stage.name, time.time() - started)
+        run_layout.promote(folder, final, ctx.layout.retired_dir(stage.name))
+    log.info("%s done in %.1f s", label, time.time() - started)
 
 
 def _relocate(value: Any, work: Path, final: Path) -> Any:

@@ -4,7 +4,7 @@ Per logged step: loss (mean of the window's finite losses), lr, grad_norm, token
 far), tokens_per_second (all devices), tokens_per_second_per_device, mfu, peak_memory_mb,
 skipped_steps, elapsed_seconds (training wall time, over restarts), eta_seconds,
 tokens_by_source and epochs_by_source (from the data stream's position), joules_per_step
-(measured on this device where it has an energy counter, `langadapt.train.energy`; null
+(measured on this device where it has an energy counter, `langadapt.train.monitoring.energy`; null
 elsewhere). Validation rows (`{"step", "valid": {lang: {loss, bits_per_byte, tokens}},
 "valid_seconds"}`) are written when `validate` runs. MFU is computed as in `langadapt.train.flops`:
 
@@ -42,8 +42,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from langadapt.train.energy import EnergyCounter, energy_counter
-from langadapt.train.loggers import ScalarLogger, flatten, open_loggers
+from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
+from langadapt.train.monitoring.loggers import ScalarLogger, flatten, open_loggers
 
 if TYPE_CHECKING:
     from langadapt.train.config import TrainStageConfig
@@ -115,7 +115,7 @@ class Metrics:
 
     Gets the stage config's monitoring slice (steps, log_every, loggers, profile_steps) and the
     stage's StepCost. `stream` (optional) gives the tokens and epochs seen per source; `run_name`
-    names the tracker run (`langadapt.train.loggers`).
+    names the tracker run (`langadapt.train.monitoring.loggers`).
     """
 
     def __init__(self, out_dir: Path, config: TrainStageConfig, cost: StepCost, *, start_step: int = 0,

@@ -1,0 +1,34 @@
+"""The recipe: one validated schema for every knob of a run (`schema`), the base class every stage's
+config slice derives from (`base`), located error messages (`errors`) and the generated field
+reference (`reference`).
+
+`from langadapt.recipe import Recipe, load_recipe` works as before; names resolve lazily because the
+schema imports every stage's config, and those import `recipe.base` (an eager import here would
+be a circle).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_SCHEMA = ("BaseModelConfig", "ClusterConfig", "LoadedRecipe", "Recipe", "apply_overrides", "inherit_stage2",
+           "load_recipe")
+__all__ = ["BaseModelConfig", "ClusterConfig", "LoadedRecipe", "Recipe", "apply_overrides", "inherit_stage2", "load_recipe"]
+
+if TYPE_CHECKING:
+    from langadapt.recipe.schema import (
+        BaseModelConfig,
+        ClusterConfig,
+        LoadedRecipe,
+        Recipe,
+        apply_overrides,
+        inherit_stage2,
+        load_recipe,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SCHEMA:
+        raise AttributeError(f"module 'langadapt.recipe' has no attribute {name!r}")
+    return getattr(import_module("langadapt.recipe.schema"), name)

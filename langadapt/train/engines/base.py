@@ -1,0 +1,112 @@
+"""One small interface over the ways a model is trained: plain PyTorch, DeepSpeed or FSDP2.
+
+The loop sees only `Engine`: `micro_step` (forward + backward of one micro-batch), `step` (clip
+and optimizer update at the accumulation boundary, or a skip), `save`/`load` (resumable state),
+`export` (a consolidated Hugging Face folder) and `all_reduce_sum` (ranks agree on a decision).
+Both engines receive only the trainable parameters (`policy.select_trainable`), and every stage
+builds a NEW engine and optimizer: under ZeRO, parameters frozen when an engine was built are
+never added to it later, so stage 2 cannot reuse stage 1's.
+
+Device code uses `torch.cuda` only through APIs that ROCm builds of torch also provide, so
+AMD GPUs (LUMI) take the same path as NVIDIA ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as torch_dist
+
+from langadapt.train.config import EngineConfig, OptimizerConfig
+from langadapt.train.fastpath import CausalLMLoss, compile_blocks, use_fused_loss
+from langadapt.train.policy import TrainableParams, param_groups
+
+
+class SkippableAdamW(torch.optim.AdamW):
+    """AdamW whose next step can be turned into a no-op.
+
+    Skipping a step (non-finite loss) must leave weights AND moments untouched. DeepSpeed owns
+    the call to `step()`, so the skip is set on the optimizer it wraps: under ZeRO the wrapper
+    then copies back unchanged master weights, without ZeRO nothing is touched at all.
+    """
+
+    skip_next: bool = False
+
+    def step(self, closure=None):  # type: ignore[override]
+        if self.skip_next:
+            self.skip_next = False
+            return None
+        return super().step(closure)
+
+
+def build_optimizer(selection: TrainableParams, config: OptimizerConfig, device: torch.device) -> SkippableAdamW:
+    """AdamW over the trainable parameters only (decay groups from the policy)."""
+    return SkippableAdamW(
+        param_groups(selection, config), lr=config.lr, betas=config.betas, eps=config.eps,
+        fused=device.type == "cuda" or None,  # fused kernels exist for CUDA and ROCm
+    )
+
+
+def loss_module(model: torch.nn.Module, config: EngineConfig) -> CausalLMLoss:
+    """The model with its loss, fast path applied as `config` (already resolved by check_engine) says."""
+    if config.compile:
+        compile_blocks(model)
+    return CausalLMLoss(model, use_fused_loss(model, bool(config.fused_loss)))
+
+
+class Engine:
+    """The operations the training loop needs; see `TorchEngine`, `DeepSpeedEngine` and `FSDPEngine`."""
+
+    device: torch.device
+    model: torch.nn.Module
+    forward_model: torch.nn.Module
+    """The model with its mean loss, `(inputs, labels) -> loss`, wrapped as this engine runs it (DDP,
+    DeepSpeed, FSDP): forward-only users (validation) go through it, so sharded weights are gathered."""
+
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
+                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Forward and backward of one micro-batch; returns the detached loss. `position_ids`
+        (document masking) restart at each document, and attention stays inside documents."""
+        raise NotImplementedError
+
+    def step(self, lr: float, skip: bool) -> float:
+        """Apply (or with skip, discard) the accumulated gradients; returns the pre-clip norm."""
+        raise NotImplementedError
+
+    def save(self, directory: Path) -> None:
+        """Write weights and optimizer state into `directory` (called on every rank)."""
+        raise NotImplementedError
+
+    def load(self, directory: Path) -> None:
+        """Restore what `save` wrote."""
+        raise NotImplementedError
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """Every weight, gathered, on CPU (rank 0; other ranks may get an empty dict)."""
+        raise NotImplementedError
+
+    def export(self, directory: Path, rank: int) -> None:
+        """A Hugging Face model folder (safetensors) with the consolidated weights, from rank 0."""
+        state = self.full_state_dict()
+        if rank == 0:
+            self.model.save_pretrained(directory, state_dict=state)
+
+    def release(self) -> None:
+        """Free what the engine holds beside the model (optimizer state, hooks) when the stage ends, so
+        the stages after it in the same process get the memory. Nothing to do where dropping the last
+        reference frees it all (the torch engine)."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def all_reduce_sum(self, values: list[float]) -> list[float]:
+        """Sum values over ranks, so every rank takes the same decision (skip, stop, save)."""
+        if not torch_dist.is_initialized() or torch_dist.get_world_size() == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        torch_dist.all_reduce(tensor)
+        return tensor.tolist()
