@@ -202,3 +202,18 @@ def test_llama3_style_base_specials_move_to_low_ids_and_bos_follows() -> None:
     assert pieces == ["123", "45"]  # the base's regex (digits in threes) came along
     assert json.loads(tok.backend_tokenizer.to_str())["model"]["ignore_merges"] is True
     assert tok.decode(tok(TRICKY[1]).input_ids, skip_special_tokens=True) == TRICKY[1]
+
+
+def test_a_vocabulary_the_corpus_cannot_fill_warns_then_fails_below_the_fraction(caplog) -> None:
+    """A small sample runs out of merges: a shortfall is said with its reason, and a vocabulary below
+    min_vocab_fraction of the size asked for stops the run instead of training a different model."""
+    texts = [("nb", "hei på deg, dette er en liten tekst om pakker og kjerner " * 3)] * 20
+    asked = 1000
+    with caplog.at_level("WARNING", logger="langadapt.tokenizer"):
+        small = train_tokenizer(TokenizerConfig(kind="byte_bpe", vocab_size=asked, min_vocab_fraction=0.0), texts, None)
+    assert len(small) < asked
+    assert f"stopped at {len(small):,} tokens" in caplog.text and "distinct words" in caplog.text
+    with pytest.raises(LangadaptError, match=r"tokenizer.vocab_size=1,000 but the trainer stopped at .*min_vocab_fraction"):
+        train_tokenizer(TokenizerConfig(kind="byte_bpe", vocab_size=asked), texts, None)
+    exact = train_tokenizer(TokenizerConfig(kind="byte_bpe", vocab_size=len(small)), texts, None)
+    assert len(exact) == len(small)  # asking for what the corpus gives: no warning, no error

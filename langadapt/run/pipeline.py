@@ -123,7 +123,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
 
     return [
         Stage("data", ("data",), data, ignores=("data.document_masking",)),
-        Stage("tokenizer", ("tokenizer", "base_model"), tokenizer),
+        # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
+        Stage("tokenizer", ("tokenizer", "base_model"), tokenizer, ignores=("tokenizer.min_vocab_fraction",)),
         Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
         Stage("stage1", ("stage1", "engine", "data.document_masking"), training("stage1"), stage1_skip,
               ignores=monitoring_keys("stage1")),

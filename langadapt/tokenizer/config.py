@@ -30,6 +30,8 @@ class TokenizerConfig(Config):
     """Total vocabulary size including special, added and byte-fallback tokens (NorMistral-7B: 32,768)."""
     min_frequency: int = 2
     """A pair (BPE) or piece must occur at least this often in the training sample to become a token."""
+    min_vocab_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Fail when the trained vocabulary is smaller than this share of vocab_size (0 accepts any size). A small corpus runs out of merges: the model, `plan` and the card would describe a vocabulary that was never built."""
     language_weights: dict[str, float] | None = None
     """Per-language share of the training sample, e.g. {nb: 0.9, nn: 0.1}; other languages are left out. None: target-role documents only, in their natural proportions."""
     max_training_chars: int | None = None

@@ -42,6 +42,7 @@ def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
     return {
         "kind": config.kind,
         "vocab_size": len(tokenizer),
+        "vocab_size_requested": config.vocab_size if config.kind != "keep_base" else len(tokenizer),
         "fertility": {name: {lang: m["fertility"] for lang, m in per.items() if "fertility" in m}
                       for name, per in metrics["tokenizers"].items()},
         "train_tokens": sum(meta["num_tokens"] for meta in shards["sources"].values()),

@@ -52,7 +52,29 @@ def train_tokenizer(
     tokenizer = assemble(bp, model)
     log.info("tokenizer: trained %s, %d tokens from %d distinct words in %.1f s", bp.family,
              len(tokenizer), len(words), time.perf_counter() - start)
+    check_reached_size(config, len(tokenizer), words)
     return tokenizer
+
+
+def check_reached_size(config: TokenizerConfig, reached: int, words: Counter[str]) -> None:
+    """Warn when the trainer stopped short of `vocab_size`; fail below `min_vocab_fraction` of it.
+
+    BPE stops when no pair occurs `min_frequency` times any more: a sample with few distinct
+    words cannot fill a large vocabulary (the demo's 0.7 MB of Bokmål gives ~13k tokens whatever
+    is asked). Below half of the size asked for, the run would train and publish a model whose
+    embedding rows, memory plan and card all assume a vocabulary that does not exist, so the
+    user decides (a smaller vocab_size, more text, or min_vocab_fraction: 0).
+    """
+    if reached >= config.vocab_size:
+        return
+    occurrences = sum(words.values())
+    reason = (f"tokenizer.vocab_size={config.vocab_size:,} but the trainer stopped at {reached:,} tokens "
+              f"({reached / config.vocab_size:.0%}): the training sample has {len(words):,} distinct words "
+              f"({occurrences:,} occurrences) and no pair left that occurs min_frequency={config.min_frequency} times")
+    if reached < config.min_vocab_fraction * config.vocab_size:
+        raise LangadaptError(f"{reason}; lower tokenizer.vocab_size, add text, or set "
+                             f"tokenizer.min_vocab_fraction below {config.min_vocab_fraction}")
+    log.warning("%s; the run continues with %d tokens", reason, reached)
 
 
 def count_words(
