@@ -38,13 +38,14 @@ def run_scratch(architecture: dict[str, Any] | None, ctx: StageContext) -> dict[
     from transformers import AutoConfig
 
     from langadapt.tokenizer.loading import load_tokenizer
+    from langadapt.tokenizer.saving import save_tokenizer
 
     tokenizer = load_tokenizer(ctx.layout.tokenizer.tokenizer, what="the tokenizer stage's output")
     if architecture is None:  # scratch with the architecture of a given base model
         architecture = AutoConfig.from_pretrained(ctx.base_model).to_dict()
     model = build_scratch_model(architecture, tokenizer, ctx.seed)
     model.save_pretrained(ctx.layout.embeddings.model, safe_serialization=True)
-    tokenizer.save_pretrained(ctx.layout.embeddings.model)
+    save_tokenizer(tokenizer, ctx.layout.embeddings.model)
     params = sum(p.numel() for p in model.parameters())
     ctx.log.info("embeddings: scratch %s with %.2fM parameters", model.config.model_type, params / 1e6)
     return {"method": "scratch", "parameters": params, "vocab_size": len(tokenizer)}

@@ -23,6 +23,7 @@ from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
 from langadapt.tokenizer.loading import load_tokenizer
+from langadapt.tokenizer.saving import save_tokenizer
 
 CORPUS_METHODS = ("focus", "align")
 
@@ -63,7 +64,7 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     )
     model_dir = ctx.layout.embeddings.model
     model.save_pretrained(model_dir)
-    new_tokenizer.save_pretrained(model_dir)
+    save_tokenizer(new_tokenizer, model_dir)
     (ctx.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     summary = {
         key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")

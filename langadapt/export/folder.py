@@ -3,22 +3,30 @@ config and a tokenizer a user can rely on (its real context length, the base's c
 
 Everything is written by transformers' own `save_pretrained`; what is added by hand is only what
 `save_pretrained` cannot know: the context length the tokenizer should announce (a tokenizer
-trained on its own has none, so transformers writes 1e30), and whether the base model's chat
-template still makes sense for the new vocabulary.
+trained on its own has none, so transformers writes 1e30), whether the base model's chat
+template still makes sense for the new vocabulary, the flags and special-token map transformers 5
+no longer writes (`tokenizer.saving`), and the base's own vocabulary files (tokenizer.model,
+tekken.json) when, and only when, the run kept the base's vocabulary.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.tokenizer.saving import save_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+VOCABULARY_FILES = ("tokenizer.model", "tekken.json")
+"""A base's vocabulary in its own library's format, which some readers prefer to tokenizer.json."""
+TOKENIZER_PARTS = ("model", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder")
+"""The parts of tokenizer.json that decide which ids a text gets and how ids decode."""
 
 log = logging.getLogger("langadapt")
 
@@ -32,19 +40,23 @@ def context_length(config: Any) -> int | None:
     return None
 
 
-def carried_chat_template(base_folder: str | None, vocab: dict[str, int]) -> str | dict | None:
-    """The base tokenizer's chat template, if it has one and every special token it names exists
-    in the new vocabulary as one token (else the template would split them into pieces: dropped,
-    with a warning saying which)."""
+def load_base_tokenizer(base_folder: str | None) -> Any | None:
+    """The base model's tokenizer, or None (scratch runs; a base that is only a config)."""
     if not base_folder:
         return None
     from langadapt.tokenizer.loading import load_tokenizer
 
     try:
-        base = load_tokenizer(base_folder)
+        return load_tokenizer(base_folder)
     except LangadaptError:  # a base without a tokenizer (a bare config): nothing to carry
         return None
-    template = base.chat_template
+
+
+def carried_chat_template(base: Any | None, vocab: dict[str, int]) -> str | dict | None:
+    """The base tokenizer's chat template, if it has one and every special token it names exists
+    in the new vocabulary as one token (else the template would split them into pieces: dropped,
+    with a warning saying which)."""
+    template = base.chat_template if base is not None else None
     if not template:
         return None
     text = template if isinstance(template, str) else "\n".join(template.values())
@@ -55,6 +67,28 @@ def carried_chat_template(base_folder: str | None, vocab: dict[str, int]) -> str
                     "new vocabulary lacks", ", ".join(missing))
         return None
     return template
+
+
+def same_vocabulary(tokenizer: Any, base: Any) -> bool:
+    """Whether two fast tokenizers are the same vocabulary and pipeline (tokenizer.kind keep_base)."""
+    ours, theirs = (json.loads(t.backend_tokenizer.to_str()) for t in (tokenizer, base))
+    return all(ours.get(key) == theirs.get(key) for key in TOKENIZER_PARTS)
+
+
+def carry_vocabulary_files(tokenizer: Any, base: Any | None, base_folder: str | None, folder: Path) -> list[str]:
+    """Copy the base's own vocabulary files (SentencePiece's tokenizer.model, Mistral's tekken.json)
+    into the export, ONLY when the run's vocabulary is the base's. A new vocabulary must never ship
+    them: sentencepiece, llama.cpp, vLLM and AutoTokenizer (with mistral-common installed, it
+    prefers tekken.json) read them before tokenizer.json, and would silently encode and decode
+    with the base's ids, which the new embedding rows do not mean."""
+    if base is None or not base_folder:
+        return []
+    present = [Path(base_folder) / name for name in VOCABULARY_FILES if (Path(base_folder) / name).is_file()]
+    if not present or not same_vocabulary(tokenizer, base):
+        return []
+    for path in present:
+        shutil.copy2(path, folder / path.name)
+    return [path.name for path in present]
 
 
 def _portable_tokenizer_config(folder: Path) -> None:
@@ -95,10 +129,11 @@ def write_model_folder(model: torch.nn.Module, tokenizer_source: Path, base_fold
     from langadapt.tokenizer.loading import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_source)
+    base = load_base_tokenizer(base_folder)
     length = context_length(model.config)
     if length is not None:
         tokenizer.model_max_length = length
-    template = carried_chat_template(base_folder, tokenizer.get_vocab())
+    template = carried_chat_template(base, tokenizer.get_vocab())
     if template is not None and not tokenizer.chat_template:
         tokenizer.chat_template = template
     generation = model.generation_config or GenerationConfig.from_model_config(model.config)
@@ -109,10 +144,10 @@ def write_model_folder(model: torch.nn.Module, tokenizer_source: Path, base_fold
             setattr(model.config, key, value)
     model.generation_config = generation
     model.to(DTYPES[dtype]).save_pretrained(folder, max_shard_size=max_shard_size)
-    tokenizer.save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
+    carried = carry_vocabulary_files(tokenizer, base, base_folder, folder)
     _portable_tokenizer_config(folder)
     _portable_model_config(folder)
     shards = sorted(p.name for p in folder.glob("*.safetensors"))
     return {"model_max_length": length, "chat_template": template is not None, "shards": len(shards),
-            "index": (folder / "model.safetensors.index.json").is_file()}
-
+            "index": (folder / "model.safetensors.index.json").is_file(), "base_vocabulary_files": carried}

@@ -15,6 +15,7 @@ from typing import Any
 
 from langadapt.errors import LangadaptError
 from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.tokenizer.saving import convention_flags
 
 FAMILIES = ("byte_bpe", "sentencepiece_bpe", "unigram")
 ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -36,7 +37,10 @@ class Blueprint:
     """added_tokens entries (content and flags) in id order; ids are assigned at assembly."""
     roles: dict[str, str | None]
     init_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra `PreTrainedTokenizerFast` arguments inherited from the base (chat template, max length)."""
+    """Extra `PreTrainedTokenizerFast` arguments inherited from the base (chat template, max length,
+    `legacy` when the base's normaliser and pre-tokeniser are kept). Not add_bos_token/add_eos_token:
+    given to the constructor they make transformers rebuild the inherited post-processor; they are
+    written on save from what the post-processor does (`tokenizer.saving`)."""
     model_flags: dict[str, Any] = field(default_factory=lambda: dict(BPE_FLAGS))
     """BPE options besides vocab and merges (e.g. Llama-3's ignore_merges), inherited when the family matches."""
 
@@ -54,9 +58,11 @@ def blueprint(config: TokenizerConfig, base: Any | None) -> Blueprint:
     if family not in FAMILIES:
         raise LangadaptError(f"tokenizer.kind={config.kind!r} does not train a tokenizer")
     flags = dict(BPE_FLAGS)
+    kwargs: dict[str, Any] = {}
     if base_json is not None and family_of(base_json, strict=False) == family:
         parts = {k: copy.deepcopy(base_json.get(k)) for k in ("normalizer", "pre_tokenizer", "decoder")}
         flags.update({k: v for k, v in base_json["model"].items() if k in BPE_FLAGS})
+        kwargs.update(convention_flags(base))  # `legacy` names the normaliser/pre-tokeniser copied here
     else:
         parts = default_parts(family)
     specials = _specials(config, base_json, family)
@@ -71,7 +77,6 @@ def blueprint(config: TokenizerConfig, base: Any | None) -> Blueprint:
         post = _post_processor_for(copy.deepcopy(base_json.get("post_processor")), family)
     if config.split_digits is not None:
         parts["pre_tokenizer"] = with_digit_splitting(parts["pre_tokenizer"], config.split_digits)
-    kwargs: dict[str, Any] = {}
     if base is not None:
         if getattr(base, "chat_template", None):
             kwargs["chat_template"] = base.chat_template

@@ -15,6 +15,7 @@ from langadapt.data.documents import iter_split, texts_by_lang
 from langadapt.run.context import StageContext
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
+from langadapt.tokenizer.saving import save_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 
 
@@ -29,7 +30,7 @@ def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
     roles = None if config.language_weights else {"target"}
     texts = ((doc["lang"], doc["text"]) for doc in iter_split(data_dir, "train", roles=roles))
     tokenizer = train_tokenizer(config, texts, base, seed=ctx.seed)
-    tokenizer.save_pretrained(str(paths.tokenizer))
+    save_tokenizer(tokenizer, paths.tokenizer)
 
     candidates = {"base": base, "new": tokenizer} if base is not None and config.kind != "keep_base" else {
         "new": tokenizer}

@@ -22,6 +22,7 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.runtime.distributed import DistInfo
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
+from langadapt.tokenizer.saving import save_tokenizer
 from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
 from langadapt.train.engines import build_engine
@@ -105,7 +106,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
                     raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
         engine.export(out_dir / "model", dist.rank)
     if tokenizer is not None and dist.rank == 0:
-        tokenizer.save_pretrained(out_dir / "model")
+        save_tokenizer(tokenizer, out_dir / "model")
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
                        out_dir / "model", metrics.summary())
