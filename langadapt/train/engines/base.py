@@ -48,6 +48,19 @@ def build_optimizer(selection: TrainableParams, config: OptimizerConfig, device:
     )
 
 
+def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
+    """Each name of a parameter that is registered under an earlier name too (tied input and output
+    embeddings) -> that earlier name. From the module, so every rank gets the same answer."""
+    first: dict[int, str] = {}
+    aliases: dict[str, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in first:
+            aliases[name] = first[id(param)]
+        else:
+            first[id(param)] = name
+    return aliases
+
+
 def loss_module(model: torch.nn.Module, config: EngineConfig) -> CausalLMLoss:
     """The model with its loss, fast path applied as `config` (already resolved by check_engine) says."""
     if config.compile:
@@ -87,10 +100,15 @@ class Engine:
         raise NotImplementedError
 
     def export(self, directory: Path, rank: int) -> None:
-        """A Hugging Face model folder (safetensors) with the consolidated weights, from rank 0."""
+        """A Hugging Face model folder (safetensors) with the consolidated weights, from rank 0.
+
+        A tied matrix is written once, under its first name: gathered to the CPU its two names no
+        longer share memory, and `save_pretrained` would store both (one vocabulary-sized matrix
+        too many); `from_pretrained` ties the other name back from the config."""
         state = self.full_state_dict()
         if rank == 0:
-            self.model.save_pretrained(directory, state_dict=state)
+            aliases = tied_aliases(self.model)
+            self.model.save_pretrained(directory, state_dict={k: v for k, v in state.items() if k not in aliases})
 
     def release(self) -> None:
         """Free what the engine holds beside the model (optimizer state, hooks) when the stage ends, so

@@ -35,7 +35,7 @@ import torch.distributed as torch_dist
 
 from langadapt.runtime.distributed import DistInfo, default_backend, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.engines.base import Engine, build_optimizer, loss_module
+from langadapt.train.engines.base import Engine, build_optimizer, loss_module, tied_aliases
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams
 
@@ -110,10 +110,14 @@ class FSDPEngine(Engine):
         return norm
 
     def _state(self) -> dict:
+        """Model and optimizer state as DCP saves it. A tied matrix is one parameter under two names,
+        and DCP would write it under both (a second vocabulary-sized matrix per checkpoint): it is
+        kept under its first name only, and `load` hands the other name the same tensor back."""
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
         model, optimizer = get_state_dict(self.model, self.optimizer)
-        return {"model": model, "optimizer": optimizer}
+        aliases = tied_aliases(self.model)
+        return {"model": {k: v for k, v in model.items() if k not in aliases}, "optimizer": optimizer}
 
     def save(self, directory: Path) -> None:
         import torch.distributed.checkpoint as dcp
@@ -126,8 +130,9 @@ class FSDPEngine(Engine):
 
         state = self._state()  # the shapes and shards this world size wants, filled in place
         dcp.load(state, checkpoint_id=directory / TAG)
-        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
-                       optim_state_dict=state["optimizer"])
+        weights = state["model"]
+        weights.update({alias: weights[name] for alias, name in tied_aliases(self.model).items()})
+        set_state_dict(self.model, self.optimizer, model_state_dict=weights, optim_state_dict=state["optimizer"])
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
