@@ -200,3 +200,23 @@ def test_equals_lm_eval_harness_bits_per_byte(model_and_tok, texts, tmp_path, mo
     ours = bits_per_byte(model, tok, texts, window=window, stride=window)
     assert ours["bits_per_byte"] == pytest.approx(theirs["bits_per_byte,none"], abs=1e-4)
     assert ours["word_perplexity"] == pytest.approx(theirs["word_perplexity,none"], rel=1e-4)
+
+
+def test_long_documents_score_without_a_false_indexing_error_warning(model_and_tok, tiny_en_llama, texts, caplog,
+                                                                      monkeypatch):
+    """A document longer than the model's context is scored in windows that fit it; transformers'
+    "longer than the specified maximum sequence length ... indexing errors" is about running the
+    whole sequence at once, so it must not be printed (it was, once per tokenizer, every evaluation)."""
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("transformers"), "propagate", True)  # into caplog
+    model, _ = model_and_tok
+    tok = AutoTokenizer.from_pretrained(tiny_en_llama)  # a fresh one: transformers warns once per instance
+    tok.model_max_length = 48
+    long = " ".join(texts)
+    ids = tok.backend_tokenizer.encode(long, add_special_tokens=False).ids
+    assert len(ids) > 3 * tok.model_max_length
+    with caplog.at_level(logging.WARNING, logger="transformers"):
+        lls, lengths = sequence_loglikelihoods(model, tok, [long], window=48, stride=48)
+    assert lengths == [len(ids)] and math.isfinite(lls[0])
+    assert "indexing errors" not in caplog.text

@@ -45,6 +45,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -177,7 +178,7 @@ def sequence_loglikelihoods(
     device = torch.device(device) if device is not None else model_device(model)
     batch_size = batch_size or default_batch_size(device)
     prefix = prefix_token_id(tokenizer)
-    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    encoded = encode_documents(tokenizer, texts)
     windows = [w for i, ids in enumerate(encoded) for w in rolling_windows(i, ids, prefix, window, stride)]
     # Longest first: similar lengths share a batch (little padding) and an out-of-memory error,
     # if any, comes at the start rather than after most of the work.
@@ -193,6 +194,22 @@ def sequence_loglikelihoods(
     finally:
         model.train(was_training)
     return totals, [len(ids) for ids in encoded]
+
+
+def encode_documents(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Each whole document's ids, without special tokens, from the `tokenizers` pipeline itself.
+
+    The transformers wrapper checks every encoded text against `model_max_length` and warns that
+    running it "through the model will result in indexing errors": true of one forward pass over
+    the whole text, false here, where a document is only cut into windows no longer than the
+    context (`sequence_loglikelihoods` caps them). The pipeline gives the same ids with no check;
+    a tokenizer without one (not a fast tokenizer) is called as it is, its warning included."""
+    if not texts:
+        return []
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
 
 
 def _batches(windows: list[Window], token_budget: int) -> Iterator[list[Window]]:
