@@ -134,3 +134,20 @@ def test_the_tokenizer_stage_writes_the_bases_flags(kind, bases, nb_texts, tmp_p
     assert {f: config.get(f) for f in FLAGS} == {f: config_of(base)[f] for f in FLAGS}
     assert json.loads((folder / "special_tokens_map.json").read_text()) == \
         json.loads((base / "special_tokens_map.json").read_text())
+
+
+def test_a_base_whose_flags_contradict_its_post_processor_is_named(bases, tmp_path, caplog):
+    """transformers 5 follows the post-processor, transformers 4 the flags: the run says which it followed."""
+    import logging
+    import shutil
+
+    from langadapt.tokenizer.stage import load_base_tokenizer
+
+    folder = tmp_path / "base"
+    shutil.copytree(bases("mistral-sp-legacy"), folder)
+    config = config_of(folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "add_eos_token": True}))
+    with caplog.at_level(logging.WARNING, logger="langadapt"):
+        base = load_base_tokenizer(str(folder))
+    assert "add_eos_token=True, but tokenizer.json's post-processor does not add it" in caplog.text
+    assert special_token_flags(base) == {"add_bos_token": True, "add_eos_token": False}

@@ -40,7 +40,7 @@ def context_length(config: Any) -> int | None:
     return None
 
 
-def load_base_tokenizer(base_folder: str | None) -> Any | None:
+def base_tokenizer_or_none(base_folder: str | None) -> Any | None:
     """The base model's tokenizer, or None (scratch runs; a base that is only a config)."""
     if not base_folder:
         return None
@@ -129,7 +129,7 @@ def write_model_folder(model: torch.nn.Module, tokenizer_source: Path, base_fold
     from langadapt.tokenizer.loading import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_source)
-    base = load_base_tokenizer(base_folder)
+    base = base_tokenizer_or_none(base_folder)
     length = context_length(model.config)
     if length is not None:
         tokenizer.model_max_length = length

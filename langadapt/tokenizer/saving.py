@@ -53,6 +53,23 @@ def convention_flags(tokenizer: Any) -> dict[str, Any]:
     return {} if legacy is None else {"legacy": bool(legacy)}
 
 
+def check_written_flags(folder: Path | str, tokenizer: Any, what: str = "base_model.path") -> None:
+    """Warn when a folder's tokenizer_config.json says otherwise than its post-processor does.
+
+    transformers 5 follows the post-processor, transformers 4 and converters the flags: such a
+    base already encodes differently depending on the reader, and a tokenizer made from it
+    follows the post-processor (and says so in its own flags)."""
+    try:
+        written = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    for flag, value in special_token_flags(tokenizer).items():
+        if flag in written and bool(written[flag]) != value:
+            log.warning("%s %s: tokenizer_config.json says %s=%s, but tokenizer.json's post-processor %s; "
+                        "followed the post-processor, as transformers 5 does", what, folder, flag,
+                        written[flag], "adds it" if value else "does not add it")
+
+
 def save_tokenizer(tokenizer: Any, folder: Path | str) -> None:
     """`save_pretrained`, then the flags and the special-token map that transformers 5 leaves out."""
     folder = Path(folder)

@@ -15,7 +15,7 @@ from langadapt.data.documents import iter_split, texts_by_lang
 from langadapt.run.context import StageContext
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
-from langadapt.tokenizer.saving import save_tokenizer
+from langadapt.tokenizer.saving import check_written_flags, save_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 
 
@@ -56,4 +56,6 @@ def load_base_tokenizer(base_model: str | None) -> Any | None:
         return None
     from langadapt.tokenizer.loading import load_tokenizer
 
-    return load_tokenizer(base_model, what="base_model.path")
+    base = load_tokenizer(base_model, what="base_model.path")
+    check_written_flags(base_model, base)
+    return base
