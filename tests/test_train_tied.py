@@ -12,7 +12,13 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from langadapt.train.config import CheckpointConfig, EngineConfig, OptimizerConfig, ScheduleConfig, TrainStageConfig
+from langadapt.train.config import (
+    CheckpointConfig,
+    EngineConfig,
+    OptimizerConfig,
+    ScheduleConfig,
+    TrainStageConfig,
+)
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
