@@ -88,16 +88,17 @@ def _training_blocks(results: dict, figures: set[str]) -> list[Block]:
 
 def _tokenizer_blocks(results: dict) -> list[Block]:
     tok_table = tables.tokenizer_rows(results)
-    if tok_table is None:
-        return []
-    used_by = (results.get("tokenizers") or {}).get("used_by", {})
-    users = "; ".join(f"{name} tokenizer: {', '.join(models)}" for name, models in used_by.items())
-    return [
-        ("h2", "Tokenizers"),
-        ("p", f"Used by — {users}. Fertility = tokens per word (lower is better)."),
-        ("table", *tok_table),
-        ("img", "fertility", "tokenizer fertility per language"),
-    ]
+    shortfall = (results.get("tokenizers") or {}).get("shortfall")
+    blocks: list[Block] = [("p", f"Note: {shortfall}.")] if shortfall else []
+    if tok_table is not None:
+        used_by = (results.get("tokenizers") or {}).get("used_by", {})
+        users = "; ".join(f"{name} tokenizer: {', '.join(models)}" for name, models in used_by.items())
+        blocks += [
+            ("p", f"Used by — {users}. Fertility = tokens per word (lower is better)."),
+            ("table", *tok_table),
+            ("img", "fertility", "tokenizer fertility per language"),
+        ]
+    return [("h2", "Tokenizers"), *blocks] if blocks else []
 
 
 def _sample_blocks(results: dict) -> list[Block]:

@@ -33,6 +33,7 @@ from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.training import planned_energy
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
+from langadapt.tokenizer.summary import vocabulary_shortfall
 
 
 def _is_model(path: Path) -> bool:
@@ -193,6 +194,8 @@ def evaluate_cli(
     results = evaluate_models(models, load_suites(suites), held_out_texts(data_dir), config,
                               reference=next(iter(references), None))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
+    if run_dir is not None and (shortfall := vocabulary_shortfall(RunLayout(run_dir).stage_summary("tokenizer"))):
+        results.setdefault("tokenizers", {})["shortfall"] = shortfall
     metrics = training_metrics(RunLayout(run_dir)) if run_dir is not None else {}
     write_report(results, out, metrics, title=f"langadapt evaluation: {next(iter(models))}",
                  planned_energy=planned_energy(RunLayout(run_dir)) if run_dir is not None else None)

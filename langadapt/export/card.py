@@ -20,6 +20,7 @@ from langadapt.errors import LangadaptError
 from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
 from langadapt.run.layout import TRAINING_STAGES, RunLayout
+from langadapt.tokenizer.summary import vocabulary_shortfall
 
 STAGE_TEXT = {
     "stage1": "**Stage 1** trained only the input embeddings and the LM head, with the transformer body frozen",
@@ -94,8 +95,8 @@ def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported:
 
 
 def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
-    tokenizer = read_json(layout.manifest("tokenizer")).get("summary", {})
-    embeddings = read_json(layout.manifest("embeddings")).get("summary", {})
+    tokenizer = layout.stage_summary("tokenizer")
+    embeddings = layout.stage_summary("embeddings")
     vocab = tokenizer.get("vocab_size", "?")
     if facts.init == "scratch":
         lines = [(f"Trained from scratch (`init: scratch`): a randomly initialised model with "
@@ -106,8 +107,10 @@ def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
         lines = [(f"Adapted from {base} with a new {vocab}-token tokenizer (`{tokenizer.get('kind', '?')}`) trained "
                   f"on the target language; its input embeddings and LM head were initialised for the new "
                   f"vocabulary with the `{embeddings.get('method', '?')}` embedding transfer method.")]
+    if shortfall := vocabulary_shortfall(tokenizer):
+        lines.append(f"Note: {shortfall}.")
     for stage in exported.training_stages:
-        summary = read_json(layout.manifest(stage)).get("summary", {})
+        summary = layout.stage_summary(stage)
         lines.append(f"{STAGE_TEXT[stage]}: {summary.get('steps', '?')} steps, {summary.get('tokens', 0):,} tokens, "
                      f"final training loss {summary.get('final_loss', float('nan')):.3f}.")
     return "\n".join(lines)

@@ -17,15 +17,20 @@ from langadapt.planning.models import ModelDims, dims_from_config, load_model_di
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.recipe import Recipe
 from langadapt.run.layout import TRAINING_STAGES, RunLayout
+from langadapt.tokenizer.summary import vocabulary_shortfall
 
 
 def model_dims(recipe: Recipe) -> ModelDims:
-    """The model's shape with the vocabulary it will have after the tokenizer swap."""
+    """The model's shape with the vocabulary it will have after the tokenizer swap: the size the
+    tokenizer stage reached once it has run (it can stop short of vocab_size), else the one asked for."""
     if recipe.init == "scratch" and recipe.base_model.architecture:
         dims = dims_from_config(recipe.base_model.architecture, name=recipe.name)
     else:
         dims = load_model_dims(recipe.base_model.path or "")
-    return dims if recipe.tokenizer.kind == "keep_base" else dims.with_vocab(recipe.tokenizer.vocab_size)
+    if recipe.tokenizer.kind == "keep_base":
+        return dims
+    reached = RunLayout(recipe.run_dir).stage_summary("tokenizer").get("vocab_size")
+    return dims.with_vocab(reached if isinstance(reached, int) else recipe.tokenizer.vocab_size)
 
 
 def measured_tokens(recipe: Recipe) -> dict[str, float]:
@@ -74,4 +79,7 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
                       hardware=hardware_name, mfu=mfu or cluster.mfu, num_gpus=world,
                       peak_tflops=peak, grid=cluster.grid)
     plan["recipe"] = recipe.name
+    shortfall = vocabulary_shortfall(RunLayout(recipe.run_dir).stage_summary("tokenizer"))
+    if shortfall:
+        plan["notes"] = [f"tokenizer stage: {shortfall}; sizes above use the tokens it made"]
     return plan

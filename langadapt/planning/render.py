@@ -116,6 +116,7 @@ def render_plan(plan: dict[str, Any]) -> str:
         ["stage", "sharding", "weights", "grads", "optim", "activ", "total", "fits"], mem, text_columns=2
     )
     warnings = [f"{s['name']}: {w}" for s in plan["stages"] for w in s["warnings"]]
+    warnings += plan.get("notes", [])
     if warnings:
         lines += ["", *(f"warning: {w}" for w in warnings)]
     return "\n".join(lines)

@@ -189,6 +189,14 @@ class RunLayout:
     def manifest(self, stage: str) -> Path:
         return self.stage_dir(stage) / MANIFEST
 
+    def stage_summary(self, stage: str) -> dict[str, Any]:
+        """The `summary` a finished stage recorded in its manifest; {} when there is none (yet)."""
+        try:
+            summary = json.loads(self.manifest(stage).read_text(encoding="utf-8")).get("summary")
+        except (OSError, ValueError, AttributeError):
+            return {}
+        return summary if isinstance(summary, dict) else {}
+
     def checkpoint_export(self, name: str) -> ExportPaths:
         """Where `langadapt export --checkpoint` writes checkpoint `name`: outside every stage folder,
         since a re-run of the export stage replaces export/ whole."""

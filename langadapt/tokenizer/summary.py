@@ -1,0 +1,25 @@
+"""What a finished tokenizer stage means for the rest of the run, read from its manifest summary.
+
+Pure and light (no `tokenizers` import): `langadapt plan`, the evaluation report and the model
+card all show it, and `plan` must stay fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def vocabulary_shortfall(summary: Mapping[str, Any]) -> str | None:
+    """One sentence when the tokenizer stage made fewer tokens than `tokenizer.vocab_size` asked for.
+
+    BPE stops when no pair occurs `min_frequency` times any more, so a small corpus cannot fill a
+    large vocabulary (the demo's Bokmål gives ~13k tokens whatever is asked). The run goes on with
+    the smaller vocabulary (`tokenizer.train.check_reached_size` fails below `min_vocab_fraction`);
+    every reader of the run should see that, not only the console.
+    """
+    reached, asked = summary.get("vocab_size"), summary.get("vocab_size_requested")
+    if not isinstance(reached, int) or not isinstance(asked, int) or reached >= asked:
+        return None
+    return (f"the new tokenizer has {reached:,} tokens, {reached / asked:.0%} of the {asked:,} asked for "
+            f"(tokenizer.vocab_size): its training text ran out of pairs that occur tokenizer.min_frequency times")
