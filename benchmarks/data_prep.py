@@ -9,7 +9,7 @@
    generated corpora of increasing size: it must stay flat, far below the corpus size.
 
 Text: the ../shared corpus pack (all train files) and the tiny-en-llama tokenizer; without them
-the benchmark says so and exits 0. Last line: one JSON object (see DESIGN.md, "Benchmarks").
+the benchmark says so and exits 0. Last line: one JSON object (format in benchmarks/README.md).
 
     python benchmarks/data_prep.py [--rounds 2] [--sizes-mb 16,64,128]
 """

@@ -9,7 +9,7 @@ same disjoint 512-token windows with the same BOS conditioning, so they must agr
 The naive loop (one forward pass per window, batch 1, log-softmax over [T, V]) is what a first
 implementation looks like; it runs on the first `--baseline-mb` of the same text (it is the
 slow side), and `bits_per_byte` is timed on that same slice for the ratio, then on the full text
-for the headline tokens/s and wall time. Last line: the JSON record DESIGN.md asks for.
+for the headline tokens/s and wall time. Last line: the JSON record of benchmarks/README.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ text (nb.debian-handbook.valid) so speed is never bought with a worse vocabulary
     python benchmarks/tokenizer_train.py [--corpora nbnn pack] [--vocab-size 8000] [--rounds 3]
 
 Corpora: `nbnn` = nb+nn train text (the Norwegian job, ~1.3 MB); `pack` = every train file of
-the corpus pack (~23 MB, what DESIGN.md measured). sentencepiece gets the text one line per
+the corpus pack (~23 MB). sentencepiece gets the text one line per
 sentence (its input format) with max_sentence_length raised so that no line is skipped;
 langadapt gets whole documents. The last line is the JSON record for `pack` (or the last corpus
 run): ours = langadapt's default family (byte-level BPE), baseline = sentencepiece BPE.

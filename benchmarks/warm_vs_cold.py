@@ -104,7 +104,7 @@ def best_warm_init(results: dict[str, Any], plan: dict[str, Any]) -> str | None:
 
 
 def summary_line(results: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
-    """The DESIGN.md JSON line: the best warm core variant's final nb bpb over the best cold one's.
+    """The last-line JSON (benchmarks/README.md): the best warm core variant's final nb bpb over the best cold one's.
 
     Core variants only (default seed): there warm and cold differ in nothing but the init, the
     compute is equal and the model is the demo's; sweeps change the data or the model too."""

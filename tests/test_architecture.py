@@ -84,3 +84,11 @@ def test_the_cycle_finder_finds_a_lazy_circle():
     source = "def f():\n    from langadapt.run import pipeline\nif TYPE_CHECKING:\n    from langadapt.recipe import x\n"
     seen = [n.module for n in _runtime_nodes(ast.parse(source)) if isinstance(n, ast.ImportFrom)]
     assert seen == ["langadapt.run"]
+
+
+def test_nothing_cites_a_document_outside_the_repository():
+    """Comments and docstrings may cite docs/ (in the repository), not the design card a checkout lacks."""
+    outside = ("DESIGN.md", "STYLE.md")
+    files = [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "recipes").rglob("*.yaml"), *(PACKAGE.parent / "docs").rglob("*.md")]
+    citing = [f"{f.relative_to(PACKAGE.parent)}: {name}" for f in files for name in outside if name in f.read_text()]
+    assert not citing, citing

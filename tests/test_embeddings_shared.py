@@ -47,6 +47,6 @@ def test_mean_init_beats_random_init_at_step_zero(tiny_en_llama, shared_texts, o
         model, _ = transfer_embeddings(model, old, new, EmbeddingConfig(method=method), mapping=mapping)
         bpb[method] = _bits_per_byte(model.eval(), new, valid)
     # A random head predicts near-uniformly (about log2(V) / bytes-per-token bpb), which is hard to
-    # beat before training (DESIGN.md); the mean init must still be clearly better.
+    # beat before training; the mean init must still be clearly better.
     assert bpb["mean"] < 0.9 * bpb["random"], bpb
     assert math.isfinite(bpb["mean"])

@@ -80,7 +80,7 @@ def test_hardware_errors_are_clear() -> None:
 
 
 def test_throughput_anchor_olmo_core_7b_on_h100() -> None:
-    # DESIGN.md: OLMo-core 7B on H100 ~10K tokens/s per GPU at 47-48% MFU (seq 4096): same ballpark.
+    # OLMo-core's published 7B figure: on H100 ~10K tokens/s per GPU at 47-48% MFU (seq 4096): same ballpark.
     olmo = load_model_dims("OLMo-2-7B")
     assert isinstance(olmo, ModelDims)
     tps = tokens_per_second(0.475, flops_per_token(olmo, 4096), get_hardware("h100").peak_flops)

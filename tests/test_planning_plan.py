@@ -41,7 +41,7 @@ MIXTURE = {
 
 
 def normistral_stages(mixture: dict | None = MIXTURE) -> list[StagePlanInput]:
-    """DESIGN.md: stage 1 1,000 x 1024 x 4096 (embeddings, ZeRO-1); stage 2 60,000 steps (ZeRO-3)."""
+    """NorMistral-7b-warm's published schedule: stage 1 1,000 x 1024 x 4096 (embeddings, ZeRO-1); stage 2 60,000 steps (ZeRO-3)."""
     return [
         StagePlanInput(
             name="stage1", steps=1000, seq_len=4096, global_batch=1024, trainable="embeddings", zero_stage=1

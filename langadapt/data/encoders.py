@@ -2,7 +2,7 @@
 
 A GPT-2-style byte-level BPE (byte-level pre-tokenizer with a split regex, no normaliser, vocab
 ids in merge order) is exactly what tiktoken implements, and tiktoken encodes it about 4.7x
-faster than `tokenizers` (DESIGN.md). Nobody ships the conversion from a `tokenizer.json`, so it
+faster than `tokenizers` (benchmarks/data_prep.py). Nobody ships the conversion from a `tokenizer.json`, so it
 is written here: the byte-level token strings are mapped back to bytes and become tiktoken's
 mergeable ranks (rank = id, so the ids come out unchanged). Because "looks structurally the same"
 is not a proof, `choose_encoder` also encodes a sample with both and falls back to `tokenizers`

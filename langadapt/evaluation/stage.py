@@ -5,7 +5,7 @@ A run contributes, in this order:
     base         the source model (ctx.base_model; absent for `init: scratch`)
     init         the embeddings stage's model: the warm model at step 0 (new tokenizer, initialised rows)
     init_random  the same warm model with the new rows drawn by the `random` method, built in
-                 memory: the fair baseline for judging an initialisation (see DESIGN.md)
+                 memory: the fair baseline for judging an initialisation (a cold model is not)
     stage1       after training embeddings + head (when stage 1 is enabled)
     adapted      the stage 2 model: the final one
     cold         with `cold_baseline`: the same recipe trained from scratch at equal compute
