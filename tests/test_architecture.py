@@ -78,6 +78,28 @@ def test_no_import_circles():
     assert cycle is None, " -> ".join(cycle)
 
 
+FORBIDDEN = {
+    "data": {"planning"},  # data plans its own mixture (data.epochs)
+    "corpora": {"data", "planning", "train", "run"},  # corpora builds the files data reads (data -> corpora)
+    "planning": {"train", "evaluation", "export"},  # plan reads recipes and shapes, never the trainer
+    "evaluation": {"train", "export"},
+    "export": {"evaluation"},
+    "recipe": {"run", "train", "evaluation", "export", "planning"},
+}
+"""package -> packages it must not import; `config` modules (recipe slices) are exempt. export may use
+train.checkpoint's reader (an earlier stage's library, docs/architecture.md); nothing else of train."""
+
+
+def test_no_forbidden_arrows():
+    package = lambda module: module.split(".")[1] if module.count(".") else ""  # noqa: E731
+    wrong = sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
+                   if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config"))
+    wrong += sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
+                    if package(src) == "export" and package(dst) == "train"
+                    and dst not in ("langadapt.train.checkpoint", "langadapt.train.config"))
+    assert not wrong, wrong
+
+
 def test_the_cycle_finder_finds_a_lazy_circle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from langadapt.corpora.debian_docs import SOURCES, build_debian_corpus
-from langadapt.data.langvote import vote_language
+from langadapt.corpora.langvote import vote_language
 from langadapt.errors import LangadaptError
 
 REPO = Path(__file__).resolve().parents[1]

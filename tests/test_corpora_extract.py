@@ -13,7 +13,7 @@ import pytest
 from langadapt.corpora import debian_docs
 from langadapt.corpora.debian_docs import build_debian_corpus, read_deb_package, resolve_locale
 from langadapt.corpora.html_text import html_paragraphs
-from langadapt.data.langvote import matches_language, stopword_scores, vote_language
+from langadapt.corpora.langvote import matches_language, stopword_scores, vote_language
 from langadapt.errors import LangadaptError
 
 # One sentence each, about the same thing, in the six languages the vote knows.

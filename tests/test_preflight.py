@@ -17,7 +17,7 @@ import pytest
 
 from langadapt.data.config import DataConfig
 from langadapt.errors import LangadaptError
-from langadapt.planning.epochs import plan_stage_mixture
+from langadapt.data.epochs import plan_stage_mixture
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
 

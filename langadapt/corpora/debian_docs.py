@@ -9,7 +9,7 @@ are written in the page's language and writes one document per page as `.jsonl.g
 
 Why a paragraph filter: translations fall back to the English original for every string nobody
 translated, so a "Norwegian" page is partly English. The filter is a stopword vote with small
-hand-written lists (`langadapt.data.langvote`): six languages do not justify a language-ID
+hand-written lists (`langadapt.corpora.langvote`): six languages do not justify a language-ID
 dependency, and only the page's own language versus its neighbours has to be decided.
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from langadapt.corpora.html_text import html_paragraphs
-from langadapt.data.langvote import STOPWORDS, matches_language
+from langadapt.corpora.langvote import STOPWORDS, matches_language
 from langadapt.errors import LangadaptError
 
 #: Where each package keeps its HTML, per locale directory.

@@ -30,7 +30,7 @@ import numpy as np
 
 from langadapt.data.schedule import MixPlan
 from langadapt.errors import LangadaptError
-from langadapt.planning.epochs import plan_stage_mixture
+from langadapt.data.epochs import plan_stage_mixture
 
 if TYPE_CHECKING:  # torch is imported where positions are made: reading shards needs only numpy
     import torch

@@ -134,8 +134,7 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
                       overwrite: bool) -> ExportPaths:
     """`langadapt export --checkpoint STAGE/STEP`: export one saved checkpoint of a training stage
     into its own folder (with a manifest; it never replaces the run's export)."""
-    from langadapt.run.layout import promote, write_manifest
-    from langadapt.train.checkpoint import STEP_DIR
+    from langadapt.run.layout import complete_checkpoints, promote, write_manifest
 
     stage, _, step = spec.partition("/")
     step = step.removeprefix("step_")
@@ -143,8 +142,7 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
         raise LangadaptError(f"--checkpoint {spec}: expected STAGE/STEP with STAGE one of {', '.join(TRAINING_STAGES)}, "
                              "e.g. stage2/500")
     root = layout.trained(stage).checkpoints
-    found = {int(m.group(1)): p for p in (root.iterdir() if root.is_dir() else [])
-             if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()}
+    found = complete_checkpoints(root)
     if int(step) not in found:
         raise LangadaptError(f"--checkpoint {spec}: no complete checkpoint at step {int(step)} in {root} "
                              f"(there: {', '.join(map(str, sorted(found))) or 'none'})")

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -34,6 +35,34 @@ STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "ex
 TRAINING_STAGES = ("stage1", "stage2")
 MODEL_STAGES = {"init": "embeddings", "stage1": "stage1", "adapted": "stage2"}
 """Model name (as evaluation reports it) -> the stage whose `model/` folder holds it."""
+
+
+STEP_DIR = re.compile(r"^step_(\d+)$")
+"""A checkpoint folder's name under a training stage's checkpoints/ (train.checkpoint writes them)."""
+
+
+def complete_checkpoints(root: Path) -> dict[int, Path]:
+    """step -> folder of every complete checkpoint in `root` (a `step_N` folder holding trainer_state.json;
+    train.checkpoint only ever names a folder so once it is complete)."""
+    if not root.is_dir():
+        return {}
+    return {int(m.group(1)): p for p in root.iterdir()
+            if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()}
+
+
+def latest_checkpoint(root: Path) -> Path | None:
+    """The checkpoint `root/latest` names, or None when `root` holds no complete checkpoint.
+
+    If the named folder is gone (a crash between moving a re-saved step aside and renaming
+    its replacement in), or `latest` was never written (a crash right after the first
+    rename), the newest `step_N` folder is used: every such folder is complete."""
+    pointer = root / "latest"
+    if pointer.is_file():
+        path = root / pointer.read_text().strip()
+        if (path / "trainer_state.json").is_file():
+            return path
+    complete = complete_checkpoints(root)
+    return complete[max(complete)] if complete else None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -38,14 +37,13 @@ import torch.distributed as torch_dist
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
+from langadapt.run.layout import STEP_DIR, latest_checkpoint
 from langadapt.train.config import CheckpointConfig
 from langadapt.train.engines.base import Engine
 from langadapt.train.engines.deepspeed_engine import TAG as DEEPSPEED_TAG
 from langadapt.train.engines.deepspeed_engine import consolidated_weights as deepspeed_weights
 from langadapt.train.engines.fsdp_engine import TAG as FSDP_TAG
 from langadapt.train.engines.fsdp_engine import consolidated_weights as fsdp_weights
-
-STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
 class Stateful(Protocol):
@@ -199,24 +197,6 @@ class Checkpointer:
         stream.load_state_dict(trainer.pop("stream"))
         fields = TrainState.__dataclass_fields__
         return TrainState(**{k: v for k, v in trainer.items() if k in fields})
-
-
-def latest_checkpoint(root: Path) -> Path | None:
-    """The checkpoint `root/latest` names, or None when `root` holds no complete checkpoint.
-
-    If the named folder is gone (a crash between moving a re-saved step aside and renaming
-    its replacement in), or `latest` was never written (a crash right after the first
-    rename), the newest `step_N` folder is used: every such folder is complete."""
-    pointer = root / "latest"
-    if pointer.is_file():
-        path = root / pointer.read_text().strip()
-        if (path / "trainer_state.json").is_file():
-            return path
-    if not root.is_dir():
-        return None
-    complete = [(int(m.group(1)), p) for p in root.iterdir()
-                if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()]
-    return max(complete)[1] if complete else None
 
 
 def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
