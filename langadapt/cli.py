@@ -115,11 +115,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from langadapt.evaluation import evaluate_cli
+    from langadapt.evaluation.report import RESULTS
 
     suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
     out = Path(args.out) if args.out else default_eval_out(Path(args.model), args.name)
-    if (out / "results.json").exists() and not args.overwrite:
-        raise LangadaptError(f"{out / 'results.json'}: already exists; pass --overwrite to replace it (or choose another --out)")
+    if (out / RESULTS).exists() and not args.overwrite:
+        raise LangadaptError(f"{out / RESULTS}: already exists; pass --overwrite to replace it (or choose another --out)")
     results = evaluate_cli(args.model, suites, out, args.compare, name=args.name)
     print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
     print(f"evaluation written to {out}")

@@ -91,7 +91,7 @@ train.checkpoint's reader (an earlier stage's library, docs/architecture.md); no
 
 
 def test_no_forbidden_arrows():
-    package = lambda module: module.split(".")[1] if module.count(".") else ""  # noqa: E731
+    package = lambda module: module.split(".")[1] if module.count(".") else ""
     wrong = sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
                    if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config"))
     wrong += sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts

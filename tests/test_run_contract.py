@@ -4,9 +4,9 @@ by surprise, and the layout is the one place that spells a stage's folder."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -255,18 +255,47 @@ def test_the_pipeline_tells_evaluation_which_models_the_recipe_makes(tmp_path: P
     assert pipeline.run_models(stages, layout) == {"init": layout.embeddings.model, "adapted": layout.stage2.model}
 
 
-def test_no_module_but_the_layout_spells_a_stage_folder() -> None:
-    """`x / "stage1"`, `stage_dir("tokenizer")`, `/ "tokens"`: paths belong to run.layout.RunLayout."""
-    pattern = re.compile(r"""(/\s*|stage_dir\()["'](data|tokenizer|embeddings|stage1|stage2|evaluate|export|model|tokens|checkpoints)["']""")
-    # train/loop.py names the files inside the training stage's own folder (out_dir / "model",
-    # "checkpoints"), the same names as RunLayout's ModelStagePaths; it is owned elsewhere for now.
-    allowed = {"run/layout.py", "train/loop.py"}
+LAYOUT_NAMES = {"data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export", "model", "tokens",
+                "checkpoints", "train", "valid", "metrics.jsonl", "manifest.json", "results.json", "latest",
+                "recipe.resolved.yaml", "exported_checkpoints", "eval", "trainer_state.json"}
+"""Folder and file names of a run (run.layout.RunLayout) and of a report folder (evaluation.report)."""
+
+
+def spelled_paths(source: str) -> list[tuple[int, str]]:
+    """(line, name) for each layout name used to build a path: `x / "name"`, `x / f"name/..."`,
+    `joinpath("name")`, `Path(x, "name")`, `os.path.join(x, "name")`, `stage_dir("name")`."""
     found = []
-    for path in (REPO / "langadapt").rglob("*.py"):
-        name = str(path.relative_to(REPO / "langadapt"))
-        if name not in allowed:
-            found += [f"{name}:{i}" for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in (
+                "joinpath", "Path", "join", "stage_dir"):
+            parts = node.args
+        else:
+            continue
+        for part in parts:
+            texts = [part.value] if isinstance(part, ast.Constant) and isinstance(part.value, str) else [
+                v.value for v in getattr(part, "values", []) if isinstance(v, ast.Constant)]
+            found += [(node.lineno, piece) for text in texts for piece in text.split("/") if piece in LAYOUT_NAMES]
+    return found
+
+
+def test_no_module_but_the_layout_spells_a_run_folder_name() -> None:
+    """Paths of a run belong to run.layout.RunLayout; a report folder's file names to evaluation.report."""
+    allowed = {"run/layout.py": "the layout itself", "evaluation/report.py": "the report folder's own files",
+               "data/shards.py": "the shard format's valid/ subfolder (also written outside runs)"}
+    found = [f"{path.relative_to(REPO / 'langadapt')}:{line}: {name}"
+             for path in (REPO / "langadapt").rglob("*.py")
+             if str(path.relative_to(REPO / "langadapt")) not in allowed
+             for line, name in spelled_paths(path.read_text())]
     assert found == []
+
+
+def test_the_spelling_finder_sees_every_form() -> None:
+    source = ('a / "stage1"\nb / f"tokens/{x}"\nc.joinpath("model")\nPath(d, "metrics.jsonl")\n'
+              'os.path.join(e, "checkpoints")\nlayout.stage_dir("export")\nf / "other"\n')
+    assert [name for _, name in spelled_paths(source)] == ["stage1", "tokens", "model", "metrics.jsonl",
+                                                            "checkpoints", "export"]
 
 
 def test_summaries_name_final_paths_not_the_work_folder(run) -> None:

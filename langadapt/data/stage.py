@@ -25,6 +25,7 @@ from langadapt.data.documents import write_documents
 from langadapt.data.sources import iter_texts, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
+from langadapt.run.layout import DataPaths
 
 _DONE, _ABORT = object(), object()
 
@@ -55,7 +56,7 @@ class _DocumentWriter:
             write_documents(path, self._items())
         except _Aborted:
             path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-        except BaseException as err:  # noqa: BLE001 - handed to the stage's thread by close()
+        except BaseException as err:
             self._error = err
             while self._queue.get() not in (_DONE, _ABORT):  # drain so put() never blocks forever
                 pass
@@ -102,8 +103,9 @@ def _process_source(
     out: Path,
 ) -> dict[str, Any]:
     counts: Counter = Counter()
-    train = _DocumentWriter(out / "train" / f"{source.name}.jsonl.gz")
-    valid = _DocumentWriter(out / "valid" / f"{source.name}.jsonl.gz")
+    folders = DataPaths(out)
+    train = _DocumentWriter(folders.train / f"{source.name}.jsonl.gz")
+    valid = _DocumentWriter(folders.valid / f"{source.name}.jsonl.gz")
     failed = True
     try:
         if valid_paths is not None:

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from langadapt.data.epochs import plan_stage_mixture
 from langadapt.data.schedule import MixPlan
 from langadapt.errors import LangadaptError
-from langadapt.data.epochs import plan_stage_mixture
 
 if TYPE_CHECKING:  # torch is imported where positions are made: reading shards needs only numpy
     import torch

@@ -15,6 +15,9 @@ from langadapt.evaluation import plots
 from langadapt.evaluation.render import render_html, render_markdown
 from langadapt.evaluation.training import training_section
 
+RESULTS = "results.json"
+"""The report folder's machine-readable results (what `langadapt eval` refuses to overwrite)."""
+
 
 def write_report(
     results: dict, out: Path, training_metrics: dict[str, Path] | None = None,
@@ -28,7 +31,7 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     if training_metrics:
         results = {**results, "training": training_section(training_metrics, planned_energy)}
-    (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str), "utf-8")
+    (out / RESULTS).write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str), "utf-8")
     figures = {
         "bpb": plots.plot_bpb(results, out / "plots" / "bpb.png"),
         "deltas": plots.plot_deltas(results, out / "plots" / "deltas.png"),
@@ -44,7 +47,7 @@ def write_report(
     }
     (out / "report.html").write_text(render_html(results, embedded, title), "utf-8")
     return {
-        "results": out / "results.json",
+        "results": out / RESULTS,
         "markdown": out / "report.md",
         "html": out / "report.html",
         **figures,

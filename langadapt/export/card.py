@@ -19,7 +19,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from langadapt.errors import LangadaptError
 from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
-from langadapt.run.layout import TRAINING_STAGES, RunLayout, latest_checkpoint
+from langadapt.run.layout import TRAINER_STATE, TRAINING_STAGES, RunLayout, latest_checkpoint
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
 STAGE_TEXT = {
@@ -51,7 +51,7 @@ def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:
     """Tokens each source contributed to a training stage, from its last checkpoint's stream state
     (the final step is always checkpointed: `Checkpointer.due`)."""
     last = latest_checkpoint(layout.trained(stage).checkpoints)
-    stream = read_json(last / "trainer_state.json").get("stream", {}) if last else {}
+    stream = read_json(last / TRAINER_STATE).get("stream", {}) if last else {}
     return {name: int(count) * int(stream.get("seq_len", 0)) for name, count in stream.get("counts", {}).items()}
 
 

@@ -33,7 +33,7 @@ from langadapt.export.provenance import RunFacts, publishable_recipe
 from langadapt.export.verify import default_prompt, probe, verify_folder
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
-from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, is_complete
+from langadapt.run.layout import MANIFEST, MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, is_complete
 
 log = logging.getLogger("langadapt")
 RECIPE_FILE = "langadapt_recipe.yaml"
@@ -170,13 +170,13 @@ def verified_for_push(paths: ExportPaths, layout: RunLayout, config: ExportConfi
     from huggingface_hub import ModelCard
     from transformers import AutoModelForCausalLM
 
-    manifest = read_json(paths.root / "manifest.json").get("summary", {})
+    manifest = read_json(paths.root / MANIFEST).get("summary", {})
     if "verification" not in manifest:
         raise LangadaptError(f"{paths.model}: no verification recorded (exported by an older langadapt?); "
                              "re-export with --overwrite before pushing")
     try:
         ModelCard.load(paths.model / REPOCARD_NAME)
-    except Exception as exc:  # noqa: BLE001 - a hand edit broke the YAML front matter
+    except Exception as exc:
         raise LangadaptError(f"{paths.model / REPOCARD_NAME}: not a valid model card ({exc})") from None
     current, recorded = file_hashes(paths.model), manifest.get("files", {})
     changed = sorted(f for f in set(current) | set(recorded) if f != REPOCARD_NAME and current.get(f) != recorded.get(f))

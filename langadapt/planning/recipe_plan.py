@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from langadapt.data.config import stream_mixture
-from langadapt.errors import LangadaptError
 from langadapt.data.epochs import plan_stage_mixture
+from langadapt.errors import LangadaptError
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.recipe import Recipe

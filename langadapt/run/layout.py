@@ -28,6 +28,10 @@ from typing import Any
 
 MARKER = "COMPLETE"
 MANIFEST = "manifest.json"
+TRAINER_STATE = "trainer_state.json"
+LATEST = "latest"
+"""The file in a stage's checkpoints/ that names its newest complete checkpoint."""
+"""A complete checkpoint's marker file (train.checkpoint writes it last, rank 0)."""
 FINGERPRINT = ".fingerprint"
 TRACKED_PACKAGES = ("langadapt", "torch", "transformers", "tokenizers", "datasets", "deepspeed", "pydantic")
 
@@ -47,7 +51,7 @@ def complete_checkpoints(root: Path) -> dict[int, Path]:
     if not root.is_dir():
         return {}
     return {int(m.group(1)): p for p in root.iterdir()
-            if (m := STEP_DIR.match(p.name)) and (p / "trainer_state.json").is_file()}
+            if (m := STEP_DIR.match(p.name)) and (p / TRAINER_STATE).is_file()}
 
 
 def latest_checkpoint(root: Path) -> Path | None:
@@ -56,10 +60,10 @@ def latest_checkpoint(root: Path) -> Path | None:
     If the named folder is gone (a crash between moving a re-saved step aside and renaming
     its replacement in), or `latest` was never written (a crash right after the first
     rename), the newest `step_N` folder is used: every such folder is complete."""
-    pointer = root / "latest"
+    pointer = root / LATEST
     if pointer.is_file():
         path = root / pointer.read_text().strip()
-        if (path / "trainer_state.json").is_file():
+        if (path / TRAINER_STATE).is_file():
             return path
     complete = complete_checkpoints(root)
     return complete[max(complete)] if complete else None

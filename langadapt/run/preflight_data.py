@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from langadapt.data.config import SourceConfig, stream_mixture
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
+from langadapt.data.epochs import plan_stage_mixture
 from langadapt.data.sources import iter_texts, local_files, unmatched_patterns
 from langadapt.errors import LangadaptError
-from langadapt.data.epochs import plan_stage_mixture
 from langadapt.recipe import Recipe
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ import torch.distributed as torch_dist
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
-from langadapt.run.layout import STEP_DIR, latest_checkpoint
+from langadapt.run.layout import LATEST, STEP_DIR, TRAINER_STATE, latest_checkpoint
 from langadapt.train.config import CheckpointConfig
 from langadapt.train.engines.base import Engine
 from langadapt.train.engines.deepspeed_engine import TAG as DEEPSPEED_TAG
@@ -157,7 +157,7 @@ class Checkpointer:
             torch.save(rng_state(), tmp / f"rng_rank{self.rank}.pt")
             if self.rank == 0:
                 trainer = {**asdict(state), "stream": stream.state_dict(), "saved_at": time.time()}
-                (tmp / "trainer_state.json").write_text(json.dumps(trainer, indent=1, default=int))
+                (tmp / TRAINER_STATE).write_text(json.dumps(trainer, indent=1, default=int))
             _fsync_files(tmp)  # on disk before the rename makes them "complete"
         _barrier()
         if self.rank == 0:
@@ -175,12 +175,12 @@ class Checkpointer:
             _discard(final)
         os.replace(tmp, final)
         _fsync_dir(self.root)
-        pointer = self.root / "latest.tmp"
+        pointer = self.root / f"{LATEST}.tmp"
         with open(pointer, "w") as f:
             f.write(final.name)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(pointer, self.root / "latest")
+        os.replace(pointer, self.root / LATEST)
         _fsync_dir(self.root)
         steps = sorted((int(m.group(1)), p) for p in self.root.iterdir() if (m := STEP_DIR.match(p.name)))
         for _, old in steps[: -self.config.keep_last]:
@@ -189,7 +189,7 @@ class Checkpointer:
 
     def load(self, path: Path, engine: Engine, stream: Stateful) -> TrainState:
         """Restore weights, optimizer, RNG and the data position from a complete checkpoint."""
-        trainer = json.loads((path / "trainer_state.json").read_text())
+        trainer = json.loads((path / TRAINER_STATE).read_text())
         engine.load(path)
         rng = path / f"rng_rank{self.rank}.pt"
         if rng.is_file():  # absent when resuming with more ranks than were saved
@@ -214,7 +214,7 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
     from safetensors.torch import load_file
 
     checkpoint, config_from, out = Path(checkpoint), Path(config_from), Path(out)
-    step = latest_checkpoint(checkpoint) if not (checkpoint / "trainer_state.json").is_file() else checkpoint
+    step = latest_checkpoint(checkpoint) if not (checkpoint / TRAINER_STATE).is_file() else checkpoint
     if step is None:
         raise LangadaptError(f"{checkpoint}: no complete checkpoint (step_N folder with trainer_state.json)")
     weights = step / "model.safetensors"

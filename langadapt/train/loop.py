@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.run.layout import ModelStagePaths
 from langadapt.runtime.distributed import DistInfo
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
 from langadapt.tokenizer.saving import save_tokenizer
@@ -69,10 +70,11 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed + dist.rank)  # e.g. dropout masks differ per rank, as data does
+    paths = ModelStagePaths(out_dir)
     selection = select_trainable(model, config.trainable_patterns(stage_name), f"{stage_name}.trainable")
     # The engine frees its optimizer state on the way out of this block, also on an error.
     with build_engine(model, selection, config, engine_config, dist, stage_name) as engine:
-        ckpt = Checkpointer(out_dir / "checkpoints", config.checkpoint, dist.rank)
+        ckpt = Checkpointer(paths.checkpoints, config.checkpoint, dist.rank)
         state, resumed, resumed_step = TrainState(), ckpt.latest(), None
         if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read
             state = ckpt.load(resumed, engine, stream)
@@ -104,12 +106,12 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
                 if stop_votes:
                     clear_stop()  # honoured: a library caller that catches this may train again
                     raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
-        engine.export(out_dir / "model", dist.rank)
+        engine.export(paths.model, dist.rank)
     if tokenizer is not None and dist.rank == 0:
-        save_tokenizer(tokenizer, out_dir / "model")
+        save_tokenizer(tokenizer, paths.model)
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
-                       out_dir / "model", metrics.summary())
+                       paths.model, metrics.summary())
 
 
 def _account(state: TrainState, loss: float, grad_norm: float, config: TrainStageConfig,

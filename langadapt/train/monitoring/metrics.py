@@ -42,6 +42,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from langadapt.run.layout import ModelStagePaths
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
 from langadapt.train.monitoring.loggers import ScalarLogger, flatten, open_loggers
 
@@ -143,7 +144,7 @@ class Metrics:
         if not self.enabled:
             return self
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        path = self.out_dir / "metrics.jsonl"
+        path = ModelStagePaths(self.out_dir).metrics
         if path.is_file():  # a resumed run: drop rows logged after the checkpoint it resumes from
             kept = [r for r in path.read_text().splitlines() if _parse(r)["step"] <= self.start_step]
             path.write_text("".join(r + "\n" for r in kept))
