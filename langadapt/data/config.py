@@ -23,6 +23,19 @@ from langadapt.recipe.base import Config
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
+TRAINING_SOURCE_FIELDS = ("weight", "epochs", "max_epochs")
+"""A source's share of the training mixture. Read by the training stages (through `stream_mixture`),
+never by the data stage: they are in stage1's and stage2's fingerprints and not in the data stage's,
+so re-weighting a mixture re-trains without re-cleaning, re-tokenising or re-initialising."""
+TRAINING_FIELDS = ("force_epochs", "document_masking")
+"""Keys of this section that only the training stages read (the stream's repetition cap, attention
+inside documents); in their fingerprints, not the data stage's."""
+UNFINGERPRINTED_FIELDS = ("num_workers", "sources[].unique_tokens")
+"""Keys that change no stage's output, so in no fingerprint: how many processes encode the token
+shards (the tokenizer stage writes the same shards whatever the number), and a declared size that
+only `langadapt plan` reads."""
+
+
 class FetchConfig(Config):
     """How to create a source's file when it is missing: extract a Debian documentation package."""
 
