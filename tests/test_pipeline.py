@@ -270,6 +270,18 @@ def test_a_changed_data_key_re_runs_the_stages_that_read_it(real_prints, change:
     assert all(actions[name] == "skip (complete, inputs unchanged)" for name in EVERYTHING if name not in reruns)
 
 
+def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import langadapt.tokenizer.stage as tokenizer_stage
+
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.format(root=tmp_path))
+    seen: dict[str, int | None] = {}
+    monkeypatch.setattr(tokenizer_stage, "run", lambda config, ctx, num_workers=None: seen.update(n=num_workers))
+    stages = {s.name: s for s in pipeline.stage_table(load_recipe(path, ["data.num_workers=3"]).recipe)}
+    stages["tokenizer"].run(SimpleNamespace())
+    assert seen == {"n": 3}
+
+
 def test_stage_lines_of_a_run_inside_another_name_that_run() -> None:
     """The base model's and the cold twin's pipelines run inside the user's run: their console
     lines say whose they are instead of interleaving unlabelled with the user's stages."""

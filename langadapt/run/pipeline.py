@@ -82,7 +82,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     def tokenizer(ctx: StageContext) -> dict[str, Any]:
         from langadapt.tokenizer.stage import run
 
-        return run(recipe.tokenizer, ctx)
+        return run(recipe.tokenizer, ctx, num_workers=recipe.data.num_workers)
 
     def embeddings(ctx: StageContext) -> dict[str, Any]:
         if recipe.init == "scratch":
