@@ -175,7 +175,7 @@ class DataConfig(Config):
     """Sources, cleaning and the held-out split of the data stage."""
 
     sources: list[SourceConfig] = Field(min_length=1)
-    """The corpora; their weights/epochs define the training mixture."""
+    """The corpora; their weights/epochs define the training mixture (read by the training stages: changing them re-runs stage 1 onward, not data, tokenizer or embeddings)."""
     cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     """Normalisation, length filters, deduplication and language filter."""
     valid_fraction: float = Field(default=0.05, ge=0, lt=1)
