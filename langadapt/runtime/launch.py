@@ -296,14 +296,14 @@ def submit(script: str | Path) -> str:
             ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=False, env=env
         )
     except FileNotFoundError:
-        raise LangadaptError("launch --submit: sbatch not found (not on a Slurm login node?)") from None
+        raise LangadaptError(f"sbatch {script}: sbatch not found (not on a Slurm login node?)") from None
     if done.returncode != 0:
-        raise LangadaptError(f"launch --submit: sbatch {script} failed: {done.stderr.strip()}")
+        raise LangadaptError(f"sbatch {script} failed: {done.stderr.strip()}")
     return done.stdout.strip().split(";")[0]
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `langadapt launch` flags (all but the recipe and --slurm/--submit, which the CLI owns)."""
+    """The `langadapt launch` flags (all but the recipe, --set and --slurm, which the CLI owns)."""
     parser.add_argument("--preset", default="lumi-g", choices=sorted(PRESETS), help="cluster preset")
     parser.add_argument("--nodes", type=int, help="number of nodes (default: the recipe's cluster.nodes)")
     parser.add_argument("--gpus-per-node", type=int,
