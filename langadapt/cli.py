@@ -42,9 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="tokens, epochs, FLOPs, GPU-hours, memory and energy of a recipe")
     _recipe_args(plan)
     plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    plan.add_argument("--hardware", default=None, help="h100, a100, mi250x, or custom:<peak TFLOP/s> (default: cluster.hardware)")
-    plan.add_argument("--gpus", type=int, default=None, help="number of GPUs (default: cluster.nodes x cluster.gpus_per_node)")
-    plan.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: cluster.mfu)")
 
     ev = commands.add_parser("eval", help="evaluate a run directory or a Hugging Face model folder")
     ev.add_argument("model", help="the adapted model: run directory (runs/<name>) or HF model folder")
@@ -108,7 +105,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
 
     loaded = load_recipe(args.recipe, args.overrides)
-    plan = plan_recipe(loaded.recipe, hardware=args.hardware, num_gpus=args.gpus, mfu=args.mfu)
+    plan = plan_recipe(loaded.recipe)
     print(json.dumps(plan, indent=2) if args.json else render_plan(plan))
     return 0
 
@@ -193,11 +190,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
     recipe = load_recipe(args.recipe, args.overrides).recipe  # fail here, not after the queue wait
     cluster = recipe.cluster
-    # The recipe's cluster is what `plan` and preflight assumed; flags win, then the recipe
-    # (gpus_per_node only where the recipe sets it: its default 1 would undercut any preset).
-    args.nodes = args.nodes or cluster.nodes
-    if args.gpus_per_node is None and "gpus_per_node" in cluster.model_fields_set:
-        args.gpus_per_node = cluster.gpus_per_node
+    # The recipe's cluster (`--set cluster.nodes=N`) is what `plan` and preflight assumed; its
+    # gpus_per_node only where the recipe sets it: the default 1 would undercut any preset.
+    args.nodes = cluster.nodes
+    args.gpus_per_node = cluster.gpus_per_node if "gpus_per_node" in cluster.model_fields_set else None
     run_args = [part for override in args.overrides for part in ("--set", override)]
     if args.sweep:
         from langadapt.runtime.sweep import write_sweep_from_args

@@ -60,7 +60,7 @@ def test_stage_feeds_only_target_language_text_to_corpus_methods(ctx):
 
 def test_stage_says_which_input_is_missing(ctx, tmp_path):
     no_base = StageContext(run_dir=ctx.run_dir, stage="embeddings", seed=0, base_model=None)
-    with pytest.raises(LangadaptError, match="base model"):
+    with pytest.raises(LangadaptError, match=r"base model folder \(base_model.path\)"):  # the recipe's key
         run(EmbeddingConfig(), no_base)
     other = StageContext(
         run_dir=tmp_path / "runs" / "empty", stage="embeddings", seed=0, base_model=ctx.base_model

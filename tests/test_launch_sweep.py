@@ -181,7 +181,6 @@ def test_the_baseline_is_the_smallest_completed_configuration(recipe: Path, tmp_
         (["--sweep", "nodes=1,2,3,4,5,6,7,8,9", "gpus=1,2,4,8"], "36 configurations; at most 32"),
         (["--sweep", "nodes=1,2", "--steps", "7"], "launch --steps 7: need more than --warmup-steps + 2 = 7"),
         (["--sweep", "nodes=1,2", "--warmup-steps", "-1"], "must be 0 or more"),
-        (["--sweep", "nodes=1,2", "--profile", "3:4"], "launch --profile: not with --sweep"),
         (["--steps", "20"], "launch --steps/--warmup-steps: only with --sweep"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -202,6 +203,83 @@ def test_watching_and_saving_keys_leave_the_training_fingerprints(tmp_path: Path
               for loaded in (load_recipe(path), load_recipe(path, [change]))]
     assert prints[0]["stage1"] == prints[1]["stage1"]
     assert (prints[0]["stage2"] != prints[1]["stage2"]) == retrains
+
+
+WARM_MIX = """\
+name: mix
+run_root: {root}/runs
+base_model: {{path: {root}/base}}
+data:
+  sources:
+    - {{name: nb, path: {root}/nb.txt, lang: nb, weight: 0.8}}
+    - {{name: en, path: {root}/en.txt, lang: en, role: replay, epochs: 1}}
+tokenizer:
+  vocab_size: 300
+"""
+
+
+@pytest.fixture()
+def real_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A warm recipe with the real stage table and fingerprints, whose stages only record their calls."""
+    (tmp_path / "nb.txt").write_text("hei")
+    (tmp_path / "en.txt").write_text("hello")
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "config.json").write_text('{"model_type": "llama"}')
+    path = tmp_path / "r.yaml"
+    path.write_text(WARM_MIX.format(root=tmp_path))
+    calls: list[str] = []
+    real_table = pipeline.stage_table
+
+    def stub_table(recipe):
+        def make(name):
+            def run(ctx):
+                calls.append(name)
+                return {}
+            return run
+        return [replace(stage, run=make(stage.name)) for stage in real_table(recipe)]
+
+    monkeypatch.setattr(pipeline, "stage_table", stub_table)
+    monkeypatch.setattr(pipeline, "check_recipe", lambda loaded, selected: None)  # stubs read nothing
+    return path, calls
+
+
+FROM_STAGE1 = ["stage1", "stage2", "evaluate", "export"]
+EVERYTHING = ["data", "tokenizer", "embeddings", *FROM_STAGE1]
+
+
+@pytest.mark.parametrize("change, reruns", [
+    # the training mixture and repetition: read by the training stages only
+    ("data.sources[0].weight=0.5", FROM_STAGE1), ("data.sources[1].epochs=2", FROM_STAGE1),
+    ("data.sources[0].max_epochs=3", FROM_STAGE1), ("data.force_epochs=true", FROM_STAGE1),
+    ("data.document_masking=true", FROM_STAGE1), ("stage1.mixture={nb: {weight: 1}}", FROM_STAGE1),
+    # how fast the shards are encoded, and a size only `plan` reads: nothing
+    ("data.num_workers=2", []), ("data.sources[0].unique_tokens=1000", []),
+    # what the data stage reads: everything
+    ("data.cleaning.min_chars=2", EVERYTHING), ("data.valid_fraction=0.1", EVERYTHING),
+    ("data.sources[0].max_docs=5", EVERYTHING), ("data.sources[1].lang=nn", EVERYTHING),
+])
+def test_a_changed_data_key_re_runs_the_stages_that_read_it(real_prints, change: str, reruns: list[str]) -> None:
+    """Re-weighting a mixture re-trains; it does not re-clean, re-tokenise or re-initialise (hours
+    at scale): each stage's fingerprint covers the keys that stage reads, wherever the YAML keeps them."""
+    path, calls = real_prints
+    run_pipeline(load_recipe(path))
+    assert calls == EVERYTHING
+    calls.clear()
+    actions = dict(run_pipeline(load_recipe(path, [change])))
+    assert calls == reruns
+    assert all(actions[name] == "skip (complete, inputs unchanged)" for name in EVERYTHING if name not in reruns)
+
+
+def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import langadapt.tokenizer.stage as tokenizer_stage
+
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.format(root=tmp_path))
+    seen: dict[str, int | None] = {}
+    monkeypatch.setattr(tokenizer_stage, "run", lambda config, ctx, num_workers=None: seen.update(n=num_workers))
+    stages = {s.name: s for s in pipeline.stage_table(load_recipe(path, ["data.num_workers=3"]).recipe)}
+    stages["tokenizer"].run(SimpleNamespace())
+    assert seen == {"n": 3}
 
 
 def test_stage_lines_of_a_run_inside_another_name_that_run() -> None:

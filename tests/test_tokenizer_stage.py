@@ -75,6 +75,18 @@ def test_stage_scratch_and_keep_base(tmp_path: Path) -> None:
         run(TokenizerConfig(kind="keep_base"), ctx)
 
 
+def test_num_workers_sets_the_encoding_processes_not_the_shards(tmp_path: Path) -> None:
+    """data.num_workers reaches the shard encoder (it was declared and never passed on)."""
+    run_dir = _run_dir(tmp_path)
+    ctx = StageContext(run_dir=run_dir, stage="tokenizer", seed=0, base_model=None)
+    shard = run_dir / "tokenizer" / "tokens" / "nb.src" / "tokens.bin"
+    default = run(TokenizerConfig(kind="byte_bpe", vocab_size=400), ctx)
+    tokens = shard.read_bytes()
+    two = run(TokenizerConfig(kind="byte_bpe", vocab_size=400), ctx, num_workers=2)
+    assert default["encode_workers"] == 1 and two["encode_workers"] == 2  # a small corpus: in-process by default
+    assert shard.read_bytes() == tokens
+
+
 def test_stage_keep_base_measures_and_encodes_with_the_base(tmp_path: Path, tiny_en_llama: Path) -> None:
     run_dir = _run_dir(tmp_path)
     ctx = StageContext(run_dir=run_dir, stage="tokenizer", seed=0, base_model=str(tiny_en_llama))

@@ -143,8 +143,9 @@ def test_argparse_flags(recipe: Path, tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("recipe")
     add_launch_arguments(parser)
-    args = parser.parse_args([str(recipe), "--preset", "nvidia-8", "--nodes", "16", "--time", "12:00:00",
+    args = parser.parse_args([str(recipe), "--preset", "nvidia-8", "--time", "12:00:00",
                               "--account", "gc", "--sbatch=--exclusive", "--out", str(tmp_path / "a.sbatch")])
+    args.nodes, args.gpus_per_node = 16, None  # the CLI's, from the recipe's cluster
     text = write_sbatch_from_args(args.recipe, args, ["--set", "x=1"]).read_text()
     opts = _sbatch_options(text)
     assert (opts["nodes"], opts["gpus-per-node"], opts["account"]) == ("16", "8", "gc")
@@ -263,6 +264,7 @@ def test_launch_uses_the_recipes_cluster(tmp_path: Path, monkeypatch: pytest.Mon
     assert main(["launch", str(recipe), "--slurm", "--out", "a.sbatch"]) == 0
     opts = _sbatch_options((tmp_path / "a.sbatch").read_text())
     assert (opts["nodes"], opts["ntasks-per-node"], opts["gpus-per-node"]) == ("8", "4", "4")  # cluster.*
-    assert main(["launch", str(recipe), "--slurm", "--nodes", "2", "--gpus-per-node", "8", "--out", "b.sbatch"]) == 0
+    assert main(["launch", str(recipe), "--slurm", "--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=8",
+                 "--out", "b.sbatch"]) == 0
     opts = _sbatch_options((tmp_path / "b.sbatch").read_text())
-    assert (opts["nodes"], opts["ntasks-per-node"]) == ("2", "8")  # flags win
+    assert (opts["nodes"], opts["ntasks-per-node"]) == ("2", "8")  # --set wins

@@ -1,4 +1,4 @@
-"""A torch profiler trace of chosen steps: `stage.profile_steps` and `langadapt launch --profile`."""
+"""A torch profiler trace of chosen steps: `stage.profile_steps`, also through `langadapt launch --set`."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ def test_profile_steps_must_be_an_ordered_range() -> None:
         TrainStageConfig(profile_steps=(5, 2))
 
 
-def test_launch_profile_passes_the_steps_to_every_run_step(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_launch_set_profile_steps_reaches_every_run_step(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     recipe = REPO / "recipes" / "tiny_norwegian_warm.yaml"
-    assert main(["launch", str(recipe), "--slurm", "--profile", "100:110", "--out", "p.sbatch"]) == 0
+    assert main(["launch", str(recipe), "--slurm", "--set", "stage2.profile_steps=[100,110]", "--out", "p.sbatch"]) == 0
     assert (tmp_path / "p.sbatch").read_text().count("--set 'stage2.profile_steps=[100,110]'") == 3
-    assert main(["launch", str(recipe), "--slurm", "--profile", "9:3", "--out", "q.sbatch"]) != 0
-    assert "launch --profile '9:3': expected FIRST:LAST" in capsys.readouterr().err
+    assert main(["launch", str(recipe), "--slurm", "--set", "stage2.profile_steps=[9,3]", "--out", "q.sbatch"]) != 0
+    assert "profile_steps [9, 3]: need 1 <= first <= last" in capsys.readouterr().err
     assert not (tmp_path / "q.sbatch").exists()

@@ -23,6 +23,19 @@ from langadapt.recipe.base import Config
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
+TRAINING_SOURCE_FIELDS = ("weight", "epochs", "max_epochs")
+"""A source's share of the training mixture. Read by the training stages (through `stream_mixture`),
+never by the data stage: they are in stage1's and stage2's fingerprints and not in the data stage's,
+so re-weighting a mixture re-trains without re-cleaning, re-tokenising or re-initialising."""
+TRAINING_FIELDS = ("force_epochs", "document_masking")
+"""Keys of this section that only the training stages read (the stream's repetition cap, attention
+inside documents); in their fingerprints, not the data stage's."""
+UNFINGERPRINTED_FIELDS = ("num_workers", "sources[].unique_tokens")
+"""Keys that change no stage's output, so in no fingerprint: how many processes encode the token
+shards (the tokenizer stage writes the same shards whatever the number), and a declared size that
+only `langadapt plan` reads."""
+
+
 class FetchConfig(Config):
     """How to create a source's file when it is missing: extract a Debian documentation package."""
 
@@ -162,7 +175,7 @@ class DataConfig(Config):
     """Sources, cleaning and the held-out split of the data stage."""
 
     sources: list[SourceConfig] = Field(min_length=1)
-    """The corpora; their weights/epochs define the training mixture."""
+    """The corpora; their weights/epochs define the training mixture (read by the training stages: changing them re-runs stage 1 onward, not data, tokenizer or embeddings)."""
     cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     """Normalisation, length filters, deduplication and language filter."""
     valid_fraction: float = Field(default=0.05, ge=0, lt=1)
@@ -172,7 +185,7 @@ class DataConfig(Config):
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     """Invalid UTF-8: stop with file and byte offset, replace bad bytes with U+FFFD, or skip the document."""
     num_workers: int | None = Field(default=None, ge=1)
-    """Processes for pre-tokenising shards (`encode_corpus`); None uses all cores."""
+    """Processes that encode the token shards (tokenizer stage, `encode_corpus`); None: every core (one for a corpus under 2 MB compressed). In no fingerprint: the shards are the same."""
     force_epochs: bool = False
     """Allow more than 16 epochs of a source (repeated data is then worth < 1/3 of fresh data)."""
     document_masking: bool = False

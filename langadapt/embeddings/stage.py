@@ -42,7 +42,7 @@ def target_texts(data_dir: Path) -> Iterator[str]:
 
 def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     """Initialise the base model's embeddings for the new tokenizer; returns a small summary."""
-    base = _folder(ctx.base_model, "base model folder (model.base)")
+    base = _folder(ctx.base_model, "base model folder (base_model.path)")
     tokenizer_dir = _folder(ctx.layout.tokenizer.tokenizer, "the tokenizer stage's output")
     old_tokenizer = load_tokenizer(base, what="base_model.path")
     new_tokenizer = load_tokenizer(tokenizer_dir, what="the tokenizer stage's output")

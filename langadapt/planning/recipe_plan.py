@@ -64,7 +64,7 @@ def _stage_input(recipe: Recipe, name: str, world_size: int, measured: dict[str,
 
 def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | None = None,
                 mfu: float | None = None) -> dict[str, Any]:
-    """The JSON plan of the recipe's enabled training stages (CLI flags override `cluster`)."""
+    """The JSON plan of the recipe's enabled training stages (the arguments override `cluster`)."""
     cluster = recipe.cluster
     world = num_gpus or cluster.world_size
     measured = measured_tokens(recipe)

@@ -196,15 +196,37 @@ class LoadedRecipe:
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     def section_hash(self, *sections: str, ignore: tuple[str, ...] = ()) -> str:
-        """Stable hash of some sections of the resolved recipe (stage fingerprints). A section may be
-        one field (`data.document_masking`); `ignore` leaves out fields (dotted) of the sections."""
+        """Stable hash of some parts of the resolved recipe (stage fingerprints). A part is a section
+        or a dotted field (`data.document_masking`); `name[]` stands for every item of the list
+        `name` (`data.sources[].weight`: each source's weight). `ignore` leaves fields out of them."""
         data = self.recipe.model_dump(mode="json")
         for dotted in ignore:
-            section, _, field = dotted.partition(".")
-            data[section] = {k: v for k, v in data[section].items() if k != field}
-        picked = {s: data[s] if "." not in s else data[s.partition(".")[0]][s.partition(".")[2]] for s in sections}
+            _drop(data, dotted.split("."))
+        picked = {s: _pick(data, s.split(".")) for s in sections}
         blob = json.dumps(picked, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _pick(tree: Any, keys: list[str]) -> Any:
+    """The value at `keys` (a `name[]` key maps over that list's items)."""
+    if not keys:
+        return tree
+    key, rest = keys[0], keys[1:]
+    if key.endswith("[]"):
+        return [_pick(item, rest) for item in tree[key[:-2]]]
+    return _pick(tree[key], rest)
+
+
+def _drop(tree: Any, keys: list[str]) -> None:
+    """Remove the field at `keys` in place (from every item where a key is `name[]`)."""
+    key, rest = keys[0], keys[1:]
+    if key.endswith("[]"):
+        for item in tree[key[:-2]]:
+            _drop(item, rest)
+    elif not rest:
+        tree.pop(key, None)
+    else:
+        _drop(tree[key], rest)
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedRecipe:

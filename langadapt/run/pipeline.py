@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from langadapt.data.config import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFINGERPRINTED_FIELDS
 from langadapt.errors import LangadaptError
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.run import layout as run_layout
@@ -81,7 +82,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     def tokenizer(ctx: StageContext) -> dict[str, Any]:
         from langadapt.tokenizer.stage import run
 
-        return run(recipe.tokenizer, ctx)
+        return run(recipe.tokenizer, ctx, num_workers=recipe.data.num_workers)
 
     def embeddings(ctx: StageContext) -> dict[str, Any]:
         if recipe.init == "scratch":
@@ -122,17 +123,28 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         return run(recipe.export, ctx, RunFacts.from_recipe(recipe))
 
     return [
-        Stage("data", ("data",), data, ignores=("data.document_masking",)),
+        Stage("data", ("data",), data, ignores=DATA_STAGE_IGNORES),
         # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
         Stage("tokenizer", ("tokenizer", "base_model"), tokenizer, ignores=("tokenizer.min_vocab_fraction",)),
         Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
-        Stage("stage1", ("stage1", "engine", "data.document_masking"), training("stage1"), stage1_skip,
+        Stage("stage1", ("stage1", "engine", *TRAINING_DATA_KEYS), training("stage1"), stage1_skip,
               ignores=monitoring_keys("stage1")),
-        Stage("stage2", ("stage2", "engine", "data.document_masking"), training("stage2"),
+        Stage("stage2", ("stage2", "engine", *TRAINING_DATA_KEYS), training("stage2"),
               None if recipe.stage2.enabled else "stage2.enabled is false", ignores=monitoring_keys("stage2")),
         Stage("evaluate", ("evaluation",), evaluate),
         Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
     ]
+
+
+TRAINING_DATA_KEYS = ("data.sources[].name", *(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
+                      *(f"data.{key}" for key in TRAINING_FIELDS))
+"""What the training stages read of the data section: the mixture (each source's weight, epochs,
+max_epochs, by name) and the repetition and masking switches. The YAML keeps them under `data:`
+(every recipe stays valid); the fingerprints put them where they are read."""
+DATA_STAGE_IGNORES = (*(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
+                      *(f"data.{key}" for key in (*TRAINING_FIELDS, *UNFINGERPRINTED_FIELDS)))
+"""Keys of the data section the data stage does not read: changing one must not re-run data,
+tokenizer and embeddings (hours at scale)."""
 
 
 MONITORING_KEYS = ("checkpoint", "log_every", "loggers", "validation", "profile_steps")

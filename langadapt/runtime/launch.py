@@ -296,18 +296,17 @@ def submit(script: str | Path) -> str:
             ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=False, env=env
         )
     except FileNotFoundError:
-        raise LangadaptError("launch --submit: sbatch not found (not on a Slurm login node?)") from None
+        raise LangadaptError(f"sbatch {script}: sbatch not found (not on a Slurm login node?)") from None
     if done.returncode != 0:
-        raise LangadaptError(f"launch --submit: sbatch {script} failed: {done.stderr.strip()}")
+        raise LangadaptError(f"sbatch {script} failed: {done.stderr.strip()}")
     return done.stdout.strip().split(";")[0]
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `langadapt launch` flags (all but the recipe and --slurm/--submit, which the CLI owns)."""
+    """The `langadapt launch` flags (all but the recipe, --set and --slurm, which the CLI owns). Nodes,
+    GPUs per node and profiled steps are recipe keys (`--set cluster.nodes=16`, `cluster.gpus_per_node`,
+    `stage2.profile_steps`), not flags."""
     parser.add_argument("--preset", default="lumi-g", choices=sorted(PRESETS), help="cluster preset")
-    parser.add_argument("--nodes", type=int, help="number of nodes (default: the recipe's cluster.nodes)")
-    parser.add_argument("--gpus-per-node", type=int,
-                        help="training processes per node (default: cluster.gpus_per_node if set, else the preset's)")
     parser.add_argument("--time", help="time limit per submission, Slurm syntax (default: 24:00:00; "
                         "with --sweep: 1:00:00)")
     parser.add_argument("--account", help="account/project to charge")
@@ -322,22 +321,12 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sbatch", dest="extra_sbatch", action="append", default=[], metavar="OPTION",
                         help="extra #SBATCH option, e.g. --sbatch=--exclusive (repeatable)")
     parser.add_argument("--out", help="script path (default: <recipe>.<preset>.sbatch here)")
-    parser.add_argument("--profile", metavar="FIRST:LAST",
-                        help="torch profiler trace of stage-2 steps FIRST..LAST (rank 0) in stage2/profile")
     parser.add_argument("--sweep", action="extend", nargs="+", default=[], metavar="KEY=V1,V2",
                         help="scaling sweep: one short stage-2 job per configuration, e.g. --sweep nodes=1,2,4 "
                              "gpus=1,8 (keys: nodes, gpus); writes a sweep folder (--out; default RUN_ROOT/NAME-sweep)")
     parser.add_argument("--steps", type=int, help="with --sweep: stage-2 steps per configuration (default 30)")
     parser.add_argument("--warmup-steps", type=int,
                         help="with --sweep: first steps left out of the median tokens/s (default 5)")
-
-
-def profile_override(spec: str) -> list[str]:
-    """`--profile 100:110` as the `langadapt run` override that asks for it (stage2.profile_steps)."""
-    m = re.fullmatch(r"(\d+):(\d+)", spec.strip())
-    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise LangadaptError(f"launch --profile {spec!r}: expected FIRST:LAST steps with 1 <= FIRST <= LAST, e.g. 100:110")
-    return ["--set", f"stage2.profile_steps=[{m.group(1)},{m.group(2)}]"]
 
 
 def sbatch_options(args: argparse.Namespace) -> dict[str, object]:
@@ -354,6 +343,6 @@ def write_sbatch_from_args(recipe_path: str | Path, args: argparse.Namespace, ru
         raise LangadaptError("launch --steps/--warmup-steps: only with --sweep (a full run takes --set stage2.steps=N)")
     return write_sbatch(
         recipe_path, nodes=args.nodes or 1, time=args.time or "24:00:00", out_path=args.out,
-        job_name=args.job_name, run_args=run_args + (profile_override(args.profile) if args.profile else []),
+        job_name=args.job_name, run_args=run_args,
         **sbatch_options(args),
     )

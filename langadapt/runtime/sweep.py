@@ -180,8 +180,6 @@ def write_sweep_from_args(recipe_path: str | Path, args: argparse.Namespace, run
                           run_args: list[str]) -> Path:
     """`write_sweep` with the flags of `launch.add_launch_arguments` (the CLI has resolved
     `args.nodes` / `args.gpus_per_node` from the recipe's cluster)."""
-    if args.profile:
-        raise LangadaptError("launch --profile: not with --sweep (profiled steps would distort the tokens/s)")
     options = sbatch_options(args)
     gpus = args.gpus_per_node or (PRESETS[args.preset].tasks_per_node)
     points = sweep_points(parse_sweep(args.sweep), args.nodes, gpus, args.preset)

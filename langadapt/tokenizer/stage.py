@@ -19,8 +19,11 @@ from langadapt.tokenizer.saving import check_written_flags, save_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 
 
-def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
-    """Train (or keep) the tokenizer, write its metrics and the token shards; returns a summary."""
+def run(config: TokenizerConfig, ctx: StageContext, num_workers: int | None = None) -> dict[str, Any]:
+    """Train (or keep) the tokenizer, write its metrics and the token shards; returns a summary.
+
+    `num_workers` (the recipe's data.num_workers) is the number of processes that encode the
+    shards; None: every core (one for a small corpus). The shards are the same whatever it is."""
     from langadapt.data.shards import encode_corpus
 
     data_dir, paths = ctx.layout.data.root, ctx.layout.tokenizer
@@ -39,7 +42,7 @@ def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
     plot_fertility(metrics, ctx.out / "fertility.png")
     ctx.log.info("tokenizer metrics on held-out text:\n%s", render_table(metrics))
 
-    shards = encode_corpus(tokenizer, data_dir, paths.tokens)
+    shards = encode_corpus(tokenizer, data_dir, paths.tokens, num_workers=num_workers)
     return {
         "kind": config.kind,
         "vocab_size": len(tokenizer),
@@ -47,6 +50,7 @@ def run(config: TokenizerConfig, ctx: StageContext) -> dict[str, Any]:
         "fertility": {name: {lang: m["fertility"] for lang, m in per.items() if "fertility" in m}
                       for name, per in metrics["tokenizers"].items()},
         "train_tokens": sum(meta["num_tokens"] for meta in shards["sources"].values()),
+        "encode_workers": shards["workers"],
     }
 
 
