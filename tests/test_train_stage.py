@@ -112,3 +112,16 @@ def test_after_a_zero3_stage_the_same_process_loads_whole_models(tmp_path: Path,
     assert not is_deepspeed_zero3_enabled()
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "stage2" / "model")
     assert reloaded.get_input_embeddings().weight.shape == (8192, 256)
+
+
+def test_the_stage_runs_and_records_the_settings_the_resolver_gives(tmp_path: Path, tiny_en_llama: Path) -> None:
+    """`langadapt plan` reports `resolve_training`'s settings; the stage must run with exactly them."""
+    from langadapt.train.config import resolve_training
+
+    make_run(tmp_path, tiny_en_llama)
+    stage, engine = config(steps=1, grad_accum_steps=2), EngineConfig()
+    summary = run("stage1", stage, engine, context(tmp_path, "stage1"), {"nb_wiki": {"weight": 1.0}})
+    expected = resolve_training("stage1", stage, engine, 1, "cpu").as_dict()
+    assert summary["settings"] == expected
+    assert expected["global_batch"] == summary["global_batch"] == 4 and expected["trainable"] == "embeddings"
+    assert expected["compile"] is False and expected["fused_loss"] is False  # auto is off on CPU

@@ -21,7 +21,7 @@ from pathlib import Path
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.recipe import LoadedRecipe, Recipe, apply_overrides
-from langadapt.train.config import TrainStageConfig
+from langadapt.train.config import TrainStageConfig, global_batch
 
 log = logging.getLogger("langadapt")
 
@@ -31,7 +31,7 @@ COLD_SUFFIX = "_cold"
 
 def step_flops(dims: ModelDims, stage: TrainStageConfig, trainable: str) -> float:
     """FLOPs of one optimizer step of `stage` on one rank (world size is the same for both stages)."""
-    tokens = stage.micro_batch_size * stage.grad_accum_steps * stage.seq_len
+    tokens = global_batch(stage, world_size=1) * stage.seq_len
     return flops_per_token(dims, stage.seq_len, trainable) * tokens  # type: ignore[arg-type]
 
 
@@ -39,8 +39,7 @@ def run_flops(dims: ModelDims, recipe: Recipe, stage1_steps: int | None = None, 
     """Training FLOPs of a recipe's stage 1 (when it runs) and stage 2, on one rank."""
     s1 = recipe.stage1.steps if stage1_steps is None else stage1_steps
     s2 = recipe.stage2.steps if stage2_steps is None else stage2_steps
-    runs_stage1 = recipe.init == "warm" and recipe.stage1.enabled
-    first = s1 * step_flops(dims, recipe.stage1, "embeddings") if runs_stage1 else 0.0
+    first = s1 * step_flops(dims, recipe.stage1, "embeddings") if "stage1" in recipe.training_stages else 0.0
     return first + s2 * step_flops(dims, recipe.stage2, "all")
 
 

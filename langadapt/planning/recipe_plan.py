@@ -16,8 +16,9 @@ from langadapt.errors import LangadaptError
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.recipe import Recipe
-from langadapt.run.layout import TRAINING_STAGES, RunLayout
+from langadapt.run.layout import RunLayout
 from langadapt.tokenizer.summary import vocabulary_shortfall
+from langadapt.train.config import TrainingSettings, resolve_training
 
 
 def model_dims(recipe: Recipe) -> ModelDims:
@@ -41,25 +42,26 @@ def measured_tokens(recipe: Recipe) -> dict[str, float]:
     return measured
 
 
-def _stage_input(recipe: Recipe, name: str, world_size: int, measured: dict[str, float]) -> StagePlanInput:
-    stage = getattr(recipe, name)
-    global_batch = stage.micro_batch_size * stage.grad_accum_steps * world_size
+def stage_settings(recipe: Recipe, name: str, world_size: int) -> TrainingSettings:
+    """What training stage `name` will run with on `world_size` GPUs of the cluster: the training
+    stage's own resolver, for GPUs with the `gpu` extra (liger-kernel) installed."""
+    return resolve_training(name, getattr(recipe, name), recipe.engine, world_size, "cuda", have_liger=True)
+
+
+def _stage_input(recipe: Recipe, settings: TrainingSettings, measured: dict[str, float]) -> StagePlanInput:
+    stage, engine = getattr(recipe, settings.stage), settings.engine
     declared = {s.name: s.unique_tokens for s in recipe.data.sources}
     entries = stream_mixture(recipe.data, stage.mixture)
     sizes = {name: measured.get(name, declared[name]) for name in entries}
     mixture = None
     if all(sizes.values()):
-        mixture = plan_stage_mixture(entries, sizes, stage.seq_len, stage.steps * global_batch,  # type: ignore[arg-type]
+        mixture = plan_stage_mixture(entries, sizes, stage.seq_len, stage.steps * settings.global_batch,  # type: ignore[arg-type]
                                      force=recipe.data.force_epochs).to_dict()
-    zero = stage.zero_stage if stage.zero_stage is not None else recipe.engine.zero_stage
     return StagePlanInput(
-        name=name, steps=stage.steps, seq_len=stage.seq_len, global_batch=global_batch,
-        micro_batch=stage.micro_batch_size,
-        trainable="all" if stage.trainable_patterns(name) == ["all"] else "embeddings",
-        zero_stage=zero, fsdp=recipe.engine.fsdp if recipe.engine.kind == "fsdp" else None,
-        activation_checkpointing=recipe.engine.activation_checkpointing,
-        flash_attention=recipe.engine.attn_implementation != "eager", mixture=mixture,
-        fused_loss=recipe.engine.fused_loss is not False)  # auto: on for the GPUs a plan is for
+        name=settings.stage, steps=stage.steps, seq_len=settings.seq_len, global_batch=settings.global_batch,
+        micro_batch=settings.micro_batch, trainable=settings.trainable, zero_stage=engine.zero_stage,
+        fsdp=engine.fsdp if engine.kind == "fsdp" else None, activation_checkpointing=engine.activation_checkpointing,
+        flash_attention=engine.attn_implementation != "eager", mixture=mixture, fused_loss=bool(engine.fused_loss))
 
 
 def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | None = None,
@@ -68,17 +70,20 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
     cluster = recipe.cluster
     world = num_gpus or cluster.world_size
     measured = measured_tokens(recipe)
-    names = [n for n in TRAINING_STAGES if getattr(recipe, n).enabled and not (n == "stage1" and recipe.init == "scratch")]
+    names = recipe.training_stages
     if not names:
         raise LangadaptError(f"{recipe.name}: no training stage is enabled; nothing to plan")
     hardware_name = hardware or cluster.hardware
     peak = None
     if hardware_name.startswith("custom:"):
         hardware_name, peak = "custom", float(hardware_name.split(":", 1)[1])
-    plan = build_plan(model_dims(recipe), [_stage_input(recipe, n, world, measured) for n in names],
+    settings = [stage_settings(recipe, name, world) for name in names]
+    plan = build_plan(model_dims(recipe), [_stage_input(recipe, one, measured) for one in settings],
                       hardware=hardware_name, mfu=mfu or cluster.mfu, num_gpus=world,
                       peak_tflops=peak, grid=cluster.grid)
     plan["recipe"] = recipe.name
+    for stage, one in zip(plan["stages"], settings):
+        stage["settings"] = one.as_dict()  # what training will run with (train.config.resolve_training)
     shortfall = vocabulary_shortfall(RunLayout(recipe.run_dir).stage_summary("tokenizer"))
     if shortfall:
         plan["notes"] = [f"tokenizer stage: {shortfall}; sizes above use the tokens it made"]

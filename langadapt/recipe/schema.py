@@ -112,6 +112,18 @@ class Recipe(Config):
     def run_dir(self) -> Path:
         return Path(self.run_root) / self.name
 
+    def training_skip_reason(self, name: str) -> str | None:
+        """Why training stage `name` (stage1, stage2) does not run, or None when it does: the one
+        answer the pipeline, `plan`, preflight and the cold twin's compute budget all use."""
+        if name == "stage1" and self.init == "scratch":
+            return "init: scratch has no embedding stage"
+        return None if getattr(self, name).enabled else f"{name}.enabled is false"
+
+    @property
+    def training_stages(self) -> list[str]:
+        """The training stages this recipe runs, in order."""
+        return [name for name in ("stage1", "stage2") if self.training_skip_reason(name) is None]
+
 
 _INDEXED = re.compile(r"^(.+)\[(\d+)\]$")
 

@@ -69,10 +69,6 @@ class Stage:
 
 def stage_table(recipe: Recipe) -> list[Stage]:
     """Each stage with its slice of the recipe (imports are lazy: `plan` needs no torch)."""
-    stage1_skip = (
-        "init: scratch has no embedding stage" if recipe.init == "scratch"
-        else None if recipe.stage1.enabled else "stage1.enabled is false"
-    )
 
     def data(ctx: StageContext) -> dict[str, Any]:
         from langadapt.data.stage import run
@@ -99,7 +95,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
             from langadapt.train.stage import run
 
             stage = getattr(recipe, name)
-            after_stage1 = name == "stage2" and stage1_skip is None
+            after_stage1 = name == "stage2" and "stage1" in recipe.training_stages
             return run(name, stage, recipe.engine, ctx, stream_mixture(recipe.data, stage.mixture),
                        after_stage1=after_stage1, force_epochs=recipe.data.force_epochs,
                        document_masking=recipe.data.document_masking)
@@ -127,10 +123,10 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
         Stage("tokenizer", ("tokenizer", "base_model"), tokenizer, ignores=("tokenizer.min_vocab_fraction",)),
         Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
-        Stage("stage1", ("stage1", "engine", *TRAINING_DATA_KEYS), training("stage1"), stage1_skip,
+        Stage("stage1", ("stage1", "engine", *TRAINING_DATA_KEYS), training("stage1"), recipe.training_skip_reason("stage1"),
               ignores=monitoring_keys("stage1")),
         Stage("stage2", ("stage2", "engine", *TRAINING_DATA_KEYS), training("stage2"),
-              None if recipe.stage2.enabled else "stage2.enabled is false", ignores=monitoring_keys("stage2")),
+              recipe.training_skip_reason("stage2"), ignores=monitoring_keys("stage2")),
         Stage("evaluate", ("evaluation",), evaluate),
         Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
     ]

@@ -38,8 +38,7 @@ def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, wo
     """
     recipe, report = loaded.recipe, Report(loaded.path, loaded.inheritance, loaded.overrides)
     will = set(ALL_STAGES if stages is None else stages)
-    training = [name for name in ("stage1", "stage2") if name in will and getattr(recipe, name).enabled
-                and not (name == "stage1" and recipe.init == "scratch")]
+    training = [name for name in recipe.training_stages if name in will]
     if "data" in will:
         check_sources(recipe, report)
     model_config, base_tokenizer = _check_base_model(recipe, report, needs_model=bool(will - {"data", "export"}))

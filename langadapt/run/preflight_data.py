@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langadapt.data.config import SourceConfig, stream_mixture
+from langadapt.train.config import global_batch
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import plan_stage_mixture
 from langadapt.data.sources import iter_texts, local_files, unmatched_patterns
@@ -126,7 +127,7 @@ def check_epochs(recipe: Recipe, stages: list[str], world_size: int, report: Rep
                            f"fewer than one sample of {stage.seq_len + 1}")
             sizes[source.name] = size
         else:
-            samples = stage.steps * stage.micro_batch_size * stage.grad_accum_steps * world_size
+            samples = stage.steps * global_batch(stage, world_size)
             try:
                 plan_stage_mixture(entries, sizes, stage.seq_len, samples, force=recipe.data.force_epochs)
             except LangadaptError as exc:

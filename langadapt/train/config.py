@@ -4,13 +4,16 @@ Both stages use `TrainStageConfig` (the recipe's `stage1` and `stage2` sections;
 what stage 1 sets, see `langadapt.recipe`); they differ in `trainable`, whose default depends on
 the stage (stage 1: input embeddings + LM head; stage 2: everything). `EngineConfig` is shared
 by both stages; `check_engine` refuses (or downgrades, with a warning) the combinations known to
-fail, at start-up rather than as a crash after the queue wait.
+fail, at start-up rather than as a crash after the queue wait. `resolve_training` is the one
+place the derived settings (global batch, ZeRO stage, compile, fused loss, ...) come from: the
+training stage runs what it returns and `langadapt plan` reports it, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -186,7 +189,8 @@ class EngineConfig(Config):
 
 
 def check_engine(
-    stage_name: str, stage: TrainStageConfig, engine: EngineConfig, device_type: str
+    stage_name: str, stage: TrainStageConfig, engine: EngineConfig, device_type: str,
+    have_liger: bool | None = None,
 ) -> EngineConfig:
     """The engine config this stage really runs with; refuses the known-bad combinations.
 
@@ -208,7 +212,7 @@ def check_engine(
         zero = _zero3_with_frozen(stage_name, stage, engine)
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
-    return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type)})
+    return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type, have_liger)})
 
 
 def _check_fsdp(engine: EngineConfig) -> None:
@@ -228,7 +232,7 @@ def liger_available() -> bool:
     return importlib.util.find_spec("liger_kernel") is not None
 
 
-def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, bool]:
+def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bool | None = None) -> dict[str, bool]:
     """`compile` and `fused_loss` resolved to booleans for this device (see langadapt.train.fastpath).
 
     auto is on for GPUs (CUDA or ROCm), where both were measured to help, and off on CPU, where
@@ -242,7 +246,8 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str) -> dict[str, b
     That path trained, and resumed after a kill, in one H100 run (tests/gpu/RESULTS.md, run 2),
     but nothing in the GPU suite keeps it working: off until a test does.
     """
-    gpu, have_liger = device_type != "cpu", liger_available()
+    gpu = device_type != "cpu"
+    have_liger = liger_available() if have_liger is None else have_liger
     if engine.compile is True and zero == 3:
         raise LangadaptError("engine.compile: not with ZeRO-3 (DeepSpeed gathers parameters inside each "
                              "compiled block); use zero_stage 2 or engine.compile: false")
@@ -273,3 +278,51 @@ def _zero3_with_frozen(stage_name: str, stage: TrainStageConfig, engine: EngineC
                              f"({stage_name}.trainable): {why}; use 1 or 2")
     log.warning("engine.zero_stage: ZeRO-3 downgraded to 2 for %s: %s", stage_name, why)
     return 2
+
+
+def global_batch(stage: TrainStageConfig, world_size: int) -> int:
+    """Sequences per optimizer step over `world_size` ranks: micro batch x accumulation x ranks."""
+    return stage.micro_batch_size * stage.grad_accum_steps * world_size
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """What one training stage really runs with on a given world: derived once, by `resolve_training`."""
+
+    stage: str
+    engine: EngineConfig
+    """The engine after `check_engine`: this stage's ZeRO stage applied, compile and fused_loss as booleans."""
+    world_size: int
+    micro_batch: int
+    grad_accum: int
+    seq_len: int
+    trainable: Literal["embeddings", "all"]
+    """'all', or 'embeddings' for any narrower selection (the body frozen)."""
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step over all ranks."""
+        return self.micro_batch * self.grad_accum * self.world_size
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings `plan --json` reports and the stage's summary records."""
+        return {"engine": self.engine.kind, "zero_stage": self.engine.zero_stage, "world_size": self.world_size,
+                "micro_batch": self.micro_batch, "grad_accum": self.grad_accum, "global_batch": self.global_batch,
+                "seq_len": self.seq_len, "trainable": self.trainable, "precision": self.engine.precision,
+                "compile": self.engine.compile, "fused_loss": self.engine.fused_loss,
+                "activation_checkpointing": self.engine.activation_checkpointing,
+                "attn_implementation": self.engine.attn_implementation}
+
+
+def resolve_training(stage_name: str, stage: TrainStageConfig, engine: EngineConfig, world_size: int,
+                     device_type: str, have_liger: bool | None = None) -> TrainingSettings:
+    """The settings training stage `stage_name` runs with on `world_size` ranks of `device_type`.
+
+    The training stage calls it with the world it finds (and whether liger-kernel is installed
+    there); `langadapt plan` with the recipe's cluster (GPUs, the `gpu` extra installed). Every
+    derived value goes through here, so a plan is what training will do.
+    """
+    resolved = check_engine(stage_name, stage, engine, device_type, have_liger)
+    trainable = "all" if stage.trainable_patterns(stage_name) == ["all"] else "embeddings"
+    return TrainingSettings(stage_name, resolved, world_size, stage.micro_batch_size, stage.grad_accum_steps,
+                            stage.seq_len, trainable)

@@ -25,7 +25,7 @@ from langadapt.runtime.distributed import DistInfo
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
 from langadapt.tokenizer.saving import save_tokenizer
 from langadapt.train.checkpoint import Checkpointer, TrainState
-from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.config import EngineConfig, TrainStageConfig, resolve_training
 from langadapt.train.engines import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
@@ -66,7 +66,9 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
     """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`
     (with `tokenizer` saved beside the weights when given, so the folder loads on its own)."""
     dist = dist or DistInfo.from_env()
-    engine_config = check_engine(stage_name, config, engine_config, "cuda" if torch.cuda.is_available() else "cpu")
+    settings = resolve_training(stage_name, config, engine_config, dist.world_size,
+                                "cuda" if torch.cuda.is_available() else "cpu")
+    engine_config, global_batch = settings.engine, settings.global_batch
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed + dist.rank)  # e.g. dropout masks differ per rank, as data does
@@ -80,7 +82,6 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
             state = ckpt.load(resumed, engine, stream)
             resumed_step = state.step
             log.info("%s: resumed from %s (step %d)", stage_name, resumed, state.step)
-        global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
         cost = StepCost(global_batch * config.seq_len, flops_per_token(model, selection, config.seq_len),
                         peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
                         dist.world_size, engine.device)

@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-from langadapt.run import layout as run_layout
 from langadapt.errors import LangadaptError
+from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.config import EngineConfig, TrainStageConfig, resolve_training
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.validation import NO_VALIDATION, Validation, load_held_out
@@ -111,14 +111,14 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
 
     dist = dist or DistInfo.from_env()
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    engine = check_engine(stage_name, config, engine, device_type)  # before any loading: fail fast
+    settings = resolve_training(stage_name, config, engine, dist.world_size, device_type)  # before any loading
+    engine, global_batch = settings.engine, settings.global_batch
     init = init_model_dir(after_stage1, stage_name, ctx)
     log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
              engine.zero_stage, engine.precision)
     model = load_model(init, config, stage_name, engine, dist)
     if document_masking:
         check_document_masking(model)
-    global_batch = config.micro_batch_size * config.grad_accum_steps * dist.world_size
     seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
     # The pipeline passes the data mixture with this stage's overrides applied (stream_mixture).
     if mixture is None and config.mixture is not None:
@@ -142,7 +142,8 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
         "skipped_steps": result.skipped_steps, "trainable_params": result.trainable_params,
         "resumed_from_step": result.resumed_from, "init_model": str(init), "model": str(result.model_dir),
         "engine": engine.kind, "zero_stage": engine.zero_stage, "precision": engine.precision,
-        "world_size": dist.world_size, "global_batch": global_batch, **result.monitoring,
+        "world_size": dist.world_size, "global_batch": global_batch, "settings": settings.as_dict(),
+        **result.monitoring,
     }
     if dist.rank == 0:
         (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1))

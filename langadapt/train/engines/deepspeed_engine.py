@@ -23,7 +23,7 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.train.config import EngineConfig, TrainStageConfig, global_batch
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
 
@@ -43,7 +43,7 @@ def deepspeed_config(stage: TrainStageConfig, stage_name: str, engine: EngineCon
     ours: dict[str, tuple[Any, str]] = {  # DeepSpeed key -> (value, recipe key it comes from)
         "train_micro_batch_size_per_gpu": (stage.micro_batch_size, f"{stage_name}.micro_batch_size"),
         "gradient_accumulation_steps": (stage.grad_accum_steps, f"{stage_name}.grad_accum_steps"),
-        "train_batch_size": (stage.micro_batch_size * stage.grad_accum_steps * world_size,
+        "train_batch_size": (global_batch(stage, world_size),
                              f"{stage_name}.micro_batch_size x grad_accum_steps x world size"),
         "gradient_clipping": (stage.grad_clip, f"{stage_name}.grad_clip"),
         "zero_optimization.stage": (engine.zero_stage, "engine.zero_stage"),
