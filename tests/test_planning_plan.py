@@ -75,7 +75,7 @@ def test_normistral_plan_numbers() -> None:
     assert s2["grad_accum_steps"] == 4  # 1024 sequences / 256 GPUs / micro batch 1
     assert [src["epochs"] for src in s2["mixture"]["sources"]] == [6.0, 0.0477]
     assert s2["mixture"]["effective_ratio"] == 0.9
-    assert set(s2["memory_gb"]) == {"zero0", "zero1", "zero2", "zero3"}
+    assert set(s2["memory_gb"]) == {"zero0", "zero1", "zero2", "zero3", "fsdp"}
     assert not s2["memory_gb"]["zero0"]["fits"] and s2["memory_gb"]["zero3"]["fits"]
     assert s1["memory_gb"]["zero1"]["optimizer"] < 0.1  # only embeddings have Adam states
     assert plan["total"]["tokens"] == s1["tokens"] + s2["tokens"]

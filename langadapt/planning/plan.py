@@ -87,18 +87,74 @@ def _mixture_summary(
 def _memory_by_zero_stage(
     model: ModelDims, stage: StagePlanInput, hw: Hardware, num_gpus: int, checkpointing: Checkpointing
 ) -> dict[str, dict[str, Any]]:
-    """GB per GPU under ZeRO 0-3 (all four, so the table shows what each stage buys), and FSDP2
-    when the stage runs it."""
+    """GB per GPU under ZeRO 0-3 and FSDP2 (all five, so the table shows what each buys and the
+    recommendation can choose among them)."""
     memory = {}
-    layouts: list[int | Literal["fsdp"]] = [0, 1, 2, 3] + (["fsdp"] if stage.fsdp else [])
+    layouts: list[int | Literal["fsdp"]] = [0, 1, 2, 3, "fsdp"]
     for layout in layouts:
-        fsdp = stage.fsdp.model_dump() if layout == "fsdp" and stage.fsdp else {}
+        fsdp = (stage.fsdp or FSDPConfig()).model_dump() if layout == "fsdp" else {}
         mem = memory_per_gpu(
             model, layout, num_gpus, stage.seq_len, stage.micro_batch, stage.trainable, checkpointing,
             stage.fused_loss, **fsdp,
         )
         memory[f"zero{layout}" if layout != "fsdp" else "fsdp"] = {**mem, "fits": mem["total"] <= hw.memory_gb}
     return memory
+
+
+LAYOUT_SPEED = {"zero0": 1.00, "zero1": 0.955, "zero2": 0.955, "zero3": 0.62, "fsdp": 0.99}
+"""Tokens/s of each layout relative to the torch engine (DDP), as langadapt runs them: one H100, a
+1.1B Llama at seq 2048, each with the fast path it supports (benchmarks/README.md, train_throughput,
+2026-11-23: torch 73,975 tok/s; DeepSpeed ZeRO-2 72,117 with compile + fused loss; FSDP2 73,074;
+ZeRO-3 45,719, which runs without compile and the fused loss). ZeRO-1 was not measured: it runs
+the same fast path as ZeRO-2 and is given its figure."""
+LAYOUT_TRAFFIC = {"zero0": 1.0, "zero1": 1.0, "zero2": 1.0, "zero3": 1.5, "fsdp": 1.5}
+"""Gradient/parameter traffic per step relative to DDP's all-reduce (ZeRO paper, Rajbhandari et al.
+2020, sec. 7: ZeRO-1/2 move as much as DDP, sharded parameters 1.5x). One GPU cannot measure it, so
+it only breaks near-ties (within `NEAR_TIE`) in favour of less traffic across nodes."""
+NEAR_TIE = 0.05
+MEMORY_MARGIN = 0.85
+"""A layout is recommended only if its planned total is within this share of the GPU's memory:
+measured peaks ran 9% above the plan (benchmarks/README.md) and allocators fragment."""
+LAYOUT_ENGINE_ZERO = {"zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 0}
+ENGINE_LAYOUTS = {"torch": ("zero0",), "deepspeed": ("zero1", "zero2", "zero3"), "fsdp": ("fsdp",)}
+"""The layouts each engine.kind runs (DeepSpeed ZeRO-0 is left out: the torch engine is DDP without
+DeepSpeed's overhead). A recipe has one engine.kind; the ZeRO stage can differ per stage."""
+
+
+def recommend(stages: list[dict[str, Any]], memory_gb: float) -> dict[str, Any]:
+    """The engine and per-stage sharding that finish the recipe soonest with memory to spare, and why.
+
+    For each engine.kind, each stage takes its fastest layout that fits `MEMORY_MARGIN` of the GPU
+    (ties: less traffic, then the recipe's own layout, then less memory); the engine whose GPU-hours (the plan's, divided by
+    `LAYOUT_SPEED`) are lowest wins, near-ties going to less traffic across nodes."""
+    options = []
+    for engine, layouts in ENGINE_LAYOUTS.items():
+        picks: dict[str, str] = {}
+        for stage in stages:
+            mem = stage["memory_gb"]
+            fits = [k for k in layouts if mem[k]["total"] <= MEMORY_MARGIN * memory_gb]
+            if not fits:
+                break
+            picks[stage["name"]] = max(fits, key=lambda k, now=stage["memory_layout"], mem=mem: (
+                LAYOUT_SPEED[k], -LAYOUT_TRAFFIC[k], k == now, -mem[k]["total"]))
+        else:
+            hours = sum(stage["gpu_hours"] / LAYOUT_SPEED[picks[stage["name"]]] for stage in stages)
+            traffic = max(LAYOUT_TRAFFIC[k] for k in picks.values())
+            options.append((engine, picks, hours, traffic))
+    if not options:
+        return {"engine": None, "reason": f"no engine fits every stage in {MEMORY_MARGIN:.0%} of {memory_gb:g} GB per "
+                                          "GPU: more GPUs, a smaller micro batch or activation checkpointing"}
+    fastest = min(hours for _, _, hours, _ in options)
+    engine, picks, hours, _ = min((o for o in options if o[2] <= fastest * (1 + NEAR_TIE)), key=lambda o: (o[3], o[2]))
+    current = sum(stage["gpu_hours"] / LAYOUT_SPEED[stage["memory_layout"]] for stage in stages)
+    settings = [f"engine.kind={engine}"] + [f"{name}.zero_stage={LAYOUT_ENGINE_ZERO[k]}" for name, k in picks.items()
+                                            if engine == "deepspeed"]
+    rejected = ", ".join(f"{e} {h / hours:.2f}x the GPU-hours" + (" but more traffic across nodes" if h < hours else "")
+                         for e, _, h, _ in options if e != engine)
+    reason = (f"the fastest layouts that fit {MEMORY_MARGIN:.0%} of {memory_gb:g} GB per GPU, at the speeds measured "
+              f"for each (planning.plan.LAYOUT_SPEED); other engines: {rejected or 'none fit'}")
+    return {"engine": engine, "layouts": picks, "set": settings, "gpu_hours": hours,
+            "speedup_vs_recipe": current / hours, "reason": reason}
 
 
 def _stage_plan(
@@ -127,6 +183,7 @@ def _stage_plan(
             f"{'FSDP2' if stage.fsdp else f'ZeRO-{stage.zero_stage}'} needs {chosen['total']:.1f} GB per GPU, "
             f"more than the {hw.memory_gb:g} GB of a {hw.name}"
         )
+    tokens_per_second = mfu * hw.peak_flops / fpt
     return {
         "name": stage.name,
         "trainable": stage.trainable,
@@ -141,7 +198,7 @@ def _stage_plan(
         "flops": flops,
         "gpu_hours": hours,
         "wall_hours": hours / num_gpus,
-        "tokens_per_second_per_gpu": mfu * hw.peak_flops / fpt,
+        "tokens_per_second_per_gpu": tokens_per_second,
         "zero_stage": stage.zero_stage,
         "memory_layout": layout,
         "activation_checkpointing": ckpt,
@@ -178,6 +235,7 @@ def build_plan(
     hw = get_hardware(hardware, peak_tflops, watts, memory_gb)
     intensity = grid_intensity(grid)
     plans = [_stage_plan(model, s, hw, mfu, num_gpus, pue, intensity) for s in stages]
+    recommendation = recommend(plans, hw.memory_gb)
     sums = {
         k: sum(p[k] for p in plans)
         for k in ("tokens", "flops", "gpu_hours", "wall_hours", "energy_kwh", "co2_kg")
@@ -208,6 +266,7 @@ def build_plan(
         },
         "stages": plans,
         "total": sums,
+        "recommendation": recommendation,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 
@@ -116,6 +117,15 @@ def render_plan(plan: dict[str, Any]) -> str:
         ["stage", "sharding", "weights", "grads", "optim", "activ", "total", "fits"], mem, text_columns=2
     )
     warnings = [f"{s['name']}: {w}" for s in plan["stages"] for w in s["warnings"]]
+    rec = plan.get("recommendation") or {}
+    if rec.get("engine"):
+        speed = rec["speedup_vs_recipe"]
+        verdict = "the recipe's settings" if abs(speed - 1) < 1e-9 else f"{speed:.2f}x faster than the recipe's settings"
+        lines += ["", f"Recommended ({rec['gpu_hours']:,.0f} GPU-h, {verdict}):",
+                  "  " + " ".join("--set " + s for s in rec["set"]),
+                  *textwrap.wrap(f"why: {rec['reason']}", 110, initial_indent="  ", subsequent_indent="    ")]
+    elif rec:
+        lines += ["", *textwrap.wrap(f"Recommended: nothing fits: {rec['reason']}", 110, subsequent_indent="  ")]
     warnings += plan.get("notes", [])
     if warnings:
         lines += ["", *(f"warning: {w}" for w in warnings)]
