@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import disk_error_line
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE, Preempted, latch_stop_signals
 
 EXIT_USER_ERROR = 2
+
+if TYPE_CHECKING:
+    from langadapt.recipe import LoadedRecipe
 
 
 def _recipe_args(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--only", metavar="STAGE", help="re-run only this stage (earlier ones must be complete)")
     run.add_argument("--until", metavar="STAGE", help="stop after this stage")
     run.add_argument("--force", action="store_true", help="re-run stages even when complete")
-    run.add_argument("--dry-run", action="store_true", help="validate the recipe and print the stage plan")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the plan, what each stage would do and every problem that would stop the run")
+    run.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
     run.add_argument("--explain", action="store_true", help="print the resolved recipe with every field's meaning")
     run.add_argument("--overwrite", action="store_true", help="let the export replace an exported folder edited by hand")
 
@@ -81,22 +88,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     from langadapt.recipe.reference import explain
     from langadapt.run.pipeline import run_pipeline
 
+    if args.json and not args.dry_run:
+        raise LangadaptError("--json goes with --dry-run (a run's results are in its folder)")
     loaded = load_recipe(args.recipe, args.overrides)
     if args.explain:
         print(explain(Recipe, loaded.recipe.model_dump(mode="json")))
         return 0
-    actions = run_pipeline(loaded, only=args.only, start=args.start, until=args.until,
-                           force=args.force or None, dry_run=args.dry_run, overwrite=args.overwrite)
     if args.dry_run:
-        print(f"recipe {args.recipe}: valid; run directory {loaded.recipe.run_dir}")
+        return _dry_run(args, loaded)
+    run_pipeline(loaded, only=args.only, start=args.start, until=args.until,
+                 force=args.force or None, overwrite=args.overwrite)
+    print(f"run complete: {loaded.recipe.run_dir}")
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
+    """The plan, the stage actions and every problem at once; non-zero exit if there is any.
+
+    Users check a cluster recipe on a laptop first: one missing corpus must not hide the plan
+    or the next problem."""
+    from langadapt.planning.plan import render_plan
+    from langadapt.planning.recipe_plan import plan_recipe
+    from langadapt.run.pipeline import dry_run
+
+    actions, report = dry_run(loaded, only=args.only, start=args.start, until=args.until, force=args.force or None)
+    plan = None
+    try:
+        plan = plan_recipe(loaded.recipe)
+    except LangadaptError as exc:  # a consequence of a problem found already (no base model), or one more
+        if not report.problems:
+            report.problems.append(("", str(exc)))
+    problems = report.lines()
+    sources = [source.describe() for source in loaded.recipe.data.sources]
+    if args.json:
+        print(json.dumps({"recipe": str(args.recipe), "run_dir": str(loaded.recipe.run_dir), "valid": not problems,
+                          "stages": dict(actions), "sources": sources, "plan": plan, "problems": problems}, indent=2))
+    else:
+        print(render_plan(plan) if plan is not None else "plan: not known until the problems below are fixed", end="\n\n")
+        print(f"recipe {args.recipe}: {'valid' if not problems else 'NOT valid'}; run directory {loaded.recipe.run_dir}")
         for name, action in actions:
             print(f"  {name:<11} {action}")
         print("sources:")
-        for source in loaded.recipe.data.sources:
-            print(f"  {source.describe()}")
-    else:
-        print(f"run complete: {loaded.recipe.run_dir}")
-    return 0
+        for line in sources:
+            print(f"  {line}")
+        for line in problems:
+            print(f"langadapt: error: {line}", file=sys.stderr)
+        if problems:
+            print(f"langadapt: {len(problems)} problem(s) would stop this run", file=sys.stderr)
+    return EXIT_USER_ERROR if problems else 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -244,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("langadapt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `langadapt plan ... | head`: the reader left, which is not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
     except Preempted as stop:  # a scheduler's signal, honoured: the sbatch script requeues on 75
         print(f"langadapt: {stop}", file=sys.stderr)
         return REQUEUE_EXIT_CODE

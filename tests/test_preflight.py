@@ -8,6 +8,7 @@ the model's positions, a 10M vocabulary, a typo in a mixture).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -111,8 +112,29 @@ def test_seq_len_beyond_the_models_positions(warm, tmp_path: Path) -> None:
 def test_stage2_seq_len_inherited_from_stage1_is_blamed_on_stage1(warm, tmp_path: Path) -> None:
     recipe = warm()
     recipe.write_text(recipe.read_text().replace("seq_len: 64", "seq_len: 1024"))
-    result = langadapt("run", str(recipe), "--dry-run")
+    result = langadapt("run", str(recipe))
     assert_refused(result, tmp_path, "recipe.yaml:14: stage1.seq_len: 1024", "(and 1 more: stage2.seq_len (inherited")
+
+
+def test_dry_run_prints_the_plan_and_every_problem_at_once(warm, tmp_path: Path) -> None:
+    """A run stops at the first problem; --dry-run lists them all (one line each, file:line) after
+    the plan, exits 2, and --json carries the same list for tools."""
+    recipe = warm()
+    recipe.write_text(recipe.read_text().replace("seq_len: 64", "seq_len: 1024"))
+    args = ("run", str(recipe), "--set", "evaluation.suites=[nope.yaml]", "--dry-run")
+    result = langadapt(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("langadapt: error:")]
+    assert len(errors) == 3, result.stderr
+    assert "recipe.yaml:14: stage1.seq_len: 1024" in errors[0]
+    assert "stage2.seq_len (inherited from stage1.seq_len)" in errors[1]
+    assert "evaluation.suites[0]" in errors[2] and "nope.yaml" in errors[2]
+    assert "3 problem(s) would stop this run" in result.stderr
+    assert "GPU-h" in result.stdout and "  stage2" in result.stdout  # the plan and the stage actions
+    assert not (tmp_path / "runs").exists()
+    as_json = json.loads(langadapt(*args, "--json").stdout)
+    assert as_json["valid"] is False and as_json["problems"] == [e.removeprefix("langadapt: error: ") for e in errors]
+    assert as_json["plan"]["stages"][0]["name"] == "stage1"
 
 
 @pytest.mark.parametrize("vocab, fragment", [

@@ -1,13 +1,14 @@
 """The recipe -> plan glue behind `langadapt plan RECIPE`.
 
-Sizes come from the model's config (a local folder, a Hub id in the built-in table, or the
-scratch architecture) with the NEW vocabulary; unique tokens per source come from the run's own
+Sizes come from the model's config (a local folder, a Hub id in the built-in table, the
+scratch architecture, or that of the recipe that builds the base) with the NEW vocabulary; unique tokens per source come from the run's own
 shards when the tokenizer stage has run, else from the sources' declared `unique_tokens`.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from langadapt.data.config import stream_mixture
@@ -15,7 +16,7 @@ from langadapt.data.epochs import plan_stage_mixture
 from langadapt.errors import LangadaptError
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
-from langadapt.recipe import Recipe
+from langadapt.recipe import Recipe, load_recipe
 from langadapt.run.layout import RunLayout
 from langadapt.tokenizer.summary import vocabulary_shortfall
 from langadapt.train.config import TrainingSettings, resolve_training
@@ -24,14 +25,24 @@ from langadapt.train.config import TrainingSettings, resolve_training
 def model_dims(recipe: Recipe) -> ModelDims:
     """The model's shape with the vocabulary it will have after the tokenizer swap: the size the
     tokenizer stage reached once it has run (it can stop short of vocab_size), else the one asked for."""
-    if recipe.init == "scratch" and recipe.base_model.architecture:
-        dims = dims_from_config(recipe.base_model.architecture, name=recipe.name)
+    spec = recipe.base_model
+    if recipe.init == "scratch" and spec.architecture:
+        dims = _architecture_dims(recipe)
+    elif spec.build_recipe and not (Path(spec.path or "") / "config.json").is_file():
+        dims = _architecture_dims(load_recipe(spec.build_recipe).recipe)  # a base built by its recipe, not yet
     else:
-        dims = load_model_dims(recipe.base_model.path or "")
+        dims = load_model_dims(spec.path or "")
     if recipe.tokenizer.kind == "keep_base":
         return dims
     reached = RunLayout(recipe.run_dir).stage_summary("tokenizer").get("vocab_size")
     return dims.with_vocab(reached if isinstance(reached, int) else recipe.tokenizer.vocab_size)
+
+
+def _architecture_dims(recipe: Recipe) -> ModelDims:
+    """The shape of a scratch recipe's model: its architecture, with the vocabulary its own
+    tokenizer will have (a scratch architecture leaves vocab_size to the tokenizer)."""
+    architecture = {"vocab_size": recipe.tokenizer.vocab_size, **(recipe.base_model.architecture or {})}
+    return dims_from_config(architecture, name=recipe.name)
 
 
 def measured_tokens(recipe: Recipe) -> dict[str, float]:

@@ -8,8 +8,10 @@ from the model class found by walking the schema along the same path.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,10 +174,22 @@ class Report:
         where = f"--set {flag}" if flag else f"{self.path}:{line}" if line else str(self.path)
         self.problems.append((where, f"{key}: {what}"))
 
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Run a check that may stop on its own error line: the line becomes one more problem and
+        the checks after it still run, so `--dry-run` lists every problem, not the first."""
+        try:
+            yield
+        except LangadaptError as exc:
+            self.problems.append(("", str(exc)))
+
+    def lines(self) -> list[str]:
+        """Each problem as the one line a user reads: `file:line: key: what`."""
+        return [f"{where}: {what}" if where else what for where, what in self.problems]
+
     def raise_first(self) -> None:
         if not self.problems:
             return
-        where, what = self.problems[0]
-        more = self.problems[1:]
+        first, more = self.lines()[0], self.problems[1:]
         tail = f" (and {len(more)} more: {', '.join(p[1].split(':')[0] for p in more)})" if more else ""
-        raise LangadaptError(f"{where}: {what}{tail}")
+        raise LangadaptError(f"{first}{tail}")

@@ -23,6 +23,7 @@ from typing import Any
 from langadapt.data.config import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFINGERPRINTED_FIELDS
 from langadapt.errors import LangadaptError
 from langadapt.recipe import LoadedRecipe, Recipe
+from langadapt.recipe.errors import Report
 from langadapt.run import layout as run_layout
 from langadapt.run.base_model import resolve_base_model
 from langadapt.run.contenthash import HashCache
@@ -30,7 +31,7 @@ from langadapt.run.context import StageContext
 from langadapt.run.fingerprint import fingerprints
 from langadapt.run.layout import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.run.lock import RunLock
-from langadapt.run.preflight import check_recipe
+from langadapt.run.preflight import check_recipe, find_problems
 from langadapt.runtime import signals
 from langadapt.runtime.placement import DistInfo
 
@@ -244,6 +245,20 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
                                log=log, layout=layout, models=models, overwrite=overwrite)
             _run_stage(stage, ctx, prints[stage.name], loaded, action, main)
     return [(stage.name, action) for stage, action in actions]
+
+
+def dry_run(loaded: LoadedRecipe, only: str | None = None, start: str | None = None,
+            until: str | None = None, force: bool | None = None) -> tuple[list[tuple[str, str]], Report]:
+    """What `run` would do, and every problem that would stop it: (stage, action) pairs (empty
+    when the problems keep them from being known) and the report of all the problems at once."""
+    selected = select_stages(list(STAGES), only, start, until)
+    force = bool(only) or bool(start) if force is None else force
+    report = find_problems(loaded, selected)
+    actions: list[tuple[str, str]] = []
+    with report.guard():
+        cache = HashCache(RunLayout(loaded.recipe.run_dir).hash_cache)
+        actions = [(stage.name, action) for stage, action in plan_actions(loaded, selected, force, cache=cache)[0]]
+    return actions, report
 
 
 def _require_upstream(stage: Stage, action: str, selected: list[str]) -> None:

@@ -3,9 +3,10 @@
 `langadapt run` and `--dry-run` call `check_recipe` before any stage runs, so a missing corpus,
 a base model folder without `config.json`, a `seq_len` beyond the model's positions or a missing
 evaluation suite fails in a second instead of after hours of data preparation and training.
-Each problem is one line naming the recipe file, line and key; the first is raised as a
-`LangadaptError` (the others are counted). Nothing here imports torch or transformers: a model
-config is read as JSON, a tokenizer as its tokenizer.json.
+Each problem is one line naming the recipe file, line and key; a run raises the first as a
+`LangadaptError` (the others are counted), `--dry-run` prints them all (`find_problems`).
+Nothing here imports torch or transformers: a model config is read as JSON, a tokenizer as its
+tokenizer.json.
 """
 
 from __future__ import annotations
@@ -30,30 +31,45 @@ ALL_STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate",
 
 
 def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> None:
-    """Raise LangadaptError for the first problem in what `stages` (default: all) would need.
+    """Raise LangadaptError for the first problem in what `stages` (default: all) would need
+    (its line says how many more there are; `find_problems` lists them all)."""
+    find_problems(loaded, stages, world_size).raise_first()
+
+
+def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> Report:
+    """Every problem knowable without training in what `stages` (default: all) would need.
 
     `world_size` is the number of training processes (default: `placement.training_world_size`:
     the launcher's world, an sbatch job's task count, else the recipe's cluster, where `langadapt launch` will run it); it sets the global
-    batch and hence the epochs per source exactly as training computes them.
+    batch and hence the epochs per source exactly as training computes them. Each check runs
+    under `Report.guard`, so one that stops on its own error does not hide the others.
     """
     recipe, report = loaded.recipe, Report(loaded.path, loaded.inheritance, loaded.overrides)
     will = set(ALL_STAGES if stages is None else stages)
     training = [name for name in recipe.training_stages if name in will]
+    model_config = base_tokenizer = None
     if "data" in will:
-        check_sources(recipe, report)
-    model_config, base_tokenizer = _check_base_model(recipe, report, needs_model=bool(will - {"data", "export"}))
+        with report.guard():
+            check_sources(recipe, report)
+    with report.guard():
+        model_config, base_tokenizer = _check_base_model(recipe, report, needs_model=bool(will - {"data", "export"}))
     for name in training:
-        _check_positions(recipe, name, model_config, report)
+        with report.guard():
+            _check_positions(recipe, name, model_config, report)
     if "tokenizer" in will:
-        check_vocab_size(recipe, base_tokenizer, report)
+        with report.guard():
+            check_vocab_size(recipe, base_tokenizer, report)
     if "embeddings" in will:
-        _check_embedding_files(recipe, report)
+        with report.guard():
+            _check_embedding_files(recipe, report)
     if training:
-        world = world_size or training_world_size(recipe.cluster.world_size)
-        check_epochs(recipe, training, world, report)
+        with report.guard():
+            world = world_size or training_world_size(recipe.cluster.world_size)
+            check_epochs(recipe, training, world, report)
     if "evaluate" in will:
-        _check_suites(recipe, report)
-    report.raise_first()
+        with report.guard():
+            _check_suites(recipe, report)
+    return report
 
 
 def _transformers_converts_tekken() -> bool:
