@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from langadapt.data.config import DataConfig
-from langadapt.errors import LangadaptError
 from langadapt.data.epochs import plan_stage_mixture
+from langadapt.errors import LangadaptError
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
 
