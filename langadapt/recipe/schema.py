@@ -28,7 +28,8 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.export.config import ExportConfig
 from langadapt.recipe.base import Config
-from langadapt.recipe.errors import format_validation_error, read_yaml_mapping
+from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
+from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlSyntaxProblem, parse_strict
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 
@@ -128,16 +129,22 @@ class Recipe(Config):
 _INDEXED = re.compile(r"^(.+)\[(\d+)\]$")
 
 
+def _index(digits: str) -> int:
+    """A list index written in a `--set` key; any index past a billion is out of range anyway (and a
+    4,000-digit one would hit Python's int-string limit)."""
+    return int(digits) if len(digits) <= 9 else 10**9
+
+
 def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     """Set `a.b.c` (or `data.sources[1].weight`: an entry of a list the recipe has) to `value`."""
     keys = dotted_key.split(".")
     node: Any = tree
     for i, key in enumerate(keys):
         indexed = _INDEXED.match(key)
-        name, index = (indexed.group(1), int(indexed.group(2))) if indexed else (key, None)
+        name, index = (indexed.group(1), _index(indexed.group(2))) if indexed else (key, None)
         last = i == len(keys) - 1
         if not isinstance(node, dict):
-            raise LangadaptError(f"--set {dotted_key}: '{'.'.join(keys[:i])}' is not a section")
+            raise LangadaptError(f"--set {shorten(dotted_key)}: '{'.'.join(keys[:i])}' is not a section")
         if index is None:
             if last:
                 node[name] = value
@@ -147,7 +154,7 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
         items = node.get(name)
         if not isinstance(items, list) or index >= len(items):
             count = len(items) if isinstance(items, list) else 0
-            raise LangadaptError(f"--set {dotted_key}: {name} has {count} entr{'y' if count == 1 else 'ies'}, "
+            raise LangadaptError(f"--set {shorten(dotted_key)}: {name} has {count} entr{'y' if count == 1 else 'ies'}, "
                                  f"no [{index}]")
         if last:
             items[index] = value
@@ -155,18 +162,28 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
             node = items[index]
 
 
+def parse_set_value(key: str, raw: str) -> Any:
+    """A `--set` value as YAML (numbers, lists, bools), read by the same strict reader as recipe
+    files: a duplicate key, an alias bomb or an over-long value is an error naming the flag. Text
+    that is not YAML at all (`a: b: c`) stays the string it is."""
+    if not raw:
+        return ""
+    try:
+        return parse_strict(raw, MAX_SET_VALUE_BYTES)[0]
+    except YamlSyntaxProblem:
+        return raw
+    except YamlProblem as problem:
+        raise LangadaptError(f"--set {set_flag(f'{key}={raw}')}: {key}: {problem.what}") from None
+
+
 def apply_overrides(tree: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `key.path=value` overrides; values are parsed as YAML (numbers, lists, bools)."""
+    """Apply `key.path=value` overrides (values parsed by `parse_set_value`)."""
     tree = copy.deepcopy(tree)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise LangadaptError(f"--set {item!r}: expected key.path=value")
-        try:
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError:
-            value = raw
-        _set_dotted(tree, key.strip(), value)
+            raise LangadaptError(f"--set {shorten(repr(item))}: expected key.path=value")
+        _set_dotted(tree, key.strip(), parse_set_value(key.strip(), raw))
     return tree
 
 
@@ -247,7 +264,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedR
     tree, root = read_yaml_mapping(path, "recipe")
     tree = apply_overrides(tree, overrides or [])
     inheritance = inherit_stage2(tree)
-    written = {item.partition("=")[0].strip(): item for item in overrides or []}
+    written = {item.partition("=")[0].strip(): set_flag(item) for item in overrides or []}
     try:
         recipe = Recipe.model_validate(tree)
     except ValidationError as exc:
