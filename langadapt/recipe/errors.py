@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.base import FieldProblem
 from langadapt.recipe.strict_yaml import MAX_FILE_BYTES, YamlProblem, load_strict, parse_strict
 
 
@@ -127,6 +128,9 @@ def format_validation_error(
     errors = error.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    problem = first.get("ctx", {}).get("error")
+    if isinstance(problem, FieldProblem):  # a validator that named the key below it
+        loc += problem.loc
     flag = override_for(dotted(loc), overrides or {})
     line = None if flag else yaml_line(root, loc)
     where = f"--set {flag}" if flag else (f"{source}:{line}" if line else str(source))
@@ -134,8 +138,10 @@ def format_validation_error(
         what = "unknown key" + suggest(model, loc)
     elif first["type"] == "missing":
         what = "required key is missing"
+    elif isinstance(problem, FieldProblem):
+        what = str(problem)
     else:
-        what = first["msg"]
+        what = first["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
         if "input" in first and not isinstance(first["input"], (dict, list)):
             what += f" (got {shorten(repr(first['input']))})"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
@@ -151,7 +157,7 @@ def shorten(text: str, limit: int = 60) -> str:
 def set_flag(item: str) -> str:
     """How an error names a `--set key=value` item: the key whole, a long value shortened."""
     key, sep, value = item.partition("=")
-    return f"{key}{sep}{shorten(value, 40)}"
+    return f"{key}{sep}{shorten(value if value.isprintable() else repr(value), 40)}"
 
 
 def override_for(key: str, overrides: dict[str, str]) -> str | None:

@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from langadapt.data.config import DataConfig
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.export.config import ExportConfig
-from langadapt.recipe.base import Config
+from langadapt.recipe.base import Config, FieldProblem
 from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
 from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlSyntaxProblem, parse_strict
+from langadapt.run.layout import name_problem, run_directory, run_root_problem
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 
@@ -101,6 +102,31 @@ class Recipe(Config):
     export: ExportConfig = ExportConfig()
     """The exported Hugging Face folder, model card and optional Hub push."""
 
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder_name(cls, name: str) -> str:
+        """The name becomes <run_root>/<name>: one folder name, never a path (run.layout.name_problem)."""
+        if (problem := name_problem(name)) is not None:
+            raise ValueError(problem)
+        return name
+
+    @field_validator("run_root")
+    @classmethod
+    def _run_root_can_hold_folders(cls, run_root: str) -> str:
+        if (problem := run_root_problem(run_root)) is not None:
+            raise ValueError(problem)
+        return run_root
+
+    @field_validator("data")
+    @classmethod
+    def _source_names_are_folder_names(cls, data: DataConfig) -> DataConfig:
+        """A source's name becomes its shard folder (`tokens/<name>/`): bounded like every folder name.
+        (Its characters are already checked by SourceConfig; the length is not.)"""
+        for i, source in enumerate(data.sources):
+            if (problem := name_problem(source.name)) is not None:
+                raise FieldProblem(("sources", i, "name"), problem)
+        return data
+
     @model_validator(mode="after")
     def _check_init(self) -> Recipe:
         if self.init == "warm" and not self.base_model.path:
@@ -111,7 +137,7 @@ class Recipe(Config):
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.run_root) / self.name
+        return run_directory(self.run_root, self.name)
 
     def training_skip_reason(self, name: str) -> str | None:
         """Why training stage `name` (stage1, stage2) does not run, or None when it does: the one

@@ -132,7 +132,11 @@ def parse_strict(text: str, max_bytes: int) -> tuple[Any, yaml.Node | None]:
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise YamlProblem(f"{size:,} bytes; at most {max_bytes:,}")
-    loader = StrictLoader(text)
+    try:
+        loader = StrictLoader(text)  # the reader refuses non-printable characters here
+    except yaml.reader.ReaderError as exc:
+        raise YamlSyntaxProblem(f"malformed YAML: character {exc.character:#06x} is not allowed (a control "
+                                "character)", text.count("\n", 0, exc.position) + 1) from None
     try:
         root = loader.get_single_node()
         if root is None:
