@@ -28,8 +28,10 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.export.config import ExportConfig
 from langadapt.recipe.base import Config, FieldProblem
+from langadapt.recipe.languages import language_problem
 from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
 from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlSyntaxProblem, parse_strict
+from langadapt.planning.hardware import get_hardware, grid_intensity
 from langadapt.run.layout import name_problem, run_directory, run_root_problem
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
@@ -54,16 +56,37 @@ class BaseModelConfig(Config):
 class ClusterConfig(Config):
     """Where stage 2 runs: used by `langadapt plan` (world size, hardware) and `langadapt launch`."""
 
-    nodes: int = Field(1, ge=1)
+    nodes: int = Field(1, ge=1, le=100_000)
     """Number of nodes."""
-    gpus_per_node: int = Field(1, ge=1)
+    gpus_per_node: int = Field(1, ge=1, le=1024)
     """Devices per node (LUMI-G: 8 GCDs; Snellius H100 nodes: 4)."""
     hardware: str = "h100"
-    """Device preset for planning: h100, a100, mi250x-gcd, or custom:<peak TFLOP/s>."""
+    """Device preset for planning: h100, a100, mi250x-gcd, or custom:<peak TFLOP/s> (an H100's power and memory)."""
     mfu: float = Field(0.40, gt=0, le=1)
     """Model FLOPs utilisation assumed by `langadapt plan`."""
     grid: str | float = "world"
     """Grid carbon intensity for the CO2 estimate: a preset (lumi, hydro, world, gas, coal) or gCO2e/kWh."""
+
+    @field_validator("hardware")
+    @classmethod
+    def _known_hardware(cls, hardware: str) -> str:
+        """Checked by the one reader `plan` uses (planning.hardware.get_hardware), so both agree."""
+        try:
+            get_hardware(hardware)
+        except LangadaptError as exc:
+            raise ValueError(str(exc)) from None
+        return hardware
+
+    @field_validator("grid")
+    @classmethod
+    def _known_grid(cls, grid: str | float) -> str | float:
+        if isinstance(grid, (int, float)) and not 0 <= grid <= 10_000:
+            raise ValueError(f"grid {grid:g} gCO2e/kWh: must be between 0 and 10000 (coal is about 820)")
+        try:
+            grid_intensity(grid)
+        except LangadaptError as exc:
+            raise ValueError(str(exc)) from None
+        return grid
 
     @property
     def world_size(self) -> int:
@@ -77,7 +100,7 @@ class Recipe(Config):
     """Run name; outputs go to <run_root>/<name>/."""
     run_root: str = "runs"
     """Folder that holds run directories (relative paths resolve against the working directory)."""
-    seed: int = 1234
+    seed: int = Field(1234, ge=0, le=2**31 - 1)
     """Global seed; every component derives its own seed from it."""
     init: Literal["warm", "scratch"] = "warm"
     """warm: transfer the base model to a new tokenizer; scratch: random init, no stage 1 (the cold baseline)."""
@@ -119,12 +142,25 @@ class Recipe(Config):
 
     @field_validator("data")
     @classmethod
-    def _source_names_are_folder_names(cls, data: DataConfig) -> DataConfig:
-        """A source's name becomes its shard folder (`tokens/<name>/`): bounded like every folder name.
-        (Its characters are already checked by SourceConfig; the length is not.)"""
+    def _data_names_codes_and_split(cls, data: DataConfig) -> DataConfig:
+        """Checks of the data section that the schema's own rules own (names that become folders,
+        language codes, a held-out split that holds something), kept here so `langadapt.data`
+        keeps no copy of them."""
         for i, source in enumerate(data.sources):
+            # the name becomes its shard folder (tokens/<name>/); SourceConfig checks its characters
             if (problem := name_problem(source.name)) is not None:
                 raise FieldProblem(("sources", i, "name"), problem)
+            if (problem := language_problem(source.lang)) is not None:
+                raise FieldProblem(("sources", i, "lang"), problem)
+        for lang, labels in data.cleaning.lang_aliases.items():
+            for code in (lang, *labels):
+                if (problem := language_problem(code)) is not None:
+                    raise FieldProblem(("cleaning", "lang_aliases", lang), problem)
+        unsplit = [s.name for s in data.sources if s.valid_path is None]
+        if data.valid_fraction == 0 and unsplit:
+            raise FieldProblem(("valid_fraction",), f"0 holds out nothing of source(s) {', '.join(unsplit[:3])}: "
+                               "held-out loss, bits per byte and the report would measure nothing; use e.g. "
+                               "0.05 or give those sources a valid_path")
         return data
 
     @model_validator(mode="after")
