@@ -85,7 +85,7 @@ def get_hardware(
     if key.startswith(CUSTOM_PREFIX):
         peak = custom_peak_tflops(name)
         base = PRESETS["h100"]
-        return Hardware(f"custom ({peak:g} TFLOP/s)", peak * 1e12, base.watts if watts is None else watts,
+        return Hardware("custom", peak * 1e12, base.watts if watts is None else watts,
                         base.memory_gb if memory_gb is None else memory_gb)
     if key == "custom":
         if peak_tflops is None or watts is None or memory_gb is None:

@@ -27,12 +27,12 @@ from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.export.config import ExportConfig
+from langadapt.planning.config import ClusterConfig
 from langadapt.recipe.base import Config, FieldProblem
-from langadapt.recipe.languages import language_problem
 from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
+from langadapt.recipe.languages import language_problem
+from langadapt.recipe.paths import name_problem, run_directory, run_root_problem
 from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlSyntaxProblem, parse_strict
-from langadapt.planning.hardware import get_hardware, grid_intensity
-from langadapt.run.layout import name_problem, run_directory, run_root_problem
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 
@@ -51,46 +51,6 @@ class BaseModelConfig(Config):
     """Hub revision (branch, tag or commit) when `path` is a Hub id."""
     architecture: dict[str, Any] | None = None
     """Hugging Face config fields (model_type, hidden_size, ...) for `init: scratch` models."""
-
-
-class ClusterConfig(Config):
-    """Where stage 2 runs: used by `langadapt plan` (world size, hardware) and `langadapt launch`."""
-
-    nodes: int = Field(1, ge=1, le=100_000)
-    """Number of nodes."""
-    gpus_per_node: int = Field(1, ge=1, le=1024)
-    """Devices per node (LUMI-G: 8 GCDs; Snellius H100 nodes: 4)."""
-    hardware: str = "h100"
-    """Device preset for planning: h100, a100, mi250x-gcd, or custom:<peak TFLOP/s> (an H100's power and memory)."""
-    mfu: float = Field(0.40, gt=0, le=1)
-    """Model FLOPs utilisation assumed by `langadapt plan`."""
-    grid: str | float = "world"
-    """Grid carbon intensity for the CO2 estimate: a preset (lumi, hydro, world, gas, coal) or gCO2e/kWh."""
-
-    @field_validator("hardware")
-    @classmethod
-    def _known_hardware(cls, hardware: str) -> str:
-        """Checked by the one reader `plan` uses (planning.hardware.get_hardware), so both agree."""
-        try:
-            get_hardware(hardware)
-        except LangadaptError as exc:
-            raise ValueError(str(exc)) from None
-        return hardware
-
-    @field_validator("grid")
-    @classmethod
-    def _known_grid(cls, grid: str | float) -> str | float:
-        if isinstance(grid, (int, float)) and not 0 <= grid <= 10_000:
-            raise ValueError(f"grid {grid:g} gCO2e/kWh: must be between 0 and 10000 (coal is about 820)")
-        try:
-            grid_intensity(grid)
-        except LangadaptError as exc:
-            raise ValueError(str(exc)) from None
-        return grid
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.gpus_per_node
 
 
 class Recipe(Config):
