@@ -141,10 +141,10 @@ def test_plan_json_of_the_real_recipe() -> None:
 def test_launch_writes_a_script_that_carries_the_overrides(tmp_path: Path) -> None:
     out = tmp_path / "job.sbatch"
     result = langadapt("launch", "recipes/norwegian_warm.yaml", "--slurm", "--preset", "lumi-g", "--set", "cluster.nodes=3",
-                       "--set", "stage2.steps=100", "--out", str(out))
+                       "--set", "stage2.steps=5000", "--out", str(out))
     assert result.returncode == 0, result.stderr
     script = out.read_text()
-    assert "#SBATCH --nodes=3" in script and "--set stage2.steps=100" in script
+    assert "#SBATCH --nodes=3" in script and "--set stage2.steps=5000" in script
     assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
 
 

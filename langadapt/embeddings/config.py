@@ -22,25 +22,25 @@ class EmbeddingConfig(Config):
 
     method: Method = "mean"
     """Initialisation: mean (FVT), focus, wechsel, random (N(mean, cov) baseline) or align (corpus-weighted mean)."""
-    seed_offset: int = 0
+    seed_offset: int = Field(0, ge=0, le=2**30)
     """Added to the run seed for this stage's random draws (random rows, fastText training)."""
-    pad_vocab_to_multiple_of: int = Field(1, ge=1)
+    pad_vocab_to_multiple_of: int = Field(1, ge=1, le=4096)
     """Round the new matrices' row count up to a multiple of this (e.g. 64 for tensor cores); extra rows get the mean row."""
 
     # --- focus (Dobler & de Melo 2023) --------------------------------------------------------
-    fasttext_dim: int = Field(100, ge=2)
+    fasttext_dim: int = Field(100, ge=2, le=4096)
     """Dimension of the auxiliary fastText token vectors FOCUS trains on the target corpus (paper: 100)."""
-    fasttext_epochs: int = Field(3, ge=1)
+    fasttext_epochs: int = Field(3, ge=1, le=1000)
     """fastText training epochs (paper: 3); fewer run when `fasttext_time_budget_s` is exhausted."""
-    fasttext_min_count: int = Field(10, ge=1)
+    fasttext_min_count: int = Field(10, ge=1, le=10**9)
     """Tokens seen fewer times than this get no fastText vector and are initialised like `focus_rare` says (paper: 10)."""
-    fasttext_window: int = Field(5, ge=1)
+    fasttext_window: int = Field(5, ge=1, le=1000)
     """fastText context window in tokens."""
-    fasttext_time_budget_s: float = Field(240.0, gt=0)
+    fasttext_time_budget_s: float = Field(240.0, gt=0, le=10**7)
     """Stop fastText training this many seconds after FOCUS starts (corpus tokenisation included), even mid-epoch."""
-    fasttext_workers: int = Field(0, ge=0)
+    fasttext_workers: int = Field(0, ge=0, le=4096)
     """fastText threads; 0 = one per CPU core. Only 1 makes focus bit-reproducible (thread scheduling)."""
-    max_corpus_mb: float = Field(100.0, gt=0)
+    max_corpus_mb: float = Field(100.0, gt=0, le=10**7)
     """Read at most this many megabytes (UTF-8) of target text for focus/align; bounds time and memory."""
     focus_center_vectors: bool = True
     """Subtract the mean fastText vector before cosine similarities (a fix for under-trained vectors; not in the paper)."""
@@ -54,9 +54,9 @@ class EmbeddingConfig(Config):
     """Target-language word vectors in the same formats as `source_vectors`; wechsel only."""
     dictionary: Path | None = None
     """Bilingual dictionary, one `source_word<TAB>target_word` pair a line, used to align the two spaces; wechsel only."""
-    wechsel_k: int = Field(10, ge=1)
+    wechsel_k: int = Field(10, ge=1, le=100_000)
     """Number of nearest source tokens each new token is built from (paper: 10)."""
-    wechsel_temperature: float = Field(0.1, gt=0)
+    wechsel_temperature: float = Field(0.1, gt=0, le=1000)
     """Softmax temperature over the k cosine similarities (paper: 0.1)."""
 
     @model_validator(mode="after")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from langadapt.recipe.base import Config
+from langadapt.recipe.languages import LanguageCode
 
 
 class ExportConfig(Config):
@@ -20,7 +21,7 @@ class ExportConfig(Config):
     """Create the Hub repository as private (make it public yourself after checking the card)."""
     license: str | None = None
     """Hub licence id for the card (e.g. apache-2.0, cc-by-sa-4.0); required when a trained source's licence is copyleft, share-alike or non-commercial."""
-    languages: list[str] = []
+    languages: list[LanguageCode] = []
     """ISO codes for the card metadata; empty = the target languages of the recipe's sources."""
     description: str = ""
     """Free text placed at the top of the model card."""

@@ -50,6 +50,24 @@ PRESETS: dict[str, Hardware] = {
 }
 ALIASES = {"h100-sxm": "h100", "a100-80gb": "a100", "mi250x-gcd": "mi250x", "lumi": "mi250x"}
 
+CUSTOM_PREFIX = "custom:"
+MAX_PEAK_TFLOPS = 100_000.0
+"""Far above any accelerator (an H100 is 989): a larger custom peak is a typo for a smaller one."""
+
+
+def custom_peak_tflops(spec: str) -> float:
+    """The peak of `custom:<TFLOP/s>`: a finite number in (0, MAX_PEAK_TFLOPS], else one error line."""
+    text = spec[len(CUSTOM_PREFIX):].strip()
+    try:
+        peak = float(text) if len(text) <= 32 else float("nan")
+    except ValueError:
+        peak = float("nan")
+    if not 0.0 < peak <= MAX_PEAK_TFLOPS:  # also false for nan
+        raise LangadaptError(f"hardware {spec!r}: {CUSTOM_PREFIX}<peak TFLOP/s> needs a number above 0 and "
+                             f"at most {MAX_PEAK_TFLOPS:g}, e.g. {CUSTOM_PREFIX}500")
+    return peak
+
+
 GRIDS: dict[str, float] = {"hydro": 24.0, "lumi": 24.0, "world": 480.0, "gas": 490.0, "coal": 820.0}
 """Life-cycle grid intensity presets, gCO2e/kWh (sources in the module docstring)."""
 
@@ -60,14 +78,22 @@ def get_hardware(
     watts: float | None = None,
     memory_gb: float | None = None,
 ) -> Hardware:
-    """A preset by name, with any of its numbers overridden; `custom` needs peak, power and memory."""
+    """A preset by name, with any of its numbers overridden; `custom` needs peak, power and memory;
+    `custom:<TFLOP/s>` is a device of that peak with an H100's power and memory (the recipe's
+    `cluster.hardware` form: the schema validates it here, so `plan` never meets a bad one)."""
     key = ALIASES.get(name.lower(), name.lower())
+    if key.startswith(CUSTOM_PREFIX):
+        peak = custom_peak_tflops(name)
+        base = PRESETS["h100"]
+        return Hardware("custom", peak * 1e12, base.watts if watts is None else watts,
+                        base.memory_gb if memory_gb is None else memory_gb)
     if key == "custom":
         if peak_tflops is None or watts is None or memory_gb is None:
             raise LangadaptError("hardware 'custom' needs peak_tflops, watts and memory_gb")
         return Hardware("custom", peak_tflops * 1e12, watts, memory_gb)
     if key not in PRESETS:
-        raise LangadaptError(f"hardware {name!r}: unknown; use one of {', '.join(PRESETS)} or custom")
+        raise LangadaptError(f"hardware {name!r}: unknown; use one of {', '.join([*PRESETS, *ALIASES])} "
+                             f"or {CUSTOM_PREFIX}<peak TFLOP/s>")
     base = PRESETS[key]
     return Hardware(
         base.name,

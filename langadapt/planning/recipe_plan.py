@@ -84,14 +84,11 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
     names = recipe.training_stages
     if not names:
         raise LangadaptError(f"{recipe.name}: no training stage is enabled; nothing to plan")
-    hardware_name = hardware or cluster.hardware
-    peak = None
-    if hardware_name.startswith("custom:"):
-        hardware_name, peak = "custom", float(hardware_name.split(":", 1)[1])
+    hardware_name = hardware or cluster.hardware  # `custom:<TFLOP/s>` is read by planning.hardware.get_hardware
     settings = [stage_settings(recipe, name, world) for name in names]
     plan = build_plan(model_dims(recipe), [_stage_input(recipe, one, measured) for one in settings],
                       hardware=hardware_name, mfu=mfu or cluster.mfu, num_gpus=world,
-                      peak_tflops=peak, grid=cluster.grid)
+                      grid=cluster.grid)
     plan["recipe"] = recipe.name
     for stage, one in zip(plan["stages"], settings):
         stage["settings"] = one.as_dict()  # what training will run with (train.config.resolve_training)

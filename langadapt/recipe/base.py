@@ -7,7 +7,23 @@ that every slice behaves the same: unknown keys are errors (the recipe loader tu
 `langadapt run --explain` prints.
 """
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
+
+
+class FieldProblem(ValueError):
+    """A validator's complaint about one key below the model it validates.
+
+    pydantic locates a model validator's error at the model itself (`stage2`), but the key to fix
+    is often one level down (`stage2.schedule.warmup_steps`) or is a list item (`data.sources[2].lang`).
+    `loc` is that key's path relative to the validated model; `recipe.errors.format_validation_error`
+    appends it, so the error line names the key and its YAML line like any field error.
+    """
+
+    def __init__(self, loc: tuple[Any, ...], what: str) -> None:
+        super().__init__(what)
+        self.loc = loc
 
 
 class Config(BaseModel):
@@ -18,4 +34,5 @@ class Config(BaseModel):
         use_attribute_docstrings=True,
         validate_default=True,
         protected_namespaces=(),
+        allow_inf_nan=False,  # `.inf` / `.nan` (or a 400-digit float) is never a sensible setting
     )

@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.base import FieldProblem
+from langadapt.recipe.strict_yaml import MAX_FILE_BYTES, YamlProblem, load_strict, parse_strict
 
 
 def dotted(loc: tuple[Any, ...]) -> str:
@@ -47,23 +49,24 @@ def yaml_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
 
 
 def read_yaml_mapping(path: Path, kind: str) -> tuple[dict[str, Any], yaml.Node | None]:
-    """A YAML file as (mapping, node tree): the nodes keep line numbers for located errors."""
+    """A YAML file as (mapping, node tree): the nodes keep line numbers for located errors.
+
+    Every recipe and suite file is read here, through `strict_yaml.load_strict` (no duplicate keys,
+    bounded size and alias expansion), so no caller can read a file more leniently than another."""
     if path.is_dir():
         raise LangadaptError(f"{path}: is a directory; give the {kind} YAML file inside it")
     if not path.is_file():
         raise LangadaptError(f"{path}: {kind} file not found")
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:  # before reading it: a stray multi-GB file is not parsed to say so
+            raise LangadaptError(f"{path}: {size:,} bytes; a {kind} is at most {MAX_FILE_BYTES:,}")
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise LangadaptError(f"{path}: a {kind} must be UTF-8 text (invalid byte at offset {exc.start})") from None
     except OSError as exc:
         raise LangadaptError(f"{path}: cannot read the {kind} file: {exc.strerror or exc}") from None
-    try:
-        root, tree = yaml.compose(text), yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise LangadaptError(f"{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    tree, root = load_strict(text, str(path))
     if not isinstance(tree, dict):
         raise LangadaptError(f"{path}: a {kind} must be a YAML mapping")
     return tree, root
@@ -127,6 +130,9 @@ def format_validation_error(
     errors = error.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    problem = first.get("ctx", {}).get("error")
+    if isinstance(problem, FieldProblem):  # a validator that named the key below it
+        loc += problem.loc
     flag = override_for(dotted(loc), overrides or {})
     line = None if flag else yaml_line(root, loc)
     where = f"--set {flag}" if flag else (f"{source}:{line}" if line else str(source))
@@ -134,12 +140,26 @@ def format_validation_error(
         what = "unknown key" + suggest(model, loc)
     elif first["type"] == "missing":
         what = "required key is missing"
+    elif isinstance(problem, FieldProblem):
+        what = str(problem)
     else:
-        what = first["msg"]
+        what = first["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
         if "input" in first and not isinstance(first["input"], (dict, list)):
-            what += f" (got {first['input']!r})"
+            what += f" (got {shorten(repr(first['input']))})"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return f"{where}: {dotted(loc) or '<recipe>'}: {what}{more}"
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """`text`, or its start and its length when longer than `limit`: an error line stays one
+    readable line even when the value it quotes is a 120 KB `--set` or a 300-character name."""
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text):,} characters)"
+
+
+def set_flag(item: str) -> str:
+    """How an error names a `--set key=value` item: the key whole, a long value shortened."""
+    key, sep, value = item.partition("=")
+    return f"{key}{sep}{shorten(value if value.isprintable() else repr(value), 40)}"
 
 
 def override_for(key: str, overrides: dict[str, str]) -> str | None:
@@ -158,8 +178,8 @@ class Report:
         """`path` the recipe file, `inheritance` what stage 2 took from stage 1, `overrides` dotted key -> the --set item."""
         self.path, self.inheritance, self.overrides = path, inheritance, overrides
         try:
-            self.root: yaml.Node | None = yaml.compose(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+            self.root: yaml.Node | None = parse_strict(Path(path).read_text(encoding="utf-8"), MAX_FILE_BYTES)[1]
+        except (OSError, ValueError, YamlProblem):
             self.root = None
         self.problems: list[tuple[str, str]] = []
 

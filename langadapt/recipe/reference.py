@@ -17,9 +17,27 @@ from pydantic_core import PydanticUndefined
 from langadapt.recipe.errors import nested_model
 
 
+def _without_annotated(text: str) -> str:
+    """`Annotated[str, AfterValidator(...)]` -> `str`: the reference shows the type a user writes,
+    not the validators and bounds attached to it (those are in the meaning column or the errors)."""
+    while (start := text.find("Annotated[")) >= 0:
+        depth, first_end, i = 0, None, start + len("Annotated[")
+        for i in range(start + len("Annotated["), len(text)):
+            if text[i] in "[(":
+                depth += 1
+            elif text[i] in ")]":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif text[i] == "," and depth == 0 and first_end is None:
+                first_end = i
+        text = text[:start] + text[start + len("Annotated["):first_end or i] + text[i + 1:]
+    return text
+
+
 def _type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    text = text or str(annotation).replace("typing.", "").replace("NoneType", "None")
+    text = _without_annotated(text or str(annotation).replace("typing.", "").replace("NoneType", "None"))
     return re.sub(r"\b(?:[a-z_]+\.)+(?=[A-Z])", "", text)  # langadapt.train.config.MixtureEntry -> MixtureEntry
 
 

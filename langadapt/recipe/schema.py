@@ -20,15 +20,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from langadapt.data.config import DataConfig
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.export.config import ExportConfig
-from langadapt.recipe.base import Config
-from langadapt.recipe.errors import format_validation_error, read_yaml_mapping
+from langadapt.planning.config import ClusterConfig
+from langadapt.recipe.base import Config, FieldProblem
+from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
+from langadapt.recipe.languages import language_problem
+from langadapt.recipe.paths import name_problem, run_directory, run_root_problem
+from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlSyntaxProblem, parse_strict
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 
@@ -49,25 +53,6 @@ class BaseModelConfig(Config):
     """Hugging Face config fields (model_type, hidden_size, ...) for `init: scratch` models."""
 
 
-class ClusterConfig(Config):
-    """Where stage 2 runs: used by `langadapt plan` (world size, hardware) and `langadapt launch`."""
-
-    nodes: int = Field(1, ge=1)
-    """Number of nodes."""
-    gpus_per_node: int = Field(1, ge=1)
-    """Devices per node (LUMI-G: 8 GCDs; Snellius H100 nodes: 4)."""
-    hardware: str = "h100"
-    """Device preset for planning: h100, a100, mi250x-gcd, or custom:<peak TFLOP/s>."""
-    mfu: float = Field(0.40, gt=0, le=1)
-    """Model FLOPs utilisation assumed by `langadapt plan`."""
-    grid: str | float = "world"
-    """Grid carbon intensity for the CO2 estimate: a preset (lumi, hydro, world, gas, coal) or gCO2e/kWh."""
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-
 class Recipe(Config):
     """A complete langadapt run: data -> tokenizer -> embeddings -> stage1 -> stage2 -> evaluate -> export."""
 
@@ -75,7 +60,7 @@ class Recipe(Config):
     """Run name; outputs go to <run_root>/<name>/."""
     run_root: str = "runs"
     """Folder that holds run directories (relative paths resolve against the working directory)."""
-    seed: int = 1234
+    seed: int = Field(1234, ge=0, le=2**31 - 1)
     """Global seed; every component derives its own seed from it."""
     init: Literal["warm", "scratch"] = "warm"
     """warm: transfer the base model to a new tokenizer; scratch: random init, no stage 1 (the cold baseline)."""
@@ -100,6 +85,44 @@ class Recipe(Config):
     export: ExportConfig = ExportConfig()
     """The exported Hugging Face folder, model card and optional Hub push."""
 
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder_name(cls, name: str) -> str:
+        """The name becomes <run_root>/<name>: one folder name, never a path (run.layout.name_problem)."""
+        if (problem := name_problem(name)) is not None:
+            raise ValueError(problem)
+        return name
+
+    @field_validator("run_root")
+    @classmethod
+    def _run_root_can_hold_folders(cls, run_root: str) -> str:
+        if (problem := run_root_problem(run_root)) is not None:
+            raise ValueError(problem)
+        return run_root
+
+    @field_validator("data")
+    @classmethod
+    def _data_names_codes_and_split(cls, data: DataConfig) -> DataConfig:
+        """Checks of the data section that the schema's own rules own (names that become folders,
+        language codes, a held-out split that holds something), kept here so `langadapt.data`
+        keeps no copy of them."""
+        for i, source in enumerate(data.sources):
+            # the name becomes its shard folder (tokens/<name>/); SourceConfig checks its characters
+            if (problem := name_problem(source.name)) is not None:
+                raise FieldProblem(("sources", i, "name"), problem)
+            if (problem := language_problem(source.lang)) is not None:
+                raise FieldProblem(("sources", i, "lang"), problem)
+        for lang, labels in data.cleaning.lang_aliases.items():
+            for code in (lang, *labels):
+                if (problem := language_problem(code)) is not None:
+                    raise FieldProblem(("cleaning", "lang_aliases", lang), problem)
+        unsplit = [s.name for s in data.sources if s.valid_path is None]
+        if data.valid_fraction == 0 and unsplit:
+            raise FieldProblem(("valid_fraction",), f"0 holds out nothing of source(s) {', '.join(unsplit[:3])}: "
+                               "held-out loss, bits per byte and the report would measure nothing; use e.g. "
+                               "0.05 or give those sources a valid_path")
+        return data
+
     @model_validator(mode="after")
     def _check_init(self) -> Recipe:
         if self.init == "warm" and not self.base_model.path:
@@ -110,7 +133,7 @@ class Recipe(Config):
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.run_root) / self.name
+        return run_directory(self.run_root, self.name)
 
     def training_skip_reason(self, name: str) -> str | None:
         """Why training stage `name` (stage1, stage2) does not run, or None when it does: the one
@@ -128,16 +151,22 @@ class Recipe(Config):
 _INDEXED = re.compile(r"^(.+)\[(\d+)\]$")
 
 
+def _index(digits: str) -> int:
+    """A list index written in a `--set` key; any index past a billion is out of range anyway (and a
+    4,000-digit one would hit Python's int-string limit)."""
+    return int(digits) if len(digits) <= 9 else 10**9
+
+
 def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     """Set `a.b.c` (or `data.sources[1].weight`: an entry of a list the recipe has) to `value`."""
     keys = dotted_key.split(".")
     node: Any = tree
     for i, key in enumerate(keys):
         indexed = _INDEXED.match(key)
-        name, index = (indexed.group(1), int(indexed.group(2))) if indexed else (key, None)
+        name, index = (indexed.group(1), _index(indexed.group(2))) if indexed else (key, None)
         last = i == len(keys) - 1
         if not isinstance(node, dict):
-            raise LangadaptError(f"--set {dotted_key}: '{'.'.join(keys[:i])}' is not a section")
+            raise LangadaptError(f"--set {shorten(dotted_key)}: '{'.'.join(keys[:i])}' is not a section")
         if index is None:
             if last:
                 node[name] = value
@@ -147,7 +176,7 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
         items = node.get(name)
         if not isinstance(items, list) or index >= len(items):
             count = len(items) if isinstance(items, list) else 0
-            raise LangadaptError(f"--set {dotted_key}: {name} has {count} entr{'y' if count == 1 else 'ies'}, "
+            raise LangadaptError(f"--set {shorten(dotted_key)}: {name} has {count} entr{'y' if count == 1 else 'ies'}, "
                                  f"no [{index}]")
         if last:
             items[index] = value
@@ -155,18 +184,28 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
             node = items[index]
 
 
+def parse_set_value(key: str, raw: str) -> Any:
+    """A `--set` value as YAML (numbers, lists, bools), read by the same strict reader as recipe
+    files: a duplicate key, an alias bomb or an over-long value is an error naming the flag. Text
+    that is not YAML at all (`a: b: c`) stays the string it is."""
+    if not raw:
+        return ""
+    try:
+        return parse_strict(raw, MAX_SET_VALUE_BYTES)[0]
+    except YamlSyntaxProblem:
+        return raw
+    except YamlProblem as problem:
+        raise LangadaptError(f"--set {set_flag(f'{key}={raw}')}: {key}: {problem.what}") from None
+
+
 def apply_overrides(tree: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `key.path=value` overrides; values are parsed as YAML (numbers, lists, bools)."""
+    """Apply `key.path=value` overrides (values parsed by `parse_set_value`)."""
     tree = copy.deepcopy(tree)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise LangadaptError(f"--set {item!r}: expected key.path=value")
-        try:
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError:
-            value = raw
-        _set_dotted(tree, key.strip(), value)
+            raise LangadaptError(f"--set {shorten(repr(item))}: expected key.path=value")
+        _set_dotted(tree, key.strip(), parse_set_value(key.strip(), raw))
     return tree
 
 
@@ -247,7 +286,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedR
     tree, root = read_yaml_mapping(path, "recipe")
     tree = apply_overrides(tree, overrides or [])
     inheritance = inherit_stage2(tree)
-    written = {item.partition("=")[0].strip(): item for item in overrides or []}
+    written = {item.partition("=")[0].strip(): set_flag(item) for item in overrides or []}
     try:
         recipe = Recipe.model_validate(tree)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from langadapt.recipe.base import Config
+from langadapt.recipe.languages import LanguageCode
 
 TokenizerKind = Literal["inherit", "byte_bpe", "sentencepiece_bpe", "unigram", "keep_base"]
 
@@ -26,19 +27,19 @@ class TokenizerConfig(Config):
     """Special tokens placed at ids 0.. in this order; None keeps the base tokenizer's (scratch: <s>, </s>, <pad>; plus <unk> first for the SentencePiece-style kinds)."""
     added_tokens: list[str] = Field(default_factory=list)
     """Extra never-split tokens placed right after the special tokens (e.g. chat or code markers); not special, so decoding keeps them."""
-    vocab_size: int = 32768
+    vocab_size: int = Field(32768, le=4_194_304)
     """Total vocabulary size including special, added and byte-fallback tokens (NorMistral-7B: 32,768)."""
-    min_frequency: int = 2
+    min_frequency: int = Field(2, le=10**12)
     """A pair (BPE) or piece must occur at least this often in the training sample to become a token."""
     min_vocab_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
     """Fail when the trained vocabulary is smaller than this share of vocab_size (0 accepts any size). A small corpus runs out of merges: the model, `plan` and the card would describe a vocabulary that was never built."""
-    language_weights: dict[str, float] | None = None
+    language_weights: dict[LanguageCode, float] | None = None
     """Per-language share of the training sample, e.g. {nb: 0.9, nn: 0.1}; other languages are left out. None: target-role documents only, in their natural proportions."""
-    max_training_chars: int | None = None
+    max_training_chars: int | None = Field(None, le=10**15)
     """Bound on the training sample in characters (a seeded random sample of whole documents, split by language_weights); None uses every document."""
     split_digits: bool | None = None
     """True: every digit is its own pre-token (Llama-2/Mistral); False: remove a digit-splitting step; None: as the base tokenizer does (scratch: digits may merge)."""
-    max_token_length: int | None = 24
+    max_token_length: int | None = Field(24, le=10_000)
     """Longest token in characters, which keeps runs like '==========' out of the vocabulary; None: no limit."""
     character_coverage: float = 0.9995
     """SentencePiece-style kinds: share of character occurrences covered by the base alphabet; the rarest characters fall back to bytes."""

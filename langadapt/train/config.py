@@ -14,14 +14,18 @@ from __future__ import annotations
 import importlib.util
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe.base import Config
+from langadapt.recipe.base import Config, FieldProblem
+from langadapt.recipe.languages import LanguageCode
 
 log = logging.getLogger("langadapt.train")
+
+MAX_STEPS = 1_000_000_000
+"""Upper bound of every step count: past any real run, far below where arithmetic on it misbehaves."""
 
 EMBEDDING_PATTERNS = [
     "*embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, OPT
@@ -37,13 +41,13 @@ EMBEDDING_PATTERNS = [
 class OptimizerConfig(Config):
     """AdamW settings (decoupled weight decay, applied only to trainable matrices)."""
 
-    lr: float = Field(1e-4, gt=0)
+    lr: float = Field(1e-4, gt=0, le=1)
     """Peak learning rate, reached at the end of warm-up."""
-    betas: tuple[float, float] = (0.9, 0.95)
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.95)
     """AdamW (beta1, beta2); 0.95 is the usual LLM-pretraining choice (NorMistral, Llama)."""
-    eps: float = Field(1e-8, gt=0)
+    eps: float = Field(1e-8, gt=0, le=1)
     """AdamW epsilon."""
-    weight_decay: float = Field(0.1, ge=0)
+    weight_decay: float = Field(0.1, ge=0, le=10)
     """Decoupled weight decay for matrices; norms and biases never decay."""
     decay_embeddings: bool = True
     """Also decay embedding/head matrices (Megatron and NorMistral do; stage 1 trains nothing else)."""
@@ -54,7 +58,7 @@ class ScheduleConfig(Config):
 
     kind: Literal["constant", "cosine", "wsd", "linear"] = "constant"
     """Shape after warm-up: constant, cosine decay, warmup-stable-decay, or linear decay."""
-    warmup_steps: int = Field(10, ge=0)
+    warmup_steps: int = Field(10, ge=0, le=MAX_STEPS)
     """Linear warm-up steps from ~0 to the peak LR (stage 2 re-warms from its own step 0)."""
     min_lr_ratio: float = Field(0.1, ge=0, le=1)
     """Final LR as a fraction of the peak, for cosine, wsd and linear."""
@@ -65,11 +69,11 @@ class ScheduleConfig(Config):
 class CheckpointConfig(Config):
     """When to write resumable checkpoints (atomic; `latest` names only complete ones)."""
 
-    every_steps: int | None = Field(500, ge=1)
+    every_steps: int | None = Field(500, ge=1, le=MAX_STEPS)
     """Write a checkpoint every this many steps (None: only by time, signal and at the end)."""
-    every_minutes: float | None = Field(None, gt=0)
+    every_minutes: float | None = Field(None, gt=0, le=1_000_000)
     """Also write one when this many minutes passed since the last (None: off)."""
-    keep_last: int = Field(2, ge=1)
+    keep_last: int = Field(2, ge=1, le=10_000)
     """Keep this many most recent complete checkpoints; older ones are deleted."""
     at_end: bool = True
     """Also write one after the last step; false for throughput runs (`launch --sweep`) that nobody resumes: the final model is written either way."""
@@ -95,11 +99,11 @@ class MixtureEntry(Config):
 class ValidationConfig(Config):
     """Held-out loss and bits per byte while training (see langadapt.train.monitoring.validation)."""
 
-    every_steps: int | None = Field(None, ge=1)
+    every_steps: int | None = Field(None, ge=1, le=MAX_STEPS)
     """Score the held-out split every this many steps and at the last step (None: off)."""
-    tokens_per_lang: int = Field(32768, ge=1)
+    tokens_per_lang: int = Field(32768, ge=1, le=10**12)
     """Held-out tokens scored per language: a fixed set of whole seq_len windows, chosen once."""
-    langs: list[str] | None = None
+    langs: list[LanguageCode] | None = None
     """Languages to score; None: the languages of the sources this stage trains on."""
 
 
@@ -108,13 +112,13 @@ class TrainStageConfig(Config):
 
     enabled: bool = True
     """Run this stage; a disabled stage writes only a note and stage 2 starts from the embeddings."""
-    steps: int = Field(100, ge=1)
+    steps: int = Field(100, ge=1, le=MAX_STEPS)
     """Optimizer steps."""
-    micro_batch_size: int = Field(8, ge=1)
+    micro_batch_size: int = Field(8, ge=1, le=65_536)
     """Sequences per device per forward/backward."""
-    grad_accum_steps: int = Field(1, ge=1)
+    grad_accum_steps: int = Field(1, ge=1, le=65_536)
     """Micro-batches accumulated per optimizer step; global batch = micro x accum x world size."""
-    seq_len: int = Field(512, ge=8)
+    seq_len: int = Field(512, ge=8, le=1_048_576)
     """Tokens per training sequence."""
     trainable: list[str] | None = Field(None, min_length=1)
     """Parameters that train: ["all"] or globs over names (`re:` prefix: regex); None: stage default."""
@@ -122,11 +126,11 @@ class TrainStageConfig(Config):
     """AdamW settings."""
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     """Learning-rate schedule."""
-    grad_clip: float = Field(1.0, ge=0)
+    grad_clip: float = Field(1.0, ge=0, le=1_000_000)
     """Clip the global gradient norm to this value (0: no clipping)."""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     """Checkpoint frequency and retention."""
-    log_every: int = Field(10, ge=1)
+    log_every: int = Field(10, ge=1, le=MAX_STEPS)
     """Write metrics (console, metrics.jsonl, TensorBoard) every this many steps."""
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     """Held-out loss and bits per byte per language during training (off unless every_steps is set)."""
@@ -134,12 +138,22 @@ class TrainStageConfig(Config):
     """Scalar loggers beside metrics.jsonl: tensorboard, wandb (WANDB_* env), mlflow (MLFLOW_TRACKING_URI)."""
     profile_steps: tuple[int, int] | None = None
     """Write a torch profiler trace of steps [first, last] (rank 0) to <stage>/profile; None: off."""
-    max_nonfinite_steps: int = Field(5, ge=1)
+    max_nonfinite_steps: int = Field(5, ge=1, le=MAX_STEPS)
     """A NaN/inf loss skips the step; this many in a row stop the run with an error."""
     mixture: dict[str, MixtureEntry] | None = None
     """Per-source overrides ({source: {weight: .., epochs: .., max_epochs: ..}}); None: the recipe's data weights."""
     zero_stage: int | None = Field(None, ge=0, le=3)
     """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
+
+    @model_validator(mode="after")
+    def _warmup_within_steps(self) -> TrainStageConfig:
+        """A warm-up the user set longer than the stage never reaches the peak LR the recipe names.
+        (The default 10 is left alone: a 3-step test stage did not ask for it.)"""
+        warmup = self.schedule.warmup_steps
+        if self.enabled and "warmup_steps" in self.schedule.model_fields_set and warmup > self.steps:
+            raise FieldProblem(("schedule", "warmup_steps"), f"{warmup} warm-up steps is more than this stage's "
+                               f"steps ({self.steps}): the LR would never reach optimizer.lr; lower it or raise steps")
+        return self
 
     @model_validator(mode="after")
     def _profile_range(self) -> TrainStageConfig:
@@ -184,7 +198,7 @@ class EngineConfig(Config):
     """torch.compile each decoder block in place (regional); auto: on for GPUs (not ZeRO-3), off on CPU."""
     fused_loss: bool | Literal["auto"] = "auto"
     """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs (not ZeRO-3) when installed."""
-    peak_tflops: float | None = Field(None, gt=0)
+    peak_tflops: float | None = Field(None, gt=0, le=100_000)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 
 
