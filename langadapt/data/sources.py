@@ -20,7 +20,7 @@ from typing import IO, Literal
 
 from langadapt.data.config import SourceConfig
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import decompressing, decompression_errors, open_input
+from langadapt.ioerrors import decompressing, decompression_errors, input_problem, open_input
 
 log = logging.getLogger("langadapt.data")
 DecodePolicy = Literal["error", "replace", "skip"]
@@ -70,14 +70,34 @@ def unmatched_patterns(source: SourceConfig) -> list[tuple[str, str]]:
     return missing
 
 
+def matched_inputs(source: SourceConfig) -> list[tuple[str, Path]]:
+    """(key, file) for every file `path` / `valid_path` matches now, without fetching: what the
+    preflight check inspects. Saved `datasets` folders and hub ids are read by `datasets` instead."""
+    if source.format == "hf_hub":
+        return []
+    found = []
+    for key, paths in (("path", source.path), ("valid_path", source.valid_path)):
+        patterns = [] if paths is None else [paths] if isinstance(paths, str) else list(paths)
+        for match in (Path(m) for pattern in patterns for m in _matches(pattern)):
+            if source.format == "hf_disk" or (source.format == "auto" and _saved_dataset(match)):
+                continue
+            found.append((key, match))
+    return found
+
+
+def _saved_dataset(path: Path) -> bool:
+    return path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists())
+
+
 def local_files(source: SourceConfig) -> list[Path] | None:
-    """The plain files `path` names now; None when an entry matches nothing yet (to be fetched)
-    or the source is a dataset (sized only by reading it)."""
+    """The plain files `path` names now; None when an entry matches nothing yet (to be fetched),
+    the source is a dataset (sized only by reading it), or a file is no good as input
+    (`input_problem`: the preflight check reports it; its size means nothing)."""
     if source.format in ("hf_disk", "hf_hub"):
         return None
     patterns = [source.path] if isinstance(source.path, str) else list(source.path)
     found = [Path(m) for pattern in patterns for m in _matches(pattern)]
-    if any(not _matches(pattern) for pattern in patterns) or not all(p.is_file() for p in found):
+    if any(not _matches(pattern) for pattern in patterns) or any(input_problem(p) for p in found):
         return None
     return found
 
@@ -139,7 +159,7 @@ def _format_of(source: SourceConfig, path: Path) -> str:
     if source.format != "auto":
         return source.format
     if path.is_dir():
-        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
+        if _saved_dataset(path):
             return "hf_disk"
         raise LangadaptError(f"source {source.name}: {path} is a folder, not a saved dataset: use a glob")
     suffixes = [s.lower() for s in path.suffixes if s.lower() not in (".gz", ".zst", ".zstd")]

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import file_kind, input_problem, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
+from langadapt.run.base_model import weights_problem
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 
@@ -71,14 +73,18 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     folder = Path(spec.path)
     if not folder.is_dir():
         return _model_to_come(recipe, report), None
+    for problem in _unreadable_entries(folder):
+        report.add(("base_model", "path"), problem)
     config = _read_json(folder / "config.json", ("base_model", "path"), report,
                         missing="has no config.json: not a Hugging Face model folder")
-    if recipe.init == "warm" and not any((folder / name).is_file() for name in WEIGHT_FILES):
+    if recipe.init == "warm" and not any((folder / name).exists() for name in WEIGHT_FILES):
         report.add(("base_model", "path"), f"{folder} has no weights ({' or '.join(WEIGHT_FILES[::2])})")
+    elif recipe.init == "warm" and (problem := weights_problem(folder)):
+        report.add(("base_model", "path"), problem)
     needs_tokenizer = recipe.init == "warm" or recipe.tokenizer.kind in ("inherit", "keep_base")
     if not needs_tokenizer:
         return config, None
-    present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    present = [name for name in TOKENIZER_FILES if (folder / name).exists()]
     if not present:
         report.add(("base_model", "path"), f"{folder} has no tokenizer files "
                    "(tokenizer.json, tokenizer.model, tekken.json, or vocab.json + merges.txt)")
@@ -92,6 +98,20 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     if "tokenizer.json" in present:
         tokenizer = _read_json(folder / "tokenizer.json", ("base_model", "path"), report, missing="")
     return config, tokenizer
+
+
+def _unreadable_entries(folder: Path) -> list[str]:
+    """The model folder's top-level files that are not regular files (a FIFO, a socket, a
+    device): transformers would block opening one. Sub-folders are left alone (`original/`)."""
+    problems = []
+    for entry in sorted(folder.iterdir()):
+        try:
+            kind = file_kind(entry.stat().st_mode)
+        except OSError:
+            continue  # a dangling link: whoever needs the file says it is missing
+        if kind is not None and kind != "a directory" and not entry.name.startswith("."):
+            problems.append(f"{entry} is not a regular file ({kind})")
+    return problems
 
 
 def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
@@ -113,13 +133,18 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
 
 
 def _read_json(path: Path, loc: tuple[Any, ...], report: Report, missing: str) -> dict | None:
-    if not path.is_file():
+    if not path.exists():
         if missing:
             report.add(loc, f"{path.parent} {missing}")
         return None
+    if file_kind(path.stat().st_mode) is not None:
+        return None  # a FIFO or the like: `_unreadable_entries` reported it
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        value = json.loads(read_input_text(path, str(path)))
+    except LangadaptError as exc:
+        report.add(loc, str(exc))
+        return None
+    except json.JSONDecodeError as exc:
         report.add(loc, f"{path}: unreadable JSON ({exc})")
         return None
     if not isinstance(value, dict):
@@ -145,8 +170,12 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
         return
     for key in ("source_vectors", "target_vectors", "dictionary"):
         path = getattr(cfg, key)
-        if path is not None and not Path(path).is_file():
+        if path is None:
+            continue
+        if not Path(path).exists():
             report.add(("embeddings", key), f"file {path} not found")
+        elif problem := input_problem(path):
+            report.add(("embeddings", key), problem)
 
 
 def _check_suites(recipe: Recipe, report: Report) -> None:
