@@ -158,6 +158,21 @@ def open_input(path: Path | str, key: str) -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
+def irregular_files(folder: Path) -> list[str]:
+    """'PATH is not a regular file (a FIFO)' for each top-level entry of a model or tokenizer
+    folder that a library would block on or fail to open; sub-folders (`original/`) and hidden
+    entries are left alone, as is a dangling link (whoever needs the file says it is missing)."""
+    problems = []
+    for entry in sorted(folder.iterdir()):
+        try:
+            kind = file_kind(entry.stat().st_mode)
+        except OSError:
+            continue
+        if kind is not None and kind != "a directory" and not entry.name.startswith("."):
+            problems.append(f"{entry} is not a regular file ({kind})")
+    return problems
+
+
 def read_input_text(path: Path | str, key: str) -> str:
     """A whole (small) input file as UTF-8 text (a BOM is dropped), through `open_input`."""
     with open_input(path, key) as f:

@@ -22,6 +22,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import file_kind, input_problem
 from langadapt.recipe.base import Config
 from langadapt.recipe.errors import dotted, read_yaml_mapping, suggest, yaml_line
 
@@ -126,6 +127,8 @@ def resolve_suite_path(path: str | Path) -> Path:
 def load_suite(path: str | Path) -> Suite:
     """Load and validate a suite; data paths become absolute and must exist."""
     path = resolve_suite_path(path)
+    if path.exists() and (kind := file_kind(path.stat().st_mode)):  # reading a FIFO would block
+        raise LangadaptError(f"{path}: suite file is not a regular file ({kind})")
     tree, root = read_yaml_mapping(path, "suite")
     if not isinstance(tree, dict) or not isinstance(tree.get("tasks"), list):
         raise LangadaptError(f"{path}: a suite is a mapping with a `tasks:` list")
@@ -173,6 +176,8 @@ def _resolve_paths(task: Task, base: Path, where: str) -> Task:
         resolved = resolved if resolved.is_absolute() else (base / resolved).resolve()
         if not resolved.exists():
             raise LangadaptError(f"{where}: data file not found: {resolved}")
+        if not (isinstance(task, LmEvalTask) and resolved.is_dir()) and (problem := input_problem(resolved)):
+            raise LangadaptError(f"{where}: {problem}")
         return str(resolved)
 
     if isinstance(task, MinimalPairsTask):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import file_kind, input_problem, read_input_text
+from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
 from langadapt.run.base_model import weights_problem
@@ -73,7 +73,7 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     folder = Path(spec.path)
     if not folder.is_dir():
         return _model_to_come(recipe, report), None
-    for problem in _unreadable_entries(folder):
+    for problem in irregular_files(folder):
         report.add(("base_model", "path"), problem)
     config = _read_json(folder / "config.json", ("base_model", "path"), report,
                         missing="has no config.json: not a Hugging Face model folder")
@@ -100,20 +100,6 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     return config, tokenizer
 
 
-def _unreadable_entries(folder: Path) -> list[str]:
-    """The model folder's top-level files that are not regular files (a FIFO, a socket, a
-    device): transformers would block opening one. Sub-folders are left alone (`original/`)."""
-    problems = []
-    for entry in sorted(folder.iterdir()):
-        try:
-            kind = file_kind(entry.stat().st_mode)
-        except OSError:
-            continue  # a dangling link: whoever needs the file says it is missing
-        if kind is not None and kind != "a directory" and not entry.name.startswith("."):
-            problems.append(f"{entry} is not a regular file ({kind})")
-    return problems
-
-
 def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
     """A base folder that does not exist yet: built by `build_recipe` (its architecture is the
     config to check against), or a Hub id (unknown offline); anything else is an error now."""
@@ -138,7 +124,7 @@ def _read_json(path: Path, loc: tuple[Any, ...], report: Report, missing: str) -
             report.add(loc, f"{path.parent} {missing}")
         return None
     if file_kind(path.stat().st_mode) is not None:
-        return None  # a FIFO or the like: `_unreadable_entries` reported it
+        return None  # a FIFO or the like: `irregular_files` reported it
     try:
         value = json.loads(read_input_text(path, str(path)))
     except LangadaptError as exc:
