@@ -166,7 +166,7 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
 
 def _check_suites(recipe: Recipe, report: Report) -> None:
     """Suite files exist, parse and name known task kinds; lm_eval tasks need lm-eval installed."""
-    from langadapt.evaluation.suite import LmEvalTask, load_suite
+    from langadapt.evaluation.suite import LmEvalTask, load_suite, unmeasured
 
     for i, path in enumerate(recipe.evaluation.suites):
         try:
@@ -174,5 +174,13 @@ def _check_suites(recipe: Recipe, report: Report) -> None:
         except LangadaptError as exc:
             report.add(("evaluation", "suites", i), str(exc))
             continue
+        if problem := unmeasured(suite, _held_out_langs(recipe)):
+            report.add(("evaluation", "suites", i), problem)
         if any(isinstance(t, LmEvalTask) for t in suite.tasks) and importlib.util.find_spec("lm_eval") is None:
             report.add(("evaluation", "suites", i), f"{path} has lm_eval tasks: pip install 'langadapt[eval]'")
+
+
+def _held_out_langs(recipe: Recipe) -> set[str]:
+    """The languages the data stage will hold text out for: sources with a `valid_path`, or all
+    of them when `valid_fraction` is above 0 (as `data.stage` splits them)."""
+    return {s.lang for s in recipe.data.sources if s.valid_path is not None or recipe.data.valid_fraction > 0}
