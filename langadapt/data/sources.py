@@ -310,6 +310,7 @@ def _iter_parquet(source: SourceConfig, path: Path) -> Iterator[str]:
     try:
         parquet = pq.ParquetFile(raw)
     except Exception as err:  # pyarrow raises several unrelated types for a bad file
+        raw.close()
         raise LangadaptError(f"source {source.name}: cannot read {path} as parquet: {err}") from None
     names = parquet.schema_arrow.names
     if source.text_field not in names:
