@@ -1,19 +1,35 @@
-"""Disk full, quota exceeded, read-only file system: write failures a user fixes, as one line.
+"""OS-level trouble a user fixes, as one line: failed writes, and input files that are not what they claim.
+
+Writes: disk full, quota exceeded, read-only file system.
 
 They surface in many shapes: `OSError(ENOSPC)` from Python, `SafetensorError` ("No space left
 on device (os error 28)") from safetensors, a `RuntimeError` from torch's zip writer whose
 context is the OS error. `disk_error_line` recognises them along the exception chain, and
 `writing(path, what)` turns one into a `LangadaptError` naming the path being written; the CLI
 uses the same function for writes no `writing` block wraps.
+
+Reads: every input file (corpus, evaluation data, base model and tokenizer files) is opened by
+`open_input`, or checked by `input_problem` before a library opens it. A FIFO, device or socket
+given as a file would block the open (and a blocked open ignores SIGTERM), a directory fails with
+an unhelpful IsADirectoryError: they are refused by their `stat` mode instead. Compressed inputs
+are decompressed by `decompressing` (by magic bytes); `input_problem` also reads the first
+compressed block, so a corrupt header, a file named `.zst` that is not zstd, or an empty file is
+found by the preflight check, before any training.
 """
 
 from __future__ import annotations
 
 import errno
+import gzip
+import io
+import os
 import shutil
+import stat
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from langadapt.errors import LangadaptError
 
@@ -105,3 +121,119 @@ def writing(path: Path, what: str) -> Iterator[None]:
         if line is None:
             raise
         raise LangadaptError(f"{what} {line}") from exc
+
+
+# --- input files -----------------------------------------------------------------------------
+
+NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+PROBE_BYTES = 1 << 16
+"""How much decompressed text `input_problem` reads: enough to get past a corrupt header and the
+first block, cheap at any file size (the rest is checked while streaming, see `decompression_errors`)."""
+
+
+def file_kind(mode: int) -> str | None:
+    """'a FIFO', 'a directory', ... for a `stat` mode that is not a regular file; None for a regular one."""
+    return next((kind for test, kind in NOT_REGULAR if test(mode)), None)
+
+
+def open_input(path: Path | str, key: str) -> IO[bytes]:
+    """Open an input file for reading as bytes; a LangadaptError `key: path ...` when it cannot be.
+
+    O_NONBLOCK makes opening a FIFO return at once (a plain open waits for a writer, forever, and
+    ignores SIGTERM meanwhile); the mode of what was opened then decides, so there is no window
+    between checking and opening. Blocking mode is restored for the regular file that is left."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise LangadaptError(f"{key}: cannot read {path}: {exc.strerror}") from None
+    kind = file_kind(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise LangadaptError(f"{key}: {path} is not a regular file ({kind})")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def irregular_files(folder: Path) -> list[str]:
+    """'PATH is not a regular file (a FIFO)' for each top-level entry of a model or tokenizer
+    folder that a library would block on or fail to open; sub-folders (`original/`) and hidden
+    entries are left alone, as is a dangling link (whoever needs the file says it is missing)."""
+    problems = []
+    for entry in sorted(folder.iterdir()):
+        try:
+            kind = file_kind(entry.stat().st_mode)
+        except OSError:
+            continue
+        if kind is not None and kind != "a directory" and not entry.name.startswith("."):
+            problems.append(f"{entry} is not a regular file ({kind})")
+    return problems
+
+
+def read_input_text(path: Path | str, key: str) -> str:
+    """A whole (small) input file as UTF-8 text (a BOM is dropped), through `open_input`."""
+    with open_input(path, key) as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {exc.start}") from None
+
+
+def compression_of(head: bytes) -> str | None:
+    """'gzip' or 'zstd' from a file's first bytes; None for anything else (read as it is)."""
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    return None
+
+
+def decompressing(raw: IO[bytes]) -> IO[bytes]:
+    """`raw` decompressed when its magic bytes say gzip or zstd (whatever its name), else `raw` itself."""
+    if not hasattr(raw, "peek"):
+        raw = io.BufferedReader(raw)  # type: ignore[arg-type]
+    kind = compression_of(raw.peek(4)[:4])  # type: ignore[attr-defined]
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    if kind == "zstd":
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
+        return io.BufferedReader(reader)  # type: ignore[arg-type,return-value]
+    return raw
+
+
+def decompression_errors() -> tuple[type[BaseException], ...]:
+    """What gzip and zstandard raise for corrupt or truncated data (OSError covers BadGzipFile)."""
+    import zstandard
+
+    return (OSError, EOFError, zlib.error, zstandard.ZstdError)
+
+
+def input_problem(path: Path | str) -> str | None:
+    """Why `path` is no good as an input file, as 'PATH is ...' (None when it is fine).
+
+    Missing, not a regular file, empty, named compressed but not (`.zst` holding text), or a
+    compressed file whose header or first block does not decompress, or decompresses to nothing.
+    Reads at most the first `PROBE_BYTES` of text: for the preflight check, before any training."""
+    kind = None
+    try:
+        with open_input(path, "") as raw:
+            if os.fstat(raw.fileno()).st_size == 0:
+                return f"{path} is empty"
+            kind = compression_of(raw.peek(4)[:4])  # type: ignore[attr-defined]
+            stream = decompressing(raw)
+            named = COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
+            if named is not None and kind is None:
+                return f"{path} is named {Path(path).suffix} but is not {named} data"
+            if kind is not None and not stream.read(PROBE_BYTES):
+                return f"{path} is empty (its {kind} data decompresses to nothing)"
+    except LangadaptError as exc:
+        return str(exc).removeprefix(": ")
+    except decompression_errors() as exc:
+        return f"{path} is not valid {kind} data ({' '.join(str(exc).split()) or type(exc).__name__})"
+    return None

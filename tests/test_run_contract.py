@@ -9,7 +9,9 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+from safetensors.numpy import save as safetensors_bytes
 
 from langadapt import cli
 from langadapt.errors import LangadaptError
@@ -22,6 +24,8 @@ from langadapt.run.layout import RunLayout
 from langadapt.run.pipeline import STAGES, Stage, run_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
+WEIGHTS = safetensors_bytes({"w": np.zeros(2, np.float32)})
+"""A valid (tiny) safetensors file: the preflight check reads the header of the base's weights."""
 
 SOURCE = """\
 name: src
@@ -87,7 +91,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
                     folder = ctx.layout.export.model
                     folder.mkdir(parents=True, exist_ok=True)
                     (folder / "config.json").write_text('{"model_type": "llama"}')
-                    (folder / "model.safetensors").write_bytes(b"weights")
+                    (folder / "model.safetensors").write_bytes(WEIGHTS)
                     (folder / "README.md").write_text("card")
                     return {"files": file_hashes(folder), "folder": str(folder), "verification": {"prompt": "x"}}
                 calls.append(f"{recipe.name}:{name}")
@@ -136,7 +140,7 @@ def test_a_finished_run_skips_every_stage_also_after_touching_the_base(run) -> N
     finally:
         contenthash.file_sha256 = original  # type: ignore[assignment]
 
-    (base / "model.safetensors").write_bytes(b"other weights")  # new content: everything after data re-runs
+    (base / "model.safetensors").write_bytes(safetensors_bytes({"w": np.ones(2, np.float32)}))  # new content: everything after data re-runs
     run_pipeline(load_recipe(recipe))
     assert calls == [f"warm:{s}" for s in ("tokenizer", "embeddings", "stage1", "stage2", "evaluate")]
 

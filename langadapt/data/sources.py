@@ -8,9 +8,8 @@ has to fit in memory (except a .json file holding one big array, which `json` mu
 
 from __future__ import annotations
 
+import codecs
 import glob
-import gzip
-import io
 import itertools
 import json
 import logging
@@ -21,11 +20,10 @@ from typing import IO, Literal
 
 from langadapt.data.config import SourceConfig
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import decompressing, decompression_errors, input_problem, open_input
 
 log = logging.getLogger("langadapt.data")
 DecodePolicy = Literal["error", "replace", "skip"]
-_GZIP_MAGIC = b"\x1f\x8b"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _SNIFF_BYTES = 8192
 _EXTENSIONS = {
     ".txt": "txt", ".text": "txt", ".md": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -72,14 +70,34 @@ def unmatched_patterns(source: SourceConfig) -> list[tuple[str, str]]:
     return missing
 
 
+def matched_inputs(source: SourceConfig) -> list[tuple[str, Path]]:
+    """(key, file) for every file `path` / `valid_path` matches now, without fetching: what the
+    preflight check inspects. Saved `datasets` folders and hub ids are read by `datasets` instead."""
+    if source.format == "hf_hub":
+        return []
+    found = []
+    for key, paths in (("path", source.path), ("valid_path", source.valid_path)):
+        patterns = [] if paths is None else [paths] if isinstance(paths, str) else list(paths)
+        for match in (Path(m) for pattern in patterns for m in _matches(pattern)):
+            if source.format == "hf_disk" or (source.format == "auto" and _saved_dataset(match)):
+                continue
+            found.append((key, match))
+    return found
+
+
+def _saved_dataset(path: Path) -> bool:
+    return path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists())
+
+
 def local_files(source: SourceConfig) -> list[Path] | None:
-    """The plain files `path` names now; None when an entry matches nothing yet (to be fetched)
-    or the source is a dataset (sized only by reading it)."""
+    """The plain files `path` names now; None when an entry matches nothing yet (to be fetched),
+    the source is a dataset (sized only by reading it), or a file is no good as input
+    (`input_problem`: the preflight check reports it; its size means nothing)."""
     if source.format in ("hf_disk", "hf_hub"):
         return None
     patterns = [source.path] if isinstance(source.path, str) else list(source.path)
     found = [Path(m) for pattern in patterns for m in _matches(pattern)]
-    if any(not _matches(pattern) for pattern in patterns) or not all(p.is_file() for p in found):
+    if any(not _matches(pattern) for pattern in patterns) or any(input_problem(p) for p in found):
         return None
     return found
 
@@ -99,10 +117,25 @@ def iter_texts(
     produced = 0
     for path in paths:
         for text in _iter_path(source, path, on_decode_error, counts):
-            yield text
+            yield _without_nul(source, path, text, counts) if "\x00" in text else text
             produced += 1
             if source.max_docs is not None and produced >= source.max_docs:
                 return
+
+
+def _without_nul(source: SourceConfig, path: Path, text: str, counts: Counter) -> str:
+    """The text with its NUL characters removed; the first such document of a source is logged.
+
+    Stripped, not refused: NUL is no character of any language, so removing it loses nothing,
+    while C-string code below the tokenizer libraries may end a string at it. A stray escaped
+    `\\u0000` in a crawled JSONL file (common in web dumps) must not stop a run over terabytes; a
+    file that is binary shows NUL bytes in its first block and is refused as such (`_open_checked`).
+    """
+    counts["nul_stripped"] += 1
+    if counts["nul_stripped"] == 1:
+        log.warning("source %s: NUL characters removed from documents (first in %s); "
+                    "counted as nul_stripped in the data summary", source.name, path)
+    return text.replace("\x00", "")
 
 
 def _iter_path(source: SourceConfig, path: Path, policy: DecodePolicy, counts: Counter) -> Iterator[str]:
@@ -126,7 +159,7 @@ def _format_of(source: SourceConfig, path: Path) -> str:
     if source.format != "auto":
         return source.format
     if path.is_dir():
-        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
+        if _saved_dataset(path):
             return "hf_disk"
         raise LangadaptError(f"source {source.name}: {path} is a folder, not a saved dataset: use a glob")
     suffixes = [s.lower() for s in path.suffixes if s.lower() not in (".gz", ".zst", ".zstd")]
@@ -137,23 +170,14 @@ def _format_of(source: SourceConfig, path: Path) -> str:
 
 
 def _open_checked(source: SourceConfig, path: Path) -> IO[bytes]:
-    """Open (decompressing by magic bytes) and refuse binary or unreadable files up front."""
+    """Open (decompressing by magic bytes) and refuse non-regular, binary or unreadable files up front."""
+    raw = open_input(path, f"source {source.name}")
     try:
-        raw = open(path, "rb")
-        magic = raw.read(4)
-        raw.seek(0)
-        if magic.startswith(_GZIP_MAGIC):
-            stream: IO[bytes] = gzip.GzipFile(fileobj=raw)
-        elif magic == _ZSTD_MAGIC:
-            import zstandard
-
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
-            stream = io.BufferedReader(reader)  # type: ignore[arg-type]
-        else:
-            stream = raw
+        stream = decompressing(raw)
         head = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""
-    except (OSError, EOFError, ValueError) as err:
-        raise LangadaptError(f"source {source.name}: cannot read {path}: {err}") from None
+    except decompression_errors() as err:
+        raw.close()
+        raise LangadaptError(f"source {source.name}: cannot read {path}: {_one_line(err)}") from None
     if b"\x00" in head:
         stream.close()
         raise LangadaptError(
@@ -162,13 +186,24 @@ def _open_checked(source: SourceConfig, path: Path) -> IO[bytes]:
     return stream
 
 
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def _decoded_lines(
     source: SourceConfig, path: Path, stream: IO[bytes], policy: DecodePolicy, counts: Counter
 ) -> Iterator[tuple[int, str | None]]:
-    """(line number, text) per line; text is None for a line skipped for bad UTF-8."""
+    """(line number, text) per line; text is None for a line skipped for bad UTF-8.
+
+    A UTF-8 byte order mark at the start of the file is dropped: editors on Windows write one,
+    and it is no part of the first document (in JSON Lines it would make line 1 invalid JSON).
+    A decompression error mid-file (a corrupt or truncated .gz/.zst) names the file and how
+    much text came out before it."""
     offset = 0
     try:
         for number, raw in enumerate(stream, start=1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw, offset = raw[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
             try:
                 yield number, raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -178,8 +213,9 @@ def _decoded_lines(
                 counts[f"decode_error_{'replaced' if policy == 'replace' else 'skipped'}"] += 1
                 yield number, raw.decode("utf-8", errors="replace") if policy == "replace" else None
             offset += len(raw)
-    except (OSError, EOFError) as err:
-        raise LangadaptError(f"source {source.name}: cannot read {path} at byte {offset}: {err}") from None
+    except decompression_errors() as err:
+        raise LangadaptError(f"source {source.name}: cannot read {path} at byte {offset} of its text "
+                             f"(corrupt or truncated?): {_one_line(err)}") from None
 
 
 def _decode_hint(raw: bytes, path: Path) -> str:
@@ -270,9 +306,11 @@ def _field(source: SourceConfig, path: Path | str, record: object, where: str) -
 def _iter_parquet(source: SourceConfig, path: Path) -> Iterator[str]:
     import pyarrow.parquet as pq
 
+    raw = open_input(path, f"source {source.name}")
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(raw)
     except Exception as err:  # pyarrow raises several unrelated types for a bad file
+        raw.close()
         raise LangadaptError(f"source {source.name}: cannot read {path} as parquet: {err}") from None
     names = parquet.schema_arrow.names
     if source.text_field not in names:

@@ -19,6 +19,7 @@ from langadapt.evaluation.suite import (
     MinimalPairsTask,
     Suite,
     TokenizerMetricsTask,
+    unmeasured,
 )
 from langadapt.evaluation.tasks import cap_bytes, read_minimal_pairs, read_texts
 
@@ -46,9 +47,15 @@ class Plan:
 
 
 def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config: EvaluationConfig) -> Plan:
-    """Gather and check every task's data; raise on problems a user must fix."""
+    """Gather and check every task's data; raise on problems a user must fix.
+
+    A suite that would measure nothing (`suite.unmeasured`) is one of them: the evaluate stage
+    would otherwise mark an empty report complete, and `langadapt eval` write one. A language
+    missing beside others that have text stays a note."""
     plan = Plan()
     for suite in suites:
+        if (problem := unmeasured(suite, [lang for lang, texts in texts_by_lang.items() if texts])):
+            raise LangadaptError(f"evaluate: {problem}")
         info = plan.suites.setdefault(
             suite.name, {"source": suite.source, "description": suite.description, "langs": [], "tasks": []}
         )

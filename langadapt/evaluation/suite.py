@@ -15,6 +15,7 @@ suite file (with the line), the task and what is wrong.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +23,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import file_kind, input_problem
 from langadapt.recipe.base import Config
 from langadapt.recipe.errors import dotted, read_yaml_mapping, suggest, yaml_line
 
@@ -126,6 +128,8 @@ def resolve_suite_path(path: str | Path) -> Path:
 def load_suite(path: str | Path) -> Suite:
     """Load and validate a suite; data paths become absolute and must exist."""
     path = resolve_suite_path(path)
+    if path.exists() and (kind := file_kind(path.stat().st_mode)):  # reading a FIFO would block
+        raise LangadaptError(f"{path}: suite file is not a regular file ({kind})")
     tree, root = read_yaml_mapping(path, "suite")
     if not isinstance(tree, dict) or not isinstance(tree.get("tasks"), list):
         raise LangadaptError(f"{path}: a suite is a mapping with a `tasks:` list")
@@ -173,6 +177,8 @@ def _resolve_paths(task: Task, base: Path, where: str) -> Task:
         resolved = resolved if resolved.is_absolute() else (base / resolved).resolve()
         if not resolved.exists():
             raise LangadaptError(f"{where}: data file not found: {resolved}")
+        if not (isinstance(task, LmEvalTask) and resolved.is_dir()) and (problem := input_problem(resolved)):
+            raise LangadaptError(f"{where}: {problem}")
         return str(resolved)
 
     if isinstance(task, MinimalPairsTask):
@@ -191,6 +197,28 @@ def _name_tasks(tasks: list[Task]) -> None:
         base = task.name or task.kind
         seen[base] = seen.get(base, 0) + 1
         task.name = base if seen[base] == 1 else f"{base}_{seen[base]}"
+
+
+def unmeasured(suite: Suite, langs_with_text: Collection[str]) -> str | None:
+    """Why `suite` would measure nothing, given the languages that have held-out text; None when
+    some task measures something.
+
+    bpb and tokenizer_metrics tasks skip a language without text (a note in the report), so a
+    suite of only such tasks whose every language lacks text scores nothing, and a run would
+    finish with an empty report marked complete. The pipeline's evaluate stage refuses that
+    (`plan.plan_suites`), and the preflight check predicts it from the recipe's sources first,
+    with this same function. Minimal pairs, lm-eval, generation and bpb `files` always measure."""
+    wanted: list[str] = []
+    for task in suite.tasks:
+        if not isinstance(task, (BpbTask, TokenizerMetricsTask)) or (isinstance(task, BpbTask) and task.files):
+            return None
+        if any(lang in langs_with_text for lang in task.langs):
+            return None
+        wanted += [lang for lang in task.langs if lang not in wanted]
+    have = ", ".join(sorted(langs_with_text)) or "none"
+    return (f"suite {suite.name} ({suite.source}) would measure nothing: no held-out text for "
+            f"{', '.join(wanted) or 'any language (no langs listed)'} (held-out languages: {have}); "
+            "add a source in that language, or give the bpb task `files`")
 
 
 def load_suites(paths: list[str | Path]) -> list[Suite]:

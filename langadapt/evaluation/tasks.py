@@ -6,13 +6,14 @@ before the first model is loaded.
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
 from pathlib import Path
 
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import decompressing, decompression_errors, open_input, read_input_text
 from langadapt.evaluation.bpb import model_device, prefix_token_id, sequence_loglikelihoods
 from langadapt.evaluation.config import EvaluationConfig, GenerateOptions
 
@@ -24,14 +25,25 @@ def read_texts(paths: list[str]) -> list[str]:
         if path.name.endswith((".jsonl", ".jsonl.gz")):
             texts += [row["text"] for _, row in _jsonl_rows(path, required=("text",))]
         else:
-            texts.append(path.read_text(encoding="utf-8"))
+            texts.append(read_input_text(path, "evaluation data"))
     return texts
 
 
 def _jsonl_rows(path: Path, required: tuple[str, ...]):
-    """Yield (line number, object) for each non-blank line; a bad line raises with file:line."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
+    """Yield (line number, object) for each non-blank line; a bad line raises with file:line.
+
+    Opened by `ioerrors.open_input` (a FIFO is refused, not waited on), decompressed by its magic
+    bytes; a UTF-8 BOM is dropped (utf-8-sig) and a corrupt .gz is one line naming the file."""
+    try:
+        yield from _rows(path, required)
+    except decompression_errors() as exc:
+        raise LangadaptError(f"{path}: cannot read: {' '.join(str(exc).split()) or type(exc).__name__}") from None
+    except UnicodeDecodeError as exc:
+        raise LangadaptError(f"{path}: invalid UTF-8 ({exc.reason})") from None
+
+
+def _rows(path: Path, required: tuple[str, ...]):
+    with io.TextIOWrapper(decompressing(open_input(path, "evaluation data")), encoding="utf-8-sig") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue

@@ -1,16 +1,19 @@
 """Where the base (source) model comes from: a local folder, built by its own recipe, or the Hub.
 
 The pipeline resolves it before fingerprinting: a stage's fingerprint hashes the base model's
-files, so they must exist first (see `fingerprint`).
+files, so they must exist first (see `fingerprint`). `weights_problem` checks its safetensors
+weights from their headers and sizes (the preflight check, and every folder resolved here).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import input_problem, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 
 log = logging.getLogger("langadapt")
@@ -22,6 +25,13 @@ def resolve_base_model(recipe: Recipe, build: Callable[[LoadedRecipe], object] |
     `build` runs the base's own recipe when its folder is missing (the pipeline passes
     `run_pipeline`: the base is a run of its own, in its own run directory). With build=None
     (dry runs, fingerprints) nothing is built or downloaded: None when it is not there yet."""
+    folder = _resolve(recipe, build)
+    if folder is not None and build is not None and (problem := weights_problem(Path(folder))):
+        raise LangadaptError(f"base_model.path: {problem}")
+    return folder
+
+
+def _resolve(recipe: Recipe, build: Callable[[LoadedRecipe], object] | None) -> str | None:
     spec = recipe.base_model
     if spec.path is None:
         return None
@@ -67,3 +77,52 @@ def _hub_cached(repo_id: str, revision: str | None) -> str | None:
         return snapshot_download(repo_id, revision=revision, local_files_only=True)
     except Exception:  # noqa: BLE001 - not in the local cache (or no such repo): the real run says which
         return None
+
+
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def weights_problem(folder: Path) -> str | None:
+    """Why the safetensors weights in `folder` cannot be loaded, from headers and file sizes alone.
+
+    A `model.safetensors` cut short by an interrupted copy passes every existence check and fails
+    only when a stage loads it, after data and tokenizer have run. `safe_open` parses the header
+    and requires that the header length plus the largest `data_offsets` end is the file size; no
+    tensor is read. A sharded model's index must name shards that all exist and pass the same
+    check. None when fine, or when the folder has no safetensors weights (`pytorch_model.bin`)."""
+    single, index = folder / SAFETENSORS, folder / SAFETENSORS_INDEX
+    if single.exists():
+        return _safetensors_problem(single)
+    if index.exists():
+        return _index_problem(index)
+    return None
+
+
+def _index_problem(index: Path) -> str | None:
+    try:
+        weight_map = json.loads(read_input_text(index, str(index)))["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except LangadaptError as exc:
+        return str(exc).removeprefix(f"{index}: ")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"{index} is not a safetensors index (no weight_map of tensor -> shard file: {type(exc).__name__})"
+    if not shards:
+        return f"{index} names no shard files"
+    missing = [shard for shard in shards if not (index.parent / shard).exists()]
+    if missing:
+        return f"{index} names shard {missing[0]}, which is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+    return next((p for p in (_safetensors_problem(index.parent / s) for s in shards) if p), None)
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    if problem := input_problem(path):
+        return problem
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="np"):
+            pass
+    except Exception as exc:  # noqa: BLE001 - SafetensorError (a truncated or garbled header), OSError
+        return f"{path} is truncated or corrupt ({' '.join(str(exc).split())}): copy or download it again"
+    return None

@@ -1,6 +1,7 @@
 """The run directory contract: where every artifact lives, manifests, markers, and safe replacement.
 
     runs/<name>/recipe.resolved.yaml
+    runs/<name>/recipe.owner.json         the recipe file that made the run (run.identity)
     runs/<name>/<stage>/...artifacts...   paths named once, by `RunLayout` below
     runs/<name>/<stage>/manifest.json     inputs, fingerprint, versions, timings, stage summary
     runs/<name>/<stage>/COMPLETE          written last: only its presence means "done"
@@ -198,6 +199,11 @@ class RunLayout:
     @property
     def resolved_recipe(self) -> Path:
         return self.root / "recipe.resolved.yaml"
+
+    @property
+    def owner(self) -> Path:
+        """The recipe file that made this run (`run.identity`): another file with the same name is refused."""
+        return self.root / "recipe.owner.json"
 
     @property
     def lock(self) -> Path:

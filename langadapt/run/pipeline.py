@@ -29,6 +29,7 @@ from langadapt.run.base_model import resolve_base_model
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
 from langadapt.run.fingerprint import fingerprints
+from langadapt.run.identity import claim_run
 from langadapt.run.layout import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.run.lock import RunLock
 from langadapt.run.preflight import check_recipe, find_problems
@@ -211,6 +212,8 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     recipe = loaded.recipe
     layout = RunLayout(recipe.run_dir)
     selected = select_stages(list(STAGES), only, start, until)
+    take_over = force is True  # --force, not the re-run that --only/--from imply
+    claim_run(loaded, layout, take_over, record=False)  # another recipe's folder: refused before anything
     force = bool(only) or bool(start) if force is None else force
     check_recipe(loaded, selected)  # everything knowable without training, before any stage runs
     if dry_run:
@@ -222,6 +225,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     # One writer per run directory; the ranks of one multi-rank job are that one writer.
     with _labelled(recipe), RunLock(layout.lock) if main else contextlib.nullcontext():
         if main:
+            claim_run(loaded, layout, take_over, record=True)  # again under the lock: two writers at once
             run_layout.recover(layout)
         base_model = resolve_base_model(recipe, build=run_pipeline)
         cache = HashCache(layout.hash_cache)

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
+from langadapt.run.base_model import weights_problem
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 
@@ -87,14 +89,18 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     folder = Path(spec.path)
     if not folder.is_dir():
         return _model_to_come(recipe, report), None
+    for problem in irregular_files(folder):
+        report.add(("base_model", "path"), problem)
     config = _read_json(folder / "config.json", ("base_model", "path"), report,
                         missing="has no config.json: not a Hugging Face model folder")
-    if recipe.init == "warm" and not any((folder / name).is_file() for name in WEIGHT_FILES):
+    if recipe.init == "warm" and not any((folder / name).exists() for name in WEIGHT_FILES):
         report.add(("base_model", "path"), f"{folder} has no weights ({' or '.join(WEIGHT_FILES[::2])})")
+    elif recipe.init == "warm" and (problem := weights_problem(folder)):
+        report.add(("base_model", "path"), problem)
     needs_tokenizer = recipe.init == "warm" or recipe.tokenizer.kind in ("inherit", "keep_base")
     if not needs_tokenizer:
         return config, None
-    present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    present = [name for name in TOKENIZER_FILES if (folder / name).exists()]
     if not present:
         report.add(("base_model", "path"), f"{folder} has no tokenizer files "
                    "(tokenizer.json, tokenizer.model, tekken.json, or vocab.json + merges.txt)")
@@ -129,13 +135,18 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
 
 
 def _read_json(path: Path, loc: tuple[Any, ...], report: Report, missing: str) -> dict | None:
-    if not path.is_file():
+    if not path.exists():
         if missing:
             report.add(loc, f"{path.parent} {missing}")
         return None
+    if file_kind(path.stat().st_mode) is not None:
+        return None  # a FIFO or the like: `irregular_files` reported it
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        value = json.loads(read_input_text(path, str(path)))
+    except LangadaptError as exc:
+        report.add(loc, str(exc))
+        return None
+    except json.JSONDecodeError as exc:
         report.add(loc, f"{path}: unreadable JSON ({exc})")
         return None
     if not isinstance(value, dict):
@@ -161,13 +172,17 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
         return
     for key in ("source_vectors", "target_vectors", "dictionary"):
         path = getattr(cfg, key)
-        if path is not None and not Path(path).is_file():
+        if path is None:
+            continue
+        if not Path(path).exists():
             report.add(("embeddings", key), f"file {path} not found")
+        elif problem := input_problem(path):
+            report.add(("embeddings", key), problem)
 
 
 def _check_suites(recipe: Recipe, report: Report) -> None:
     """Suite files exist, parse and name known task kinds; lm_eval tasks need lm-eval installed."""
-    from langadapt.evaluation.suite import LmEvalTask, load_suite
+    from langadapt.evaluation.suite import LmEvalTask, load_suite, unmeasured
 
     for i, path in enumerate(recipe.evaluation.suites):
         try:
@@ -175,5 +190,13 @@ def _check_suites(recipe: Recipe, report: Report) -> None:
         except LangadaptError as exc:
             report.add(("evaluation", "suites", i), str(exc))
             continue
+        if problem := unmeasured(suite, _held_out_langs(recipe)):
+            report.add(("evaluation", "suites", i), problem)
         if any(isinstance(t, LmEvalTask) for t in suite.tasks) and importlib.util.find_spec("lm_eval") is None:
             report.add(("evaluation", "suites", i), f"{path} has lm_eval tasks: pip install 'langadapt[eval]'")
+
+
+def _held_out_langs(recipe: Recipe) -> set[str]:
+    """The languages the data stage will hold text out for: sources with a `valid_path`, or all
+    of them when `valid_fraction` is above 0 (as `data.stage` splits them)."""
+    return {s.lang for s in recipe.data.sources if s.valid_path is not None or recipe.data.valid_fraction > 0}

@@ -15,8 +15,9 @@ from langadapt.data.config import SourceConfig, stream_mixture
 from langadapt.train.config import global_batch
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import plan_stage_mixture
-from langadapt.data.sources import iter_texts, local_files, unmatched_patterns
+from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import input_problem
 from langadapt.recipe import Recipe
 
 if TYPE_CHECKING:
@@ -31,10 +32,26 @@ tokens, so an epoch count found too high from it is too high for real (no false 
 
 
 def check_sources(recipe: Recipe, report: Report) -> None:
-    """Every `path` / `valid_path` pattern matches a file (or `fetch` will create it)."""
+    """Every `path` / `valid_path` pattern matches a file (or `fetch` will create it), and every
+    file it matches is readable input (`ioerrors.input_problem`: a regular file, not empty, its
+    compression intact at the start) outside this run's own folder."""
+    run_dir = recipe.run_dir.resolve()
     for i, source in enumerate(recipe.data.sources):
         for key, pattern in unmatched_patterns(source):
             report.add(("data", "sources", i, key), f"{pattern!r} matches no file (source {source.name}, cwd {Path.cwd()})")
+        for key, path in matched_inputs(source):
+            problem = _inside(path, run_dir) or input_problem(path)
+            if problem is not None:
+                report.add(("data", "sources", i, key), problem)
+
+
+def _inside(path: Path, run_dir: Path) -> str | None:
+    """A corpus inside the run's own folder is the run's output (a glob like runs/** matching
+    data/train/*.jsonl.gz): reading it would train on what an earlier attempt wrote, and a re-run
+    of the data stage would replace it while it is being read."""
+    if path.resolve().is_relative_to(run_dir):
+        return f"{path} is inside this run's own folder {run_dir}: an input must not be the run's output"
+    return None
 
 
 def check_vocab_size(recipe: Recipe, base_tokenizer: dict | None, report: Report) -> None:

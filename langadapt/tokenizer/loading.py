@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import irregular_files
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -40,6 +41,8 @@ def load_tokenizer(folder: Path | str, what: str = "tokenizer") -> PreTrainedTok
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     path = Path(folder)
+    if path.is_dir() and (irregular := irregular_files(path)):
+        raise LangadaptError(f"{what} {path}: {irregular[0]}")
     try:
         if (path / "tekken.json").is_file():
             if (path / "tokenizer.json").is_file():  # tokenizer_config.json's specials and flags still apply

@@ -1,0 +1,54 @@
+"""Which recipe file a run folder belongs to: two recipes with one `name` must not share a folder.
+
+A run folder is `run_root/<name>`: copy a recipe, edit it and forget to rename it, and the copy
+would resume (or skip) stages the original made, and then overwrite them. The first run records
+the recipe file (resolved path and content hash, `RunLayout.owner`); a later run from another
+file is refused with one line naming both, unless `--force` hands the folder over. The same
+file re-run (edited, or with other `--set` overrides) is the same owner: fingerprints decide what
+re-runs. A recipe moved or copied unchanged (same content hash) is the same owner too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from langadapt.errors import LangadaptError
+from langadapt.recipe import LoadedRecipe
+from langadapt.run.contenthash import file_sha256
+from langadapt.run.layout import RunLayout
+
+
+def recipe_identity(loaded: LoadedRecipe) -> dict[str, str | None]:
+    """The recipe file's resolved path and sha256 (None when it is not a file on disk)."""
+    path = Path(loaded.path).resolve()
+    return {"recipe": str(path), "sha256": file_sha256(path) if path.is_file() else None}
+
+
+def recorded_owner(layout: RunLayout) -> dict | None:
+    """The identity the folder's first run recorded; None for a new folder or one made before
+    owners were recorded (adopted by the next run)."""
+    try:
+        owner = json.loads(layout.owner.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return owner if isinstance(owner, dict) and isinstance(owner.get("recipe"), str) else None
+
+
+def claim_run(loaded: LoadedRecipe, layout: RunLayout, take_over: bool, record: bool) -> None:
+    """Refuse a run folder another recipe file made (unless `take_over`); with `record`, write
+    this recipe as its owner (under the run lock: a dry run only checks)."""
+    mine, owner = recipe_identity(loaded), recorded_owner(layout)
+    same = owner is None or owner["recipe"] == mine["recipe"] or (
+        mine["sha256"] is not None and owner.get("sha256") == mine["sha256"])
+    if not same and not take_over:
+        raise LangadaptError(
+            f"{layout.root}: run folder of recipe {owner['recipe']}, and {mine['recipe']} has the same "  # type: ignore[index]
+            f"name {loaded.recipe.name!r}: rename one (name:), or pass --force to give the folder to this "
+            "recipe (every stage re-runs)")
+    if record and owner != mine:
+        layout.root.mkdir(parents=True, exist_ok=True)
+        tmp = layout.owner.with_name(layout.owner.name + ".tmp")
+        tmp.write_text(json.dumps(mine, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, layout.owner)
