@@ -256,11 +256,14 @@ def dry_run(loaded: LoadedRecipe, only: str | None = None, start: str | None = N
     """What `run` would do, and every problem that would stop it: (stage, action) pairs (empty
     when the problems keep them from being known) and the report of all the problems at once."""
     selected = select_stages(list(STAGES), only, start, until)
-    force = bool(only) or bool(start) if force is None else force
+    layout = RunLayout(loaded.recipe.run_dir)
     report = find_problems(loaded, selected)
+    with report.guard():
+        claim_run(loaded, layout, take_over=force is True, record=False)
+    force = bool(only) or bool(start) if force is None else force
     actions: list[tuple[str, str]] = []
     with report.guard():
-        cache = HashCache(RunLayout(loaded.recipe.run_dir).hash_cache)
+        cache = HashCache(layout.hash_cache)
         actions = [(stage.name, action) for stage, action in plan_actions(loaded, selected, force, cache=cache)[0]]
     return actions, report
 
