@@ -21,7 +21,7 @@ from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
-from langadapt.run.base_model import weights_problem
+from langadapt.run.base_model import hub_cached, hub_offline, hub_repo_id, not_cached_line, weights_problem
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 
@@ -127,8 +127,10 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
         except LangadaptError as exc:
             report.add(("base_model", "build_recipe"), str(exc))
             return None
-    if spec.path.count("/") == 1 and not spec.path.startswith((".", "/")):
-        return None  # a Hub id: downloaded when the run starts
+    if hub_repo_id(spec.path) is not None:  # a Hub id: downloaded when the run starts, unless offline
+        if hub_offline() and hub_cached(spec.path, spec.revision) is None:
+            report.add(("base_model", "path"), not_cached_line(spec.path, "HF_HUB_OFFLINE=1 keeps the Hub out of reach"))
+        return None
     report.add(("base_model", "path"), f"folder {spec.path} not found (and no base_model.build_recipe; "
                "not a Hub id of the form org/name)")
     return None

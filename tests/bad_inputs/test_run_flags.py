@@ -232,3 +232,40 @@ def test_sigterm_during_a_failing_stage_leaves_it_incomplete(stubs: Stubs, capsy
     code, _, err = cli(capsys, "run", str(stubs.recipe), "--until", "data")
     assert code == 2 and error_line(err) == "langadapt: error: data failed"
     assert not rundir.is_complete(stubs.run_dir / "data")
+
+
+# --- 8. a Hub id that is not on this machine, offline -------------------------------------------------
+
+HUB_ID = "nobody-langadapt/no-such-model"
+OFFLINE_LINE = (f"{HUB_ID} is not in the local Hugging Face cache, and HF_HUB_OFFLINE=1 keeps the Hub out of "
+                f"reach: fetch it where there is network with `huggingface-cli download {HUB_ID}` (into this "
+                "HF_HOME), or point base_model.path at a model folder")
+
+
+@pytest.fixture()
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HF_HUB_OFFLINE=1 with an empty cache (huggingface_hub reads both from its constants)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+
+def test_an_uncached_hub_id_offline_says_how_to_fetch_it(tmp_path: Path, offline: None) -> None:
+    from langadapt.run.base_model import resolve_base_model
+
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.format(root=tmp_path).replace("init: scratch\nbase_model:\n  architecture: {model_type: llama}\n",
+                                                         f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
+    with pytest.raises(LangadaptError) as error:
+        resolve_base_model(load_recipe(path).recipe, build=lambda loaded: None)
+    assert str(error.value) == f"base_model.path: {OFFLINE_LINE}"
+
+
+def test_the_dry_run_says_it_too(tmp_path: Path, offline: None, capsys) -> None:
+    (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.format(root=tmp_path).replace("init: scratch\nbase_model:\n  architecture: {model_type: llama}\n",
+                                                         f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
+    code, _, err = cli(capsys, "run", str(path), "--dry-run")
+    assert code == 2 and f"langadapt: error: {path}:5: base_model.path: {OFFLINE_LINE}" in err.splitlines()
