@@ -19,6 +19,7 @@ from typing import Any
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
+from langadapt.data.encoders import eos_problem
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
 from langadapt.run.base_model import hub_cached, hub_offline, hub_repo_id, not_cached_line, weights_problem
@@ -61,6 +62,8 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if "tokenizer" in will:
         with report.guard():
             check_vocab_size(recipe, base_tokenizer, report)
+        with report.guard():
+            _check_eos(recipe, report)
     if "embeddings" in will:
         with report.guard():
             _check_embedding_files(recipe, report)
@@ -114,6 +117,23 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     if "tokenizer.json" in present:
         tokenizer = _read_json(folder / "tokenizer.json", ("base_model", "path"), report, missing="")
     return config, tokenizer
+
+
+def _check_eos(recipe: Recipe, report: Report) -> None:
+    """The token files need an EOS between documents: a tokenizer without one failed in the
+    tokenizer stage, after the data stage. Where the EOS comes from the base tokenizer (keep_base,
+    or inherit without tokenizer.eos_token), the base folder must have one; a scratch tokenizer
+    whose special_tokens leave out the default `</s>` must name its eos_token."""
+    config = recipe.tokenizer
+    if config.eos_token is not None:
+        return
+    folder = Path(recipe.base_model.path) if recipe.base_model.path else None
+    if folder is not None and folder.is_dir() and config.kind in ("inherit", "keep_base"):
+        if problem := eos_problem(folder):
+            report.add(("base_model", "path"), problem.removeprefix("tokenizer "))
+    elif recipe.base_model.path is None and config.special_tokens is not None and "</s>" not in config.special_tokens:
+        report.add(("tokenizer", "special_tokens"), "no EOS token (no </s>, and tokenizer.eos_token is not set): "
+                   "the token files put one between documents; set tokenizer.eos_token to one of them")
 
 
 def _model_to_come(recipe: Recipe, report: Report) -> dict | None:

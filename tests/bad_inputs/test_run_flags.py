@@ -269,3 +269,46 @@ def test_the_dry_run_says_it_too(tmp_path: Path, offline: None, capsys) -> None:
                                                          f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
     code, _, err = cli(capsys, "run", str(path), "--dry-run")
     assert code == 2 and f"langadapt: error: {path}:5: base_model.path: {OFFLINE_LINE}" in err.splitlines()
+
+
+# --- 7. a tokenizer without EOS, caught before the data stage -----------------------------------------
+
+def base_without_eos(folder: Path) -> Path:
+    """A base model folder whose tokenizer names no EOS token anywhere (tokenizer_config, config.json)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    folder.mkdir()
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    raw.train_from_iterator(["ord en to tre"] * 5, trainers.BpeTrainer(vocab_size=40, special_tokens=["<s>"]))
+    raw.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>"}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 40, "hidden_size": 8,
+                                                    "max_position_embeddings": 4096}))
+    return folder
+
+
+def test_a_base_tokenizer_without_eos_is_a_preflight_problem(stubs: Stubs, tmp_path: Path, capsys) -> None:
+    base = base_without_eos(tmp_path / "base")
+    code, _, err = cli(capsys, "run", str(stubs.recipe), "--set", f"base_model={{path: {base}}}",
+                       "--set", "tokenizer.kind=keep_base")
+    assert code == 2 and stubs.calls == []  # refused before the data stage
+    line = error_line(err)  # the long --set flag is shortened in the line
+    assert line.startswith("langadapt: error: --set base_model={path: ") and ": base_model.path: " in line
+    assert line.endswith(": no EOS token; the token files put one between documents: add eos_token to its "
+                         "tokenizer_config.json (or set tokenizer.eos_token to one of tokenizer.special_tokens "
+                         "when training one)")
+
+
+def test_scratch_special_tokens_without_eos(stubs: Stubs, capsys) -> None:
+    code, _, err = cli(capsys, "run", str(stubs.recipe), "--set", "tokenizer.special_tokens=[<unk>, <pad>]", "--dry-run")
+    assert code == 2 and ("--set tokenizer.special_tokens=[<unk>, <pad>]: tokenizer.special_tokens: no EOS token "
+                          "(no </s>, and tokenizer.eos_token is not set)") in err
+
+
+def test_the_packer_names_the_folder(tmp_path: Path) -> None:
+    from langadapt.data.encoders import load_tokenizer_info
+
+    base = base_without_eos(tmp_path / "base")
+    with pytest.raises(LangadaptError, match=f"tokenizer {base}: no EOS token; the token files put one"):
+        load_tokenizer_info(base)
