@@ -17,9 +17,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
-from langadapt.data.encoders import eos_problem
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
 from langadapt.run.base_model import hub_cached, hub_offline, hub_repo_id, not_cached_line, weights_problem
