@@ -7,8 +7,10 @@ one line and exit with status 2; `--debug` shows tracebacks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,10 +98,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.dry_run:
         return _dry_run(args, loaded)
-    run_pipeline(loaded, only=args.only, start=args.start, until=args.until,
-                 force=args.force or None, overwrite=args.overwrite)
-    print(f"run complete: {loaded.recipe.run_dir}")
+    actions = run_pipeline(loaded, only=args.only, start=args.start, until=args.until,
+                           force=args.force or None, overwrite=args.overwrite)
+    print(run_outcome(args, loaded.recipe.run_dir, actions))
     return 0
+
+
+def run_outcome(args: argparse.Namespace, run_dir: Path, actions: list[tuple[str, str]]) -> str:
+    """The last line of `langadapt run`: what it did, and what is left to run.
+
+    "run complete" after `--until tokenizer` told the user the model was ready when it was not
+    even trained; a partial selection says where it stopped, why, and the command that goes on."""
+    left = [name for name, action in actions if action == "not selected"]
+    if not left:
+        return f"run complete: {run_dir}"
+    if args.only:
+        done = f"ran only {args.only} (as --only asked)"
+    elif args.until:
+        done = f"stopped after {args.until} (as --until asked)"
+    else:  # --from a stage whose predecessors are not complete is refused before this
+        done = "ran the selected stages"
+    sets = "".join(f" --set {shlex.quote(item)}" for item in args.overrides)
+    return (f"{done}: {run_dir}; not run yet: {', '.join(left)}; "
+            f"next: langadapt run {shlex.quote(str(args.recipe))}{sets}")
 
 
 def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
@@ -155,12 +176,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
     out = Path(args.out) if args.out else default_eval_out(Path(args.model), args.name)
-    if (out / RESULTS).exists() and not args.overwrite:
-        raise LangadaptError(f"{out / RESULTS}: already exists; pass --overwrite to replace it (or choose another --out)")
-    results = evaluate_cli(args.model, suites, out, args.compare, name=args.name)
+    with _run_lock_for(out):  # a `langadapt run` of the same run directory must not write at the same time
+        if (out / RESULTS).exists() and not args.overwrite:
+            raise LangadaptError(f"{out / RESULTS}: already exists; pass --overwrite to replace it (or choose another --out)")
+        results = evaluate_cli(args.model, suites, out, args.compare, name=args.name)
     print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
     print(f"evaluation written to {out}")
     return 0
+
+
+def _run_lock_for(out: Path) -> contextlib.AbstractContextManager[object]:
+    """The run lock of the run directory `out` is inside (`RUN/eval`, or an --out in a run); none elsewhere."""
+    from langadapt.run.layout import RunLayout, owning_run_dir
+    from langadapt.run.lock import RunLock
+
+    run_dir = owning_run_dir(out.absolute())
+    return RunLock(RunLayout(run_dir).lock) if run_dir is not None else contextlib.nullcontext()
 
 
 def default_eval_out(target: Path, name: str | None = None) -> Path:
@@ -190,7 +221,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
     from langadapt.run.base_model import resolve_base_model
     from langadapt.run.layout import RunLayout
-    from langadapt.run.pipeline import run_pipeline
+    from langadapt.run.pipeline import WORKING, run_pipeline
 
     loaded = load_recipe(args.recipe, args.overrides)
     recipe = loaded.recipe
@@ -209,11 +240,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         paths = layout.export
         planned = dict(run_pipeline(loaded, only="export", force=args.overwrite, dry_run=True))
-        if planned["export"] == "run" and paths.model.exists() and not args.overwrite:
+        if planned["export"] in WORKING and paths.model.exists() and not args.overwrite:
             raise LangadaptError(f"{paths.model}: an export exists (its inputs changed since); pass --overwrite to replace it")
         actions = dict(run_pipeline(loaded, only="export", force=args.overwrite, overwrite=args.overwrite))
-        print(f"exported to {paths.model}" if actions["export"] == "run" else f"export is up to date: {paths.model}")
-        if (actions["export"] == "run" and recipe.export.push_to_hub and recipe.export.repo_id == args.push_to_hub
+        print(f"exported to {paths.model}" if actions["export"] in WORKING else f"export is up to date: {paths.model}")
+        if (actions["export"] in WORKING and recipe.export.push_to_hub and recipe.export.repo_id == args.push_to_hub
                 and revision is None):  # the export stage has just pushed this folder there
             print(f"pushed to {args.push_to_hub} by the export stage (export.push_to_hub)")
             return 0

@@ -61,7 +61,7 @@ def load_tokenizer_info(tokenizer: Any) -> TokenizerInfo:
     if hasattr(tokenizer, "backend_tokenizer"):
         backend = tokenizer.backend_tokenizer
         if tokenizer.eos_token_id is None:
-            raise LangadaptError("tokenizer has no EOS token: shards need one to separate documents")
+            raise LangadaptError(f"tokenizer {tokenizer.name_or_path or ''}: no EOS token; {EOS_HINT}")
         size = max(len(tokenizer), backend.get_vocab_size(with_added_tokens=True))
         return TokenizerInfo(backend.to_str(), int(tokenizer.eos_token_id), size)
     path = Path(tokenizer)
@@ -75,19 +75,47 @@ def load_tokenizer_info(tokenizer: Any) -> TokenizerInfo:
     return TokenizerInfo(backend.to_str(), eos_id, backend.get_vocab_size(with_added_tokens=True))
 
 
+EOS_HINT = ("the token files put one between documents: add eos_token to its tokenizer_config.json "
+            "(or set tokenizer.eos_token to one of tokenizer.special_tokens when training one)")
+
+
 def _eos_id(folder: Path, backend: Any) -> int:
-    config = folder / "tokenizer_config.json"
-    if config.is_file():
-        eos = json.loads(config.read_text()).get("eos_token")
+    """The EOS id of a tokenizer folder, read as transformers reads it (tokenizer_config.json, then
+    special_tokens_map.json), else config.json's eos_token_id; the one rule preflight checks too."""
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        eos = _json_field(folder / name, "eos_token")
         eos = eos.get("content") if isinstance(eos, dict) else eos
         if isinstance(eos, str) and backend.token_to_id(eos) is not None:
             return int(backend.token_to_id(eos))
-    model_config = folder / "config.json"
-    if model_config.is_file():
-        eos_id = json.loads(model_config.read_text()).get("eos_token_id")
-        if isinstance(eos_id, int):
-            return eos_id
-    raise LangadaptError(f"tokenizer: no EOS token found in {folder} (tokenizer_config.json eos_token)")
+    eos_id = _json_field(folder / "config.json", "eos_token_id")
+    if isinstance(eos_id, int) and not isinstance(eos_id, bool):
+        return eos_id
+    raise LangadaptError(f"tokenizer {folder}: no EOS token; {EOS_HINT}")
+
+
+def _json_field(path: Path, key: str) -> Any:
+    """`key` of the JSON object in `path`; None when the file is missing or not such an object."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def eos_problem(folder: Path) -> str | None:
+    """Why the tokenizer in `folder` gives the packer no EOS token, or None (also None when it has
+    no readable tokenizer.json: other checks name that)."""
+    from tokenizers import Tokenizer
+
+    try:
+        backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception:  # noqa: BLE001 - a missing or unreadable file is another check's line
+        return None
+    try:
+        _eos_id(folder, backend)
+    except LangadaptError as exc:
+        return str(exc)
+    return None
 
 
 @lru_cache(maxsize=1)

@@ -119,6 +119,14 @@ def context_length(model: torch.nn.Module) -> int | None:
     return None
 
 
+def scoring_window(model: torch.nn.Module, window: int, stride: int) -> tuple[int, int]:
+    """The (window, stride) that scoring `model` uses: `window` capped at the model's context length,
+    `stride` at the window. The one place the cap is decided, so the report can state what was used."""
+    limit = context_length(model)
+    window = min(window, limit) if limit else window
+    return window, min(stride, window)
+
+
 HEAD_CHUNK_ROWS = 256
 """Scored positions pushed through the output head (and its cross-entropy) at a time.
 
@@ -172,9 +180,7 @@ def sequence_loglikelihoods(
     `window` is capped at the model's context length (and `stride` at the window) so a long
     default never silently runs past the positions the model was trained on.
     """
-    limit = context_length(model)
-    window = min(window, limit) if limit else window
-    stride = min(stride, window)
+    window, stride = scoring_window(model, window, stride)
     device = torch.device(device) if device is not None else model_device(model)
     batch_size = batch_size or default_batch_size(device)
     prefix = prefix_token_id(tokenizer)

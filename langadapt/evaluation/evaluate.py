@@ -16,13 +16,15 @@ Results shape (stable; `models` and per-language `bits_per_byte` are read by oth
      "samples": {MODEL: {LANG: [{"prompt", "text"}]}},
      "suites": {SUITE: {"source", "description", "langs", "tasks"}},
      "langs": {LANG: {"documents", "bytes", "source"}},
-     "reference": MODEL, "notes": [str], "meta": {...}}
+     "windows": {MODEL: {"window", "stride"}},   the ones used (capped at each model's context length)
+     "reference": MODEL, "notes": [str], "meta": {...}}   meta's window/stride: the values used
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,13 +34,15 @@ import torch
 
 from langadapt import __version__
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.bpb import bits_per_byte
+from langadapt.evaluation.bpb import bits_per_byte, scoring_window
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.lm_eval_bridge import run_lm_eval
 from langadapt.evaluation.plan import Plan, bpb_langs, plan_suites
 from langadapt.evaluation.suite import Suite
 from langadapt.evaluation.tables import flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
+
+log = logging.getLogger("langadapt")
 
 RUN_MODELS = ("init", "init_random", "stage1", "adapted")
 """Model names a run directory contributes (besides `base`)."""
@@ -95,6 +99,7 @@ def _score_model(
     model: Any, tok: Any, plan: Plan, config: EvaluationConfig, results: dict, name: str
 ) -> None:
     """Every task of the plan on one model, written into `results`."""
+    results["windows"][name] = _window_used(model, config, name)
     results["models"][name] = {
         lang: bits_per_byte(model, tok, texts, config.window, config.effective_stride, config.batch_size)
         for lang, texts in plan.texts.items()
@@ -108,6 +113,25 @@ def _score_model(
         results["tasks"][key][name] = run_lm_eval(model, tok, task, config)
     if plan.prompts:
         results["samples"][name] = generate_samples(model, tok, plan.prompts, config.generate)
+
+
+def _window_used(model: Any, config: EvaluationConfig, name: str) -> dict[str, int]:
+    """The window and stride `model` is scored with; a log line when its context length capped the window."""
+    window, stride = scoring_window(model, config.window, config.effective_stride)
+    if window < config.window:
+        log.warning("evaluation: %s scored with a %d-token window, its context length (evaluation.window "
+                    "asks %d); the report states %d", name, window, config.window, window)
+    return {"window": window, "stride": stride}
+
+
+def _stated(windows: dict[str, dict[str, int]], key: str, asked: int) -> int | str:
+    """The window (or stride) the report states: the value used, one number when every model used it."""
+    used = {w[key] for w in windows.values()}
+    if not used:
+        return asked
+    if len(used) == 1:
+        return used.pop()
+    return ", ".join(f"{w[key]} ({name})" for name, w in windows.items())
 
 
 def evaluate_models(
@@ -133,6 +157,7 @@ def evaluate_models(
         "task_deltas": {},
         "tokenizers": {},
         "samples": {},
+        "windows": {},
         "notes": plan.notes,
     }
     tokenizers: dict[str, tuple[str, Any]] = {}
@@ -160,8 +185,9 @@ def evaluate_models(
         for lang, t in plan.texts.items()
     }
     results["meta"] = {
-        "window": config.window,
-        "stride": config.effective_stride,
+        "window": _stated(results["windows"], "window", config.window),
+        "stride": _stated(results["windows"], "stride", config.effective_stride),
+        "window_requested": config.window,
         "batch_size": config.batch_size or "auto",
         "max_bytes_per_lang": config.max_bytes_per_lang,
         "seconds": time.perf_counter() - started,

@@ -18,6 +18,13 @@ SAMPLE_HEADER = ["model", "continuation"]
 """Header of the sample tables (their text cells are set in a monospace font)."""
 
 
+def _capped_note(meta: dict) -> str:
+    """When a model's context length capped the window: what the recipe asked for."""
+    asked = meta.get("window_requested")
+    return "" if asked is None or asked == meta.get("window") else (
+        f" (evaluation.window asks {asked}; capped at the model's context length)")
+
+
 def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
     """The report's content, in reading order: the answer first, method details last."""
     models, ref, meta = list(results["models"]), results.get("reference"), results.get("meta", {})
@@ -28,7 +35,7 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
             "p",
             (
                 f"Models: {', '.join(models)}. Reference: {ref}. "
-                f"Window {meta.get('window')} tokens, stride {meta.get('stride')}."
+                f"Window {meta.get('window')} tokens{_capped_note(meta)}, stride {meta.get('stride')}."
             ),
         ),
     ]

@@ -39,7 +39,7 @@ def _resolve(recipe: Recipe, build: Callable[[LoadedRecipe], object] | None) -> 
         return spec.path
     hub_id = hub_repo_id(spec.path) is not None
     if build is None:  # a dry run: what is on this machine already, nothing built or downloaded
-        return _hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
+        return hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
     if spec.build_recipe:
         log.info("base model %s is missing: building it with %s", spec.path, spec.build_recipe)
         build(load_recipe(spec.build_recipe))
@@ -52,8 +52,36 @@ def _resolve(recipe: Recipe, build: Callable[[LoadedRecipe], object] | None) -> 
         try:
             return snapshot_download(spec.path, revision=spec.revision)
         except Exception as exc:  # network, auth, missing repo: all user-fixable
-            raise LangadaptError(f"base_model.path {spec.path}: not a local folder and the Hub download failed ({type(exc).__name__})") from None
+            raise LangadaptError(hub_failure(spec.path, exc)) from None
     raise LangadaptError(f"base_model.path {spec.path}: folder not found")
+
+
+def hub_offline() -> bool:
+    """Whether the Hub is switched off here (HF_HUB_OFFLINE=1, as on a compute node without network)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def not_cached_line(repo_id: str, why: str) -> str:
+    """Why a Hub id that is not on this machine cannot be used from here (the key is the caller's to name)."""
+    return (f"{repo_id} is not in the local Hugging Face cache, and {why}: fetch it where "
+            f"there is network with `huggingface-cli download {repo_id}` (into this HF_HOME), or point "
+            "base_model.path at a model folder")
+
+
+def hub_failure(repo_id: str, exc: Exception) -> str:
+    """Why a Hub download failed, as the user can act on it.
+
+    Offline, huggingface_hub raises LocalEntryNotFoundError ("cannot find the requested files in
+    the disk cache"), whose class name alone read like a broken cache or a missing repository."""
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    if hub_offline() or isinstance(exc, OfflineModeIsEnabled):
+        return f"base_model.path: {not_cached_line(repo_id, 'HF_HUB_OFFLINE=1 keeps the Hub out of reach')}"
+    if isinstance(exc, LocalEntryNotFoundError):
+        return f"base_model.path: {not_cached_line(repo_id, 'the Hub cannot be reached (no network?)')}"
+    return f"base_model.path {repo_id}: not a local folder and the Hub download failed ({type(exc).__name__}: {exc})".split("\n")[0][:300]
 
 
 def hub_repo_id(path: str | None) -> str | None:
@@ -70,7 +98,7 @@ def hub_repo_id(path: str | None) -> str | None:
     return path if path.count("/") == 1 and not path.startswith((".", "/", "~")) else None
 
 
-def _hub_cached(repo_id: str, revision: str | None) -> str | None:
+def hub_cached(repo_id: str, revision: str | None) -> str | None:
     from huggingface_hub import snapshot_download
 
     try:

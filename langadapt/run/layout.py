@@ -248,6 +248,18 @@ class RunLayout:
         return {name: path for name, path in found.items() if (path / "config.json").is_file()}
 
 
+def owning_run_dir(path: Path) -> Path | None:
+    """The run directory `path` is in (itself or a parent holding a run's recipe files), if any.
+
+    `langadapt eval` and anything else that writes beside a pipeline asks this to know which run
+    lock to take: a folder inside a run is that run's to write, one writer at a time."""
+    for folder in (path, *path.parents):
+        layout = RunLayout(folder)
+        if layout.resolved_recipe.is_file() or layout.owner.is_file():
+            return folder
+    return None
+
+
 def library_versions() -> dict[str, str]:
     """Versions of the libraries that decide a run's numbers."""
     versions = {"python": platform.python_version()}
@@ -280,10 +292,12 @@ def has_partial(stage_dir: Path, fingerprint: str) -> bool:
     return marker.is_file() and marker.read_text().strip() == fingerprint
 
 
-def prepare_stage_dir(stage_dir: Path, fingerprint: str) -> bool:
-    """Make the folder ready to run; returns True when it kept earlier partial work (resume)."""
+def prepare_stage_dir(stage_dir: Path, fingerprint: str, keep_partial: bool = True) -> bool:
+    """Make the folder ready to run; returns True when it kept earlier partial work (resume).
+
+    `keep_partial` False starts over even from partial work of the same inputs (a forced re-run)."""
     (stage_dir / MARKER).unlink(missing_ok=True)
-    if has_partial(stage_dir, fingerprint):
+    if keep_partial and has_partial(stage_dir, fingerprint):
         return True
     if stage_dir.exists():
         shutil.rmtree(stage_dir)

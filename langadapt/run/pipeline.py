@@ -156,15 +156,32 @@ def monitoring_keys(stage_name: str) -> tuple[str, ...]:
     return tuple(f"{stage_name}.{key}" for key in MONITORING_KEYS)
 
 
+RUN, RESUME = "run", "resume"
+RUN_AFRESH = "run afresh (discarding partial work)"
+WORKING = (RUN, RESUME, RUN_AFRESH)
+"""The actions of a stage that will work now (the others: skip, complete, not selected)."""
+
+
 def select_stages(names: list[str], only: str | None, start: str | None, until: str | None) -> list[str]:
-    """Which stage names --only / --from / --until ask for."""
+    """Which stage names --only / --from / --until ask for; never an empty selection.
+
+    An empty one (`--from evaluate --until stage1`) would run nothing and still answer as if it had
+    done the work; `--only` with a range is two answers to one question. Both are refused here,
+    the one place every caller (run, dry run, export) goes through."""
     for flag, value in (("--only", only), ("--from", start), ("--until", until)):
         if value is not None and value not in names:
             raise LangadaptError(f"{flag} {value}: unknown stage; stages are {', '.join(names)}")
     if only:
+        if start or until:
+            given = " ".join(f"{flag} {value}" for flag, value in (("--from", start), ("--until", until)) if value)
+            raise LangadaptError(f"--only {only} with {given}: --only runs one stage, --from/--until a range; "
+                                 "give one or the other")
         return [only]
     first = names.index(start) if start else 0
     last = names.index(until) if until else len(names) - 1
+    if first > last:
+        raise LangadaptError(f"--from {start} --until {until}: selects no stage ({start} comes after {until}; "
+                             f"the order is {', '.join(names)})")
     return names[first : last + 1]
 
 
@@ -194,11 +211,23 @@ def plan_actions(loaded: LoadedRecipe, selected: list[str], force: bool, base_mo
             actions.append((stage, "complete" if done else "not selected"))
         elif not force and run_layout.is_complete(stage_dir, prints[stage.name]):
             actions.append((stage, "skip (complete, inputs unchanged)"))
-        elif stage.name in TRAINING_STAGES and run_layout.has_partial(stage_dir, prints[stage.name]):
-            actions.append((stage, "resume"))
         else:
-            actions.append((stage, "run"))
+            actions.append((stage, _start_action(stage.name, layout, prints[stage.name], force)))
     return actions, prints
+
+
+def _start_action(name: str, layout: RunLayout, fingerprint: str, force: bool) -> str:
+    """run, resume, or run afresh: what a stage that will work does with partial work of the same inputs.
+
+    A plain re-run keeps it (a crashed or requeued training stage resumes its checkpoints); a stage
+    the user re-selected (--force, --from, --only) starts over, since asking to re-run a stage and
+    getting the tail of the last attempt is not what was asked."""
+    folder = layout.stage_dir(name) if name in TRAINING_STAGES else layout.work_dir(name)
+    if not run_layout.has_partial(folder, fingerprint):
+        return RUN
+    if force:
+        return RUN_AFRESH
+    return RESUME if name in TRAINING_STAGES else RUN
 
 
 def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | None = None,
@@ -237,18 +266,28 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             layout.resolved_recipe.write_text(loaded.resolved_yaml(), encoding="utf-8")
         models = run_models([s for s, _ in actions], layout)
         for stage, action in actions:
-            if action not in ("run", "resume"):
+            if action not in WORKING:
                 log.info("%s %s", _stage_label(stage.name, recipe.name), action)
                 _require_upstream(stage, action, selected)
                 continue
             if world > 1 and stage.name not in TRAINING_STAGES and not main:
                 continue
-            if signals.stop_pending():  # Slurm's warning came during an earlier stage: requeue now
-                raise signals.Preempted(f"before stage {stage.name} (completed stages are kept)")
+            _honour_stop(f"before stage {stage.name}")
             ctx = StageContext(run_dir=layout.root, stage=stage.name, seed=recipe.seed, base_model=base_model,
                                log=log, layout=layout, models=models, overwrite=overwrite)
             _run_stage(stage, ctx, prints[stage.name], loaded, action, main)
+        _honour_stop(f"after stage {selected[-1]}")
     return [(stage.name, action) for stage, action in actions]
+
+
+def _honour_stop(where: str) -> None:
+    """Exit with the requeue code once a stop signal has arrived (Slurm's warning, a `kill`).
+
+    Checked between stages and once more after the last one: a signal during the final selected
+    stage (`--until data`) must not end in exit 0 as if nobody had asked the run to stop. The stage
+    it came during ran to its end (non-training stages do not stop midway), so it is complete."""
+    if signals.stop_pending():
+        raise signals.Preempted(f"{where} (completed stages are kept)")
 
 
 def dry_run(loaded: LoadedRecipe, only: str | None = None, start: str | None = None,
@@ -275,11 +314,20 @@ def _require_upstream(stage: Stage, action: str, selected: list[str]) -> None:
 
 
 def _check_multirank(actions: list[tuple[Stage, str]], selected: list[str]) -> None:
-    """Under torchrun/srun only training is multi-rank; data preparation must already be done."""
+    """Under torchrun/srun only training is multi-rank; data preparation must already be done.
+
+    Nor can ranks discard a partial training stage together: the other ranks would find its old
+    fingerprint and read checkpoints rank 0 is deleting."""
+    for stage, action in actions:
+        if action == RUN_AFRESH:
+            raise LangadaptError(
+                f"stage {stage.name}: --force/--from/--only would discard its partial checkpoints, which a "
+                f"multi-rank launch cannot do safely: delete {stage.name}/ in the run folder first, "
+                "or launch without those flags to resume")
     for stage, action in actions:
         if stage.name in TRAINING_STAGES:
             return
-        if action in ("run", "resume", "not selected"):
+        if action in (*WORKING, "not selected"):
             raise LangadaptError(
                 f"stage {stage.name} must be complete before a multi-rank launch: "
                 "run `langadapt run RECIPE --until embeddings` in one process first")
@@ -296,7 +344,7 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     in_place = stage.name in TRAINING_STAGES
     folder = final if in_place else ctx.layout.work_dir(stage.name)
     if main:
-        resumed = run_layout.prepare_stage_dir(folder, fingerprint)
+        resumed = run_layout.prepare_stage_dir(folder, fingerprint, keep_partial=action != RUN_AFRESH)
     else:  # other ranks must not race rank 0's clean-up of the folder
         resumed = run_layout.wait_for_fingerprint(folder, fingerprint)
     if not in_place:

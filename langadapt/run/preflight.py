@@ -17,11 +17,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
-from langadapt.run.base_model import weights_problem
+from langadapt.run.base_model import hub_cached, hub_offline, hub_repo_id, not_cached_line, weights_problem
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 
@@ -61,6 +62,8 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if "tokenizer" in will:
         with report.guard():
             check_vocab_size(recipe, base_tokenizer, report)
+        with report.guard():
+            _check_eos(recipe, report)
     if "embeddings" in will:
         with report.guard():
             _check_embedding_files(recipe, report)
@@ -116,6 +119,23 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     return config, tokenizer
 
 
+def _check_eos(recipe: Recipe, report: Report) -> None:
+    """The token files need an EOS between documents: a tokenizer without one failed in the
+    tokenizer stage, after the data stage. Where the EOS comes from the base tokenizer (keep_base,
+    or inherit without tokenizer.eos_token), the base folder must have one; a scratch tokenizer
+    whose special_tokens leave out the default `</s>` must name its eos_token."""
+    config = recipe.tokenizer
+    if config.eos_token is not None:
+        return
+    folder = Path(recipe.base_model.path) if recipe.base_model.path else None
+    if folder is not None and folder.is_dir() and config.kind in ("inherit", "keep_base"):
+        if problem := eos_problem(folder):
+            report.add(("base_model", "path"), problem.removeprefix("tokenizer "))
+    elif recipe.base_model.path is None and config.special_tokens is not None and "</s>" not in config.special_tokens:
+        report.add(("tokenizer", "special_tokens"), "no EOS token (no </s>, and tokenizer.eos_token is not set): "
+                   "the token files put one between documents; set tokenizer.eos_token to one of them")
+
+
 def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
     """A base folder that does not exist yet: built by `build_recipe` (its architecture is the
     config to check against), or a Hub id (unknown offline); anything else is an error now."""
@@ -127,8 +147,10 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
         except LangadaptError as exc:
             report.add(("base_model", "build_recipe"), str(exc))
             return None
-    if spec.path.count("/") == 1 and not spec.path.startswith((".", "/")):
-        return None  # a Hub id: downloaded when the run starts
+    if hub_repo_id(spec.path) is not None:  # a Hub id: downloaded when the run starts, unless offline
+        if hub_offline() and hub_cached(spec.path, spec.revision) is None:
+            report.add(("base_model", "path"), not_cached_line(spec.path, "HF_HUB_OFFLINE=1 keeps the Hub out of reach"))
+        return None
     report.add(("base_model", "path"), f"folder {spec.path} not found (and no base_model.build_recipe; "
                "not a Hub id of the form org/name)")
     return None
