@@ -5,12 +5,11 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from helpers.cli import run_cli
 
 RECIPE = """\
 name: cli
@@ -28,9 +27,7 @@ tokenizer:
 """
 
 
-def langadapt(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "langadapt.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+langadapt = partial(run_cli, timeout=300)
 
 
 def write_recipe(tmp_path: Path, corpus: str = "{root}/nb.jsonl.gz", vocab: int = 300, extra: str = "") -> Path:

@@ -4,12 +4,10 @@ the `--set` flag, the directory) and says how to fix it; one line, exit 2."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from helpers.cli import run_cli
 
 RECIPE = """\
 name: errs
@@ -27,9 +25,7 @@ tokenizer:
 """
 
 
-def langadapt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "langadapt.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+langadapt = run_cli
 
 
 def error_line(result: subprocess.CompletedProcess) -> str:

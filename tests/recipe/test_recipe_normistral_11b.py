@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers.cli import run_cli
 from helpers.real_bases import build_base
 
 from langadapt.tokenizer.loading import load_tokenizer
@@ -22,9 +22,7 @@ RECIPE = REPO / "recipes" / "normistral_11b_warm.yaml"
 PUBLISHED = {"nb": 48.8, "nn": 5, "sv": 15, "da": 15, "code": 10, "en": 4.6, "is": 1, "fo": 0.1, "se": 0.6}
 
 
-def langadapt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "langadapt.cli", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=1800)
+langadapt = partial(run_cli, timeout=1800)
 
 
 def test_plan_offline_has_the_published_mixture_and_four_norwegian_passes() -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.cli import run_cli
 from safetensors.torch import load_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,9 +71,7 @@ export:
 """
 
 
-def langadapt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "langadapt.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=1800)
+langadapt = partial(run_cli, timeout=1800)
 
 
 @pytest.fixture(scope="module")

@@ -11,18 +11,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 
 from langadapt.data.config import DataConfig
 from langadapt.data.epochs import plan_stage_mixture
 from langadapt.errors import LangadaptError
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
-
-REPO = Path(__file__).resolve().parents[2]
 
 WARM = """\
 name: pf
@@ -42,9 +40,7 @@ stage1:
 """
 
 
-def langadapt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "langadapt.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+langadapt = run_cli
 
 
 def assert_refused(result: subprocess.CompletedProcess, root: Path, *fragments: str) -> str:

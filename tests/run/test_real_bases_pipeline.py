@@ -9,16 +9,15 @@ and a second time (a fixed point).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 from helpers.real_bases import BASES, build_base
 
 from langadapt.tokenizer.loading import load_tokenizer
 
-REPO = Path(__file__).resolve().parents[2]
 RECIPE = """\
 name: {name}
 run_root: {root}/runs
@@ -55,9 +54,7 @@ export:
 """
 
 
-def langadapt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "langadapt.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=1800)
+langadapt = partial(run_cli, timeout=1800)
 
 
 def write_recipe(root: Path, name: str, shared_dir: Path) -> Path:
