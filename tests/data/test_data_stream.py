@@ -11,24 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.shards import BASE, make_shards
 
 from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError
 
 REPO = Path(__file__).resolve().parents[2]
-BASE = 10_000_000  # source i's tokens are i * BASE + position: a window tells where it came from
-
-
-def make_shards(root: Path, sizes: dict[str, int]) -> Path:
-    """Fake encode_corpus output whose token values encode (source, position)."""
-    for index, (name, size) in enumerate(sorted(sizes.items())):
-        folder = root / name
-        folder.mkdir(parents=True)
-        (index * BASE + np.arange(size, dtype=np.uint32)).tofile(folder / "tokens.bin")
-        meta = {"source": name, "dtype": "uint32", "num_tokens": size, "num_docs": 1, "eos_id": 0,
-                "vocab_size": 2**32 - 1, "lang": "nb", "role": "target"}
-        (folder / "meta.json").write_text(json.dumps(meta))
-    return root
 
 
 def _locate(row: np.ndarray, seq_len: int) -> tuple[int, int]:

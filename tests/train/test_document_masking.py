@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_data_stream import make_shards
+from helpers.shards import make_shards
 
 from langadapt.data.stream import build_stream, document_positions
 from langadapt.errors import LangadaptError
