@@ -11,6 +11,7 @@ package (`from helpers.cli import run_cli`), found because tests/ is on sys.path
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from pathlib import Path
 
@@ -55,6 +56,19 @@ def test_test_file_names_are_unique_and_test_folders_are_not_packages():
     assert not [name for name, n in counts.items() if n > 1]
     packages = sorted(str(p.parent.relative_to(TESTS)) for p in TESTS.rglob("__init__.py"))
     assert packages == ["helpers"], packages
+
+
+def test_a_test_file_imports_test_files_of_its_own_folder_only():
+    """Only a test file's own folder is sure to be on sys.path when pytest runs that folder (or that
+    file) alone; a helper two folders share belongs in tests/helpers/."""
+    wrong = []
+    for path in all_test_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            wrong += [f"{path.relative_to(TESTS)} imports {name}" for name in names
+                      if name.startswith("test_") and not (path.parent / f"{name}.py").is_file()]
+    assert not wrong, wrong
 
 
 def test_shared_fixtures_are_in_one_conftest():
