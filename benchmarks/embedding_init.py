@@ -23,7 +23,7 @@ about what an init carries over), and training a body from scratch per vocabular
 vocabulary: rows initialised by FVT from tiny-en-llama's own 8k rows, then `--base-steps` of
 English embedding-only training with the real tokenizer (tied for the GPT-2 base). Cached in
 `--work`. The architecture quirks of the real models (Nemo's head_dim, rope) are covered by the
-test matrix (tests/test_real_bases*.py), not here.
+test matrix (tests/*/test_real_bases*.py), not here.
 
 WECHSEL needs word vectors and a bilingual dictionary, which ../shared lacks: the script trains
 fastText (gensim, 100-d, 5 epochs) on the English and Norwegian train text and uses as dictionary

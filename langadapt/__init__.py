@@ -13,7 +13,7 @@ The library's entry points, importable from here (each is documented where it li
     planning                                                FLOPs, memory, GPU-hours, energy
 
 Names are imported on first use (PEP 562): `import langadapt` stays cheap, loads neither torch
-nor deepspeed and touches no CUDA state (tests/test_library_api.py checks it in a fresh process).
+nor deepspeed and touches no CUDA state (tests/cli/test_library_api.py checks it in a fresh process).
 """
 
 from __future__ import annotations

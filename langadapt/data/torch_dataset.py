@@ -12,7 +12,7 @@ the resets as packed sequences and keeps attention inside each document (SDPA/fl
 block-diagonal mask, flash-attention its variable-length kernel), in HF `Trainer` as in `fit`,
 but only without a KV cache: set `model.config.use_cache = False` before training. With a cache
 (transformers' default, created in training mode too) the resets only renumber RoPE and attention
-silently crosses documents (checked in tests/test_library_data.py; `fit` passes use_cache=False).
+silently crosses documents (checked in tests/data/test_library_data.py; `fit` passes use_cache=False).
 
 Who reads which sample: the stream's samples are dealt round-robin to the consumers, one per
 (rank, DataLoader worker): consumer c = rank * num_workers + worker gets samples c, c + n, c + 2n,

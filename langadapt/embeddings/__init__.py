@@ -5,7 +5,7 @@ Library use: `transfer_embeddings(model, old_tokenizer, new_tokenizer, Embedding
 
 Names are imported lazily: the recipe schema imports `langadapt.embeddings.config`, and loading
 a recipe must not import torch and transformers (an invalid recipe then errors in a fraction of a
-second instead of ~5 s; `tests/test_preflight.py` checks it).
+second instead of ~5 s; `tests/run/test_preflight.py` checks it).
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def _bound_later_groups(timeout: timedelta) -> None:
     `torch.distributed.new_group` without a timeout does not inherit the world group's: it takes
     c10d's module defaults (30 min gloo, 10 min NCCL). A ZeRO-2 run whose peer froze then waited
     30 minutes in a gradient reduce although the world group had a 10 s timeout
-    (tests/test_train_multiprocess_faults.py); those defaults are what c10d reads, so set them.
+    (tests/train/test_train_multiprocess_faults.py); those defaults are what c10d reads, so set them.
     """
     import torch.distributed.distributed_c10d as c10d
 

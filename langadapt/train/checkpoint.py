@@ -15,7 +15,7 @@ and the directory is fsynced so the renames survive a node crash, not only a kil
 folder is deleted (pruned, or replaced by a re-save of its step) by renaming it to `.del` first:
 so a folder named `step_XXXXXXXX` is always complete. A crash at any point leaves `latest` naming
 a complete checkpoint, and the stale `.tmp`/`.del` folders are removed on the next start;
-tests/test_train_checkpoint_kill.py kills a run at random points of its writes. The data stream's state is a few integers, so resuming skips the
+tests/train/test_train_checkpoint_kill.py kills a run at random points of its writes. The data stream's state is a few integers, so resuming skips the
 consumed data in O(1) instead of re-reading it. Needs a filesystem all ranks share (the norm
 on clusters: Lustre, GPFS).
 """

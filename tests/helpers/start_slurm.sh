@@ -1,6 +1,6 @@
 #!/bin/bash
 # Configure and start a single-node Slurm (munge + slurmctld + slurmd) on this machine, for the
-# tests that submit real sbatch jobs (tests/test_train_launch_slurm.py).
+# tests that submit real sbatch jobs (tests/runtime/test_train_launch_slurm.py).
 #
 # Needs root and Debian's packages:  apt-get install -y slurmctld slurmd slurm-client munge
 # (or the slurm-wlm metapackage). No systemd and no cgroups are needed: proctrack/linuxproc,

@@ -153,7 +153,7 @@ class DeepSpeedEngine(Engine):
             raise LangadaptError(f"{directory}: no DeepSpeed checkpoint under tag {tag!r}")
         # ZeRO-3's universal loader copies the FIRST saved group's hyperparameters into every group,
         # which would put weight decay on the no-decay group (norms, biases). With the next bug, a
-        # 5e-4 loss drift within four steps (tests/test_train_multiprocess_worldsize.py). The
+        # 5e-4 loss drift within four steps (tests/train/test_train_multiprocess_worldsize.py). The
         # recipe defines these values; the checkpoint need not.
         for group, hyper in zip(self.optimizer.param_groups, ours):
             group.update(hyper)
@@ -175,7 +175,7 @@ class DeepSpeedEngine(Engine):
         by `setup_zero_stage3_hooks`, never popped), and the coordinator's `__params_to_release` memoises in a class-level `lru_cache` keyed by
         (coordinator, module, step). On an H100 that was 16 bytes per parameter (17 GiB for 1.1B
         parameters) missing to everything after the stage in the same process.
-        tests/test_ds_engine_release.py checks that the engine, the optimizer and its fp32 partitions
+        tests/train/test_ds_engine_release.py checks that the engine, the optimizer and its fp32 partitions
         are freed at once, and the model once the caller drops it.
         """
         from deepspeed.runtime.zero import parameter_offload

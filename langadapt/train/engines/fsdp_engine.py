@@ -17,7 +17,7 @@ FSDP2 allows mixed requires_grad in a group (only the trainable ones must share 
 frozen weight is still all-gathered, in forward and again in backward (the embeddings' gradient
 flows through it), but it gets no gradient, so nothing of it is reduce-scattered, and it is
 never given to the optimizer (policy.select_trainable): it stays bit-identical
-(tests/test_train_fsdp_multiprocess.py).
+(tests/train/test_train_fsdp_multiprocess.py).
 
 Checkpoints are `torch.distributed.checkpoint` folders (one file per rank plus metadata, in
 `<checkpoint>/fsdp`), written inside the Checkpointer's temporary folder, so its atomic publish

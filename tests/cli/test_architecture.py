@@ -1,0 +1,116 @@
+"""The house plan holds (docs/architecture.md): a small package root and no import circles.
+
+Imports are read with `ast`, function-level (lazy) imports included: a circle closed by a lazy
+import still makes two modules impossible to understand, move or test apart. Imports under
+`if TYPE_CHECKING:` never run and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "langadapt"
+ROOT_MODULES = {"__init__.py", "cli.py", "errors.py", "ioerrors.py", "modeling.py"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under `if TYPE_CHECKING:`."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in [child, *_runtime_nodes(child)])
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the langadapt modules it imports (`from pkg import submodule` counts as the submodule)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("langadapt"):
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    targets.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name.startswith("langadapt")}
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a list of modules, or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_package_root_holds_only_the_entry_points():
+    assert {p.name for p in PACKAGE.glob("*.py")} <= ROOT_MODULES
+
+
+def test_no_import_circles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+FORBIDDEN = {
+    "data": {"planning"},  # data plans its own mixture (data.epochs)
+    "corpora": {"data", "planning", "train", "run"},  # corpora builds the files data reads (data -> corpora)
+    "planning": {"train", "evaluation", "export"},  # plan reads recipes and shapes, never the trainer
+    "evaluation": {"train", "export"},
+    "export": {"evaluation"},
+    "recipe": {"run", "train", "evaluation", "export", "planning"},
+}
+"""package -> packages it must not import; `config` modules (recipe slices) are exempt. export may use
+train.checkpoint's reader (an earlier stage's library, docs/architecture.md); nothing else of train."""
+
+
+def test_no_forbidden_arrows():
+    package = lambda module: module.split(".")[1] if module.count(".") else ""
+    wrong = sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
+                   if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config"))
+    wrong += sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
+                    if package(src) == "export" and package(dst) == "train"
+                    and dst not in ("langadapt.train.checkpoint", "langadapt.train.config"))
+    assert not wrong, wrong
+
+
+def test_the_cycle_finder_finds_a_lazy_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    source = "def f():\n    from langadapt.run import pipeline\nif TYPE_CHECKING:\n    from langadapt.recipe import x\n"
+    seen = [n.module for n in _runtime_nodes(ast.parse(source)) if isinstance(n, ast.ImportFrom)]
+    assert seen == ["langadapt.run"]
+
+
+def test_nothing_cites_a_document_outside_the_repository():
+    """Comments and docstrings may cite docs/ (in the repository), not the design card a checkout lacks."""
+    outside = ("DESIGN.md", "STYLE.md")
+    files = [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "recipes").rglob("*.yaml"), *(PACKAGE.parent / "docs").rglob("*.md")]
+    citing = [f"{f.relative_to(PACKAGE.parent)}: {name}" for f in files for name in outside if name in f.read_text()]
+    assert not citing, citing

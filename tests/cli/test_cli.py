@@ -1,0 +1,155 @@
+"""The CLI contract: bad input is one clear line on stderr, exit code 2, no traceback, nothing marked complete."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from functools import partial
+from pathlib import Path
+
+import pytest
+from helpers.cli import run_cli
+
+RECIPE = """\
+name: cli
+run_root: {root}/runs
+init: scratch
+base_model:
+  architecture: {{model_type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1,
+                 num_attention_heads: 2, num_key_value_heads: 1}}
+data:
+  sources:
+    - {{name: nb, path: {corpus}, lang: nb}}
+tokenizer:
+  kind: byte_bpe
+  vocab_size: {vocab}
+"""
+
+
+langadapt = partial(run_cli, timeout=300)
+
+
+def write_recipe(tmp_path: Path, corpus: str = "{root}/nb.jsonl.gz", vocab: int = 300, extra: str = "") -> Path:
+    corpus = corpus.format(root=tmp_path)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(RECIPE.format(root=tmp_path, corpus=corpus, vocab=vocab) + extra)
+    return path
+
+
+def write_corpus(path: Path, texts: list[str]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i, text in enumerate(texts):
+            f.write(json.dumps({"id": str(i), "text": text}) + "\n")
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("langadapt: error:")]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_missing_recipe_file(tmp_path: Path) -> None:
+    assert_one_line_error(langadapt("run", str(tmp_path / "nope.yaml")), "nope.yaml: recipe file not found")
+
+
+def test_malformed_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\ndata: [\n")
+    assert_one_line_error(langadapt("run", str(path)), "bad.yaml:3: malformed YAML")
+
+
+def test_unknown_key_and_wrong_type(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, extra="stage2:\n  lr_sheduler: cosine\n")
+    assert_one_line_error(langadapt("run", str(path), "--dry-run"), "stage2.lr_sheduler: unknown key")
+    path = write_recipe(tmp_path)
+    assert_one_line_error(langadapt("run", str(path), "--set", "stage2.steps=many"), "stage2.steps", "'many'")
+
+
+def test_missing_corpus_path(tmp_path: Path) -> None:
+    path = write_recipe(tmp_path, corpus="{root}/missing/*.jsonl")
+    result = langadapt("run", str(path), "--until", "data")
+    assert_one_line_error(result, "nb", "missing")
+    assert not (tmp_path / "runs" / "cli" / "data" / "COMPLETE").exists()
+
+
+def test_empty_corpus(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "nb.jsonl.gz", [])
+    result = langadapt("run", str(write_recipe(tmp_path)), "--until", "data")
+    assert_one_line_error(result, "nb")
+    assert not (tmp_path / "runs" / "cli" / "data" / "COMPLETE").exists()
+
+
+def test_vocab_smaller_than_special_tokens(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "nb.jsonl.gz", ["Dette er en setning på norsk."] * 3)
+    result = langadapt("run", str(write_recipe(tmp_path, vocab=2)), "--until", "tokenizer")
+    assert_one_line_error(result, "vocab_size")
+    assert not (tmp_path / "runs" / "cli" / "tokenizer" / "COMPLETE").exists()
+
+
+def test_dry_run_of_the_demo_recipe_prints_the_stages() -> None:
+    result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "Model tiny_english_source" in result.stdout  # planned from the recipe that builds the base
+    for stage in ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export"):
+        assert f"  {stage}" in result.stdout
+
+
+def test_dry_run_of_the_real_recipe_off_the_cluster_names_the_missing_corpus() -> None:
+    """The 7B recipe's corpora live on LUMI's /scratch: a dry run elsewhere is not "valid"."""
+    result = langadapt("run", "recipes/norwegian_warm.yaml", "--dry-run")
+    assert_one_line_error(result, "recipes/norwegian_warm.yaml:27: data.sources[0].path", "matches no file")
+
+
+def test_explain_and_reference_document_every_key() -> None:
+    result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--explain")
+    assert result.returncode == 0, result.stderr
+    assert "lr: 0.004  # Peak learning rate" in result.stdout
+    reference = langadapt("reference")
+    assert "| `stage1.trainable` |" in reference.stdout
+
+
+@pytest.mark.parametrize("args", [["run"], ["bogus"]])
+def test_usage_errors_exit_non_zero(args: list[str]) -> None:
+    assert langadapt(*args).returncode != 0
+
+
+def test_plan_json_of_the_real_recipe() -> None:
+    result = langadapt("plan", "recipes/norwegian_warm.yaml", "--json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    stage1, stage2 = plan["stages"]
+    assert stage1["trainable"] == "embeddings" and stage2["trainable"] == "all"
+    assert stage1["tokens"] == 1000 * 1024 * 4096  # 1,000 steps x 1024 x 4096 (NorMistral stage 1)
+    assert stage2["tokens"] == 60000 * 1024 * 4096
+    norwegian = [s for s in stage2["mixture"]["sources"] if s["name"] != "code"]
+    assert [s["epochs"] for s in norwegian] == pytest.approx([6.0] * 4)
+    assert stage2["mixture"]["effective_ratio"] < 1.0
+    assert stage1["flops_per_token"] < stage2["flops_per_token"]  # frozen body: ~2/3 of a full step
+    assert set(stage2["memory_gb"]) == {"zero0", "zero1", "zero2", "zero3", "fsdp"}
+    assert stage2["gpu_hours"] > 0 and stage2["energy_kwh"] > 0 and stage2["zero_stage"] == 2  # the recommendation
+    table = langadapt("plan", "recipes/norwegian_warm.yaml")
+    assert "ZeRO-3" in table.stdout and "culturax_no" in table.stdout
+
+
+def test_launch_writes_a_script_that_carries_the_overrides(tmp_path: Path) -> None:
+    out = tmp_path / "job.sbatch"
+    result = langadapt("launch", "recipes/norwegian_warm.yaml", "--slurm", "--preset", "lumi-g", "--set", "cluster.nodes=3",
+                       "--set", "stage2.steps=5000", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    script = out.read_text()
+    assert "#SBATCH --nodes=3" in script and "--set stage2.steps=5000" in script
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
+
+
+def test_eval_writes_beside_a_model_folder_not_into_it(tmp_path: Path) -> None:
+    from langadapt.cli import default_eval_out
+
+    model = tmp_path / "my-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert default_eval_out(model) == Path("eval_my-model")  # an HF folder may be uploaded as is
+    assert default_eval_out(tmp_path / "runs" / "x") == tmp_path / "runs" / "x" / "eval"

@@ -1,0 +1,132 @@
+"""The warm-vs-cold benchmark's pure parts and the cold twin's compute equalisation.
+
+No training here: FLOPs arithmetic on the demo's model dims, the `--set` lists of every
+experiment validated against the recipe schema, the best-init choice and the JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.benchmarks import load_benchmark
+
+from langadapt.evaluation.cold_twin import (
+    cold_twin_overrides,
+    equal_compute_stage2_steps,
+    run_flops,
+    step_flops,
+)
+from langadapt.planning.flops import flops_per_token
+from langadapt.planning.models import ModelDims
+from langadapt.recipe import load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "recipes" / "tiny_norwegian_warm.yaml"
+DEMO_DIMS = ModelDims(name="demo", hidden=128, layers=4, heads=4, kv_heads=2, ffn=352, vocab=4096, tied=False)
+"""recipes/tiny_english_source.yaml's architecture with the demo's 4096-token vocabulary."""
+
+
+bench = load_benchmark("warm_vs_cold")
+
+
+def test_stage1_step_costs_the_frozen_body_discount():
+    demo = load_recipe(DEMO).recipe
+    tokens = demo.stage2.micro_batch_size * demo.stage2.seq_len
+    assert step_flops(DEMO_DIMS, demo.stage2, "all") == pytest.approx(flops_per_token(DEMO_DIMS, 128, "all") * tokens)
+    ratio = step_flops(DEMO_DIMS, demo.stage1, "embeddings") / step_flops(DEMO_DIMS, demo.stage2, "all")
+    # 4N + 2N_head over 6N (+ the same attention term on both): between 2/3 and 1 for this model.
+    assert 2 / 3 < ratio < 1
+    n, head = DEMO_DIMS.body_params() + 4096 * 128, 4096 * 128
+    attention = 12 * 4 * 128 * 128  # layers x attention width x seq_len, forward + backward
+    assert ratio == pytest.approx((4 * n + 2 * head + attention) / (6 * n + attention))
+
+
+def test_cold_twin_spends_the_warm_runs_flops():
+    demo = load_recipe(DEMO).recipe
+    budget = run_flops(DEMO_DIMS, demo)
+    twin = load_recipe(DEMO, cold_twin_overrides(demo, DEMO_DIMS)).recipe
+    assert twin.init == "scratch" and twin.name == "tiny_norwegian_warm_cold"
+    assert not twin.export.enabled and twin.evaluation.suites == [] and not twin.evaluation.cold_baseline
+    # 60 stage-1 steps at 0.82 of a full step: 49 extra stage-2 steps.
+    assert twin.stage2.steps == 249
+    full_step = step_flops(DEMO_DIMS, demo.stage2, "all")
+    assert abs(run_flops(DEMO_DIMS, twin) - budget) <= full_step / 2
+    # Same tokenizer settings, data and seed: only the init and the steps differ.
+    assert twin.tokenizer == demo.tokenizer and twin.data == demo.data and twin.seed == demo.seed
+
+
+def test_equal_compute_counts_a_variants_own_stage1():
+    demo = load_recipe(DEMO).recipe
+    budget = run_flops(DEMO_DIMS, demo)
+    assert equal_compute_stage2_steps(budget, DEMO_DIMS, demo) == demo.stage2.steps
+    longer = load_recipe(DEMO, ["stage1.steps=120"]).recipe
+    assert equal_compute_stage2_steps(budget, DEMO_DIMS, longer) == 151  # 200 - 60 x 0.82
+    no_stage1 = load_recipe(DEMO, ["stage1.enabled=false"]).recipe
+    assert equal_compute_stage2_steps(budget, DEMO_DIMS, no_stage1) == 249
+
+
+@pytest.mark.parametrize("variant", list(bench.load_plan()["variants"]))
+def test_every_experiment_validates_against_the_recipe_schema(variant):
+    plan = bench.load_plan()
+    items = bench.variant_overrides(plan, variant, 7, 1234, best_init="focus")
+    items = bench.with_equal_compute(plan, variant, items, dims_of=lambda recipe: DEMO_DIMS)
+    recipe = load_recipe(REPO / plan["recipe"], items).recipe
+    assert recipe.name == f"{variant}_s7" and recipe.seed == 7
+    assert recipe.run_root == "runs/experiments" and not recipe.export.enabled
+    gap = abs(run_flops(DEMO_DIMS, recipe) - run_flops(DEMO_DIMS, load_recipe(DEMO).recipe))
+    if plan["variants"][variant]["equal_compute"]:
+        assert gap <= step_flops(DEMO_DIMS, recipe.stage2, "all") / 2
+    else:  # keeps the steps it sets: they must differ from the demo's, or the flag is a mistake
+        assert gap > step_flops(DEMO_DIMS, recipe.stage2, "all")
+
+
+def test_best_init_variant_needs_a_finished_warm_run():
+    plan = bench.load_plan()
+    with pytest.raises(ValueError, match="best warm init"):
+        bench.variant_overrides(plan, "warm_best_nostage1", 1234, 1234, best_init=None)
+    items = bench.variant_overrides(plan, "warm_best_nostage1", 1234, 1234, best_init="mean")
+    assert "embeddings.method=mean" in items and "name=warm_best_nostage1" in items
+
+
+def _run(variant: str, init: str, method: str, nb: float, seed: int = 1234, stage1: int = 60) -> dict:
+    return {"variant": variant, "init": init, "method": method, "seed": seed, "stage1_steps": stage1,
+            "final": {"nb": nb, "en": 3.0}}
+
+
+def test_best_warm_init_and_json_line():
+    plan = bench.load_plan()
+    results = {"meta": {"default_seed": 1234}, "runs": {
+        "cold": _run("cold", "scratch", "scratch", 2.0, stage1=0),
+        "cold_lr2e-3": _run("cold_lr2e-3", "scratch", "scratch", 1.9, stage1=0),
+        "warm_mean": _run("warm_mean", "warm", "mean", 1.7),
+        "warm_focus": _run("warm_focus", "warm", "focus", 1.6),
+        "warm_focus_s7": _run("warm_focus", "warm", "focus", 1.0, seed=7),  # another seed: not compared
+        "replay0": _run("replay0", "warm", "mean", 1.5),  # a sweep: not a candidate init
+    }}
+    assert bench.best_warm_init(results, plan) == "focus"
+    line = bench.summary_line(results, plan)
+    # Core variants of the default seed only: replay0 (a sweep, 1.5) and the other seed (1.0) do not count.
+    assert line == {"benchmark": "warm_vs_cold", "metric": "nb_bpb_warm_over_cold", "value": 1.6,
+                    "baseline": 1.9, "ratio": round(1.6 / 1.9, 4), "unit": "bits/byte"}
+    assert json.loads(json.dumps(line)) == line
+    assert bench.summary_line({"meta": {"default_seed": 1}, "runs": {}}, plan)["ratio"] is None
+
+
+def test_curve_interpolation_and_flops_to_reach():
+    curve = [{"flops": 0.0, "bpb": {"nb": 3.0}}, {"flops": 10.0, "bpb": {"nb": 2.0}},
+             {"flops": 20.0, "bpb": {"nb": 1.5}}]
+    assert bench.nb_at_flops(curve, 5.0) == pytest.approx(2.5)
+    assert bench.nb_at_flops(curve, 15.0) == pytest.approx(1.75)
+    assert bench.nb_at_flops(curve, 99.0) == 1.5 and bench.nb_at_flops(curve, -1.0) == 3.0
+    assert bench.flops_to_reach(curve, 2.5) == pytest.approx(5.0)
+    assert bench.flops_to_reach(curve, 1.75) == pytest.approx(15.0)
+    assert bench.flops_to_reach(curve, 1.0) is None  # never reached
+    assert bench.flops_to_reach(curve, 3.5) == 0.0  # already there at step 0
+
+
+def test_seed_spread_only_for_variants_with_several_seeds():
+    results = {"runs": {"a": _run("warm_mean", "warm", "mean", 2.0), "a_s1": _run("warm_mean", "warm", "mean", 2.2, seed=1),
+                        "a_s2": _run("warm_mean", "warm", "mean", 2.1, seed=2), "c": _run("cold", "scratch", "scratch", 3.0)}}
+    assert bench.seed_spread(results) == {"warm_mean": {"seeds": 3, "mean": 2.1, "min": 2.0, "max": 2.2}}

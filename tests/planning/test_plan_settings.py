@@ -1,0 +1,92 @@
+"""`langadapt plan` reports the settings training will run with: both come from
+`train.config.resolve_training` (the training side is tested in test_train_stage.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from langadapt.errors import LangadaptError
+from langadapt.planning.recipe_plan import plan_recipe
+from langadapt.recipe import load_recipe
+from langadapt.train.config import resolve_training
+
+REPO = Path(__file__).resolve().parents[2]
+ENGINES = {
+    "deepspeed": [],
+    "fsdp": ["engine.kind=fsdp"],
+    "torch": ["engine.kind=torch", "engine.zero_stage=0", "stage1.zero_stage=0", "stage2.zero_stage=0"],
+}
+
+
+@pytest.mark.parametrize("recipe_file", ["norwegian_warm.yaml", "normistral_11b_warm.yaml"])
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_plan_reports_what_training_resolves(recipe_file: str, engine: str) -> None:
+    recipe = load_recipe(REPO / "recipes" / recipe_file, ENGINES[engine]).recipe
+    plan = plan_recipe(recipe)
+    world = recipe.cluster.world_size
+    assert [s["name"] for s in plan["stages"]] == recipe.training_stages == ["stage1", "stage2"]
+    for stage in plan["stages"]:
+        config = getattr(recipe, stage["name"])
+        resolved = resolve_training(stage["name"], config, recipe.engine, world, "cuda", have_liger=True)
+        assert stage["settings"] == resolved.as_dict()
+        assert stage["settings"]["global_batch"] == config.micro_batch_size * config.grad_accum_steps * world
+        assert stage["memory_layout"] == ("fsdp" if engine == "fsdp" else f"zero{resolved.engine.zero_stage}")
+    if engine == "torch":
+        assert all(s["settings"]["zero_stage"] == 0 for s in plan["stages"])
+
+
+def test_zero3_plans_the_logits_training_allocates() -> None:
+    """ZeRO-3 runs without the fused loss (train.config._fast_path), so the fp32 logits of a micro
+    batch exist whole: 4 bytes x 4 x 4096 x 32,768 = 2.15 GB per GPU that the plan used to leave out."""
+    recipe = load_recipe(REPO / "recipes/norwegian_warm.yaml", ["engine.zero_stage=3"]).recipe
+    zero3 = plan_recipe(recipe)["stages"][1]
+    fsdp = plan_recipe(load_recipe(REPO / "recipes/norwegian_warm.yaml", ["engine.kind=fsdp"]).recipe)["stages"][1]
+    assert zero3["settings"]["fused_loss"] is False and fsdp["settings"]["fused_loss"] is True
+    extra = zero3["memory_gb"]["zero3"]["activations"] - fsdp["memory_gb"]["fsdp"]["activations"]
+    assert extra == pytest.approx(4 * 4 * 4096 * 32768 / 1e9, rel=0.01)
+
+
+def test_stage1_zero3_is_planned_as_training_downgrades_it() -> None:
+    recipe = load_recipe(REPO / "recipes/norwegian_warm.yaml", ["engine.zero_stage=3", "stage1.zero_stage=null"]).recipe
+    stage1 = plan_recipe(recipe)["stages"][0]
+    assert stage1["settings"]["zero_stage"] == 2 and stage1["memory_layout"] == "zero2"
+
+
+def test_a_setting_training_refuses_is_refused_by_plan() -> None:
+    recipe = load_recipe(REPO / "recipes/norwegian_warm.yaml", ["engine.kind=torch"]).recipe
+    with pytest.raises(LangadaptError, match="needs engine.kind: deepspeed"):
+        plan_recipe(recipe)
+
+
+def _stage(name: str, hours: float, totals: dict[str, float], layout: str = "zero1") -> dict:
+    return {"name": name, "gpu_hours": hours, "memory_layout": layout,
+            "memory_gb": {k: {"total": v} for k, v in totals.items()}}
+
+
+def test_recommend_picks_the_fastest_layout_that_fits_with_margin() -> None:
+    from langadapt.planning.plan import LAYOUT_SPEED, recommend
+
+    roomy = {"zero0": 30.0, "zero1": 20.0, "zero2": 18.0, "zero3": 5.0, "fsdp": 8.0}
+    rec = recommend([_stage("stage1", 10, roomy), _stage("stage2", 100, roomy, "zero3")], memory_gb=64)
+    assert rec["engine"] == "torch" and rec["set"] == ["engine.kind=torch"]  # DDP: fastest, least traffic
+    assert rec["speedup_vs_recipe"] == pytest.approx(
+        (10 / LAYOUT_SPEED["zero1"] + 100 / LAYOUT_SPEED["zero3"]) / 110)
+    # ZeRO-0 over 85% of the GPU: DeepSpeed ZeRO-2 and FSDP2 are within 5%; ZeRO-2 moves less data.
+    tight = {**roomy, "zero0": 60.0}
+    rec = recommend([_stage("stage1", 10, roomy), _stage("stage2", 100, tight, "zero3")], memory_gb=64)
+    assert rec["engine"] == "deepspeed" and rec["layouts"] == {"stage1": "zero1", "stage2": "zero2"}  # ties: own, then less memory
+    assert "fsdp" in rec["reason"] and "more traffic" in rec["reason"]
+    rec = recommend([_stage("stage2", 100, {k: 70.0 for k in roomy})], memory_gb=64)
+    assert rec["engine"] is None and "no engine fits" in rec["reason"]
+
+
+@pytest.mark.parametrize("recipe_file", ["norwegian_warm.yaml", "normistral_11b_warm.yaml"])
+def test_the_real_recipes_use_the_recommendation(recipe_file: str) -> None:
+    recipe = load_recipe(REPO / "recipes" / recipe_file).recipe
+    rec = plan_recipe(recipe)["recommendation"]
+    assert rec["speedup_vs_recipe"] == pytest.approx(1.0)
+    assert recipe.engine.kind == rec["engine"]
+    assert {s: getattr(recipe, s).zero_stage or recipe.engine.zero_stage for s in rec["layouts"]} == {
+        s: int(layout[-1]) for s, layout in rec["layouts"].items()}

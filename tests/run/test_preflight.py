@@ -1,0 +1,191 @@
+"""Validation before work: through the real CLI, each bad input is one line naming the recipe
+file and key, exit 2, before any stage runs (no stage folder, nothing marked COMPLETE).
+
+Before the preflight check these failed after data and tokenizer ran (missing config.json),
+after stage 1 and 2 (missing suite), at the start of stage 2 (epochs), or never (seq_len beyond
+the model's positions, a 10M vocabulary, a typo in a mixture).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers.cli import run_cli
+
+from langadapt.data.config import DataConfig
+from langadapt.data.epochs import plan_stage_mixture
+from langadapt.errors import LangadaptError
+from langadapt.planning.recipe_plan import plan_recipe
+from langadapt.recipe import load_recipe
+
+WARM = """\
+name: pf
+run_root: {root}/runs
+base_model:
+  path: {base}
+data:
+  sources:
+    - {{name: nb, path: {corpus}, lang: nb}}
+tokenizer:
+  vocab_size: 1000
+evaluation:
+  suites: [eval/monolingual.yaml]
+stage1:
+  steps: 2
+  seq_len: 64
+"""
+
+
+langadapt = run_cli
+
+
+def assert_refused(result: subprocess.CompletedProcess, root: Path, *fragments: str) -> str:
+    """One `langadapt: error:` line with every fragment, exit 2, no traceback, no stage touched."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("langadapt: error:")]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert not list((root / "runs").glob("*/*/COMPLETE")), "a stage ran before the check"
+    return lines[0]
+
+
+@pytest.fixture()
+def warm(tmp_path: Path, tiny_en_llama: Path, shared_dir: Path):
+    """write(extra_yaml, base=..., corpus=...) -> recipe path of a warm recipe on tiny-en-llama."""
+
+    def write(extra: str = "", base: Path | str = tiny_en_llama,
+              corpus: str = str(shared_dir / "corpora" / "nb.debian-handbook.train.jsonl.gz")) -> Path:
+        path = tmp_path / "recipe.yaml"
+        path.write_text(WARM.format(root=tmp_path, base=base, corpus=corpus) + extra)
+        return path
+
+    return write
+
+
+def test_a_valid_recipe_passes_the_dry_run(warm, tmp_path: Path) -> None:
+    result = langadapt("run", str(warm()), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout
+
+
+def test_missing_corpus_glob(warm, tmp_path: Path) -> None:
+    result = langadapt("run", str(warm(corpus=f"{tmp_path}/nb/*.jsonl")))
+    assert_refused(result, tmp_path, "recipe.yaml:7: data.sources[0].path", "matches no file")
+
+
+def test_missing_base_model_folder_fails_the_dry_run(warm, tmp_path: Path) -> None:
+    result = langadapt("run", str(warm(base=tmp_path / "nope")), "--dry-run")
+    assert_refused(result, tmp_path, "recipe.yaml:4: base_model.path", "not found")
+
+
+def test_base_folder_without_config_json(warm, tmp_path: Path, tiny_en_llama: Path) -> None:
+    base = tmp_path / "base"
+    shutil.copytree(tiny_en_llama, base)
+    (base / "config.json").unlink()
+    assert_refused(langadapt("run", str(warm(base=base))), tmp_path, "base_model.path", "has no config.json")
+
+
+def test_base_folder_without_tokenizer_files(warm, tmp_path: Path, tiny_en_llama: Path) -> None:
+    base = tmp_path / "base"
+    shutil.copytree(tiny_en_llama, base)
+    (base / "tokenizer.json").unlink()
+    line = assert_refused(langadapt("run", str(warm(base=base))), tmp_path, "base_model.path", "no tokenizer files")
+    assert "sentencepiece" not in line
+
+
+def test_seq_len_beyond_the_models_positions(warm, tmp_path: Path) -> None:
+    result = langadapt("run", str(warm()), "--set", "stage1.seq_len=4096")
+    assert_refused(result, tmp_path, "--set stage1.seq_len=4096: stage1.seq_len: 4096 is more than the model's "
+                   "max_position_embeddings 512")
+
+
+def test_stage2_seq_len_inherited_from_stage1_is_blamed_on_stage1(warm, tmp_path: Path) -> None:
+    recipe = warm()
+    recipe.write_text(recipe.read_text().replace("seq_len: 64", "seq_len: 1024"))
+    result = langadapt("run", str(recipe))
+    assert_refused(result, tmp_path, "recipe.yaml:14: stage1.seq_len: 1024", "(and 1 more: stage2.seq_len (inherited")
+
+
+def test_dry_run_prints_the_plan_and_every_problem_at_once(warm, tmp_path: Path) -> None:
+    """A run stops at the first problem; --dry-run lists them all (one line each, file:line) after
+    the plan, exits 2, and --json carries the same list for tools."""
+    recipe = warm()
+    recipe.write_text(recipe.read_text().replace("seq_len: 64", "seq_len: 1024"))
+    args = ("run", str(recipe), "--set", "evaluation.suites=[nope.yaml]", "--dry-run")
+    result = langadapt(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("langadapt: error:")]
+    assert len(errors) == 3, result.stderr
+    assert "recipe.yaml:14: stage1.seq_len: 1024" in errors[0]
+    assert "stage2.seq_len (inherited from stage1.seq_len)" in errors[1]
+    assert "evaluation.suites[0]" in errors[2] and "nope.yaml" in errors[2]
+    assert "3 problem(s) would stop this run" in result.stderr
+    assert "GPU-h" in result.stdout and "  stage2" in result.stdout  # the plan and the stage actions
+    assert not (tmp_path / "runs").exists()
+    as_json = json.loads(langadapt(*args, "--json").stdout)
+    assert as_json["valid"] is False and as_json["problems"] == [e.removeprefix("langadapt: error: ") for e in errors]
+    assert as_json["plan"]["stages"][0]["name"] == "stage1"
+
+
+@pytest.mark.parametrize("vocab, fragment", [
+    (2, "is too small for byte_bpe"),
+    (4_000_000, "more than a BPE vocabulary can have on this corpus"),
+])
+def test_vocab_size_against_specials_and_corpus(warm, tmp_path: Path, vocab: int, fragment: str) -> None:
+    result = langadapt("run", str(warm()), "--set", f"tokenizer.vocab_size={vocab}", "--dry-run")
+    assert_refused(result, tmp_path, f"--set tokenizer.vocab_size={vocab}: tokenizer.vocab_size", fragment)
+
+
+def test_missing_suite_fails_before_any_stage(warm, tmp_path: Path) -> None:
+    result = langadapt("run", str(warm()), "--set", "evaluation.suites=[eval/nope.yaml]")
+    assert_refused(result, tmp_path, "evaluation.suites[0]", "nope.yaml: suite file not found")
+
+
+def test_unknown_task_kind_in_a_suite(warm, tmp_path: Path) -> None:
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("name: s\ntasks:\n  - {kind: bpbb, langs: [nb]}\n")
+    result = langadapt("run", str(warm()), "--set", f"evaluation.suites=[{suite}]", "--dry-run")
+    assert_refused(result, tmp_path, "evaluation.suites[0]", "unknown task kind 'bpbb'")
+
+
+def test_mixture_typo_and_unknown_source(warm, tmp_path: Path) -> None:
+    typo = langadapt("run", str(warm("  mixture: {nb: {wieght: 0.5}}\n")), "--dry-run")
+    assert_refused(typo, tmp_path, "stage1.mixture.nb.wieght: unknown key; did you mean weight?")
+    unknown = langadapt("run", str(warm("  mixture: {nbb: {weight: 0.5}}\n")), "--dry-run")
+    assert_refused(unknown, tmp_path, "stage1.mixture: unknown source 'nbb'; did you mean nb?")
+
+
+def test_epochs_above_the_cap_fail_before_training_and_name_the_same_source_as_plan(warm, tmp_path: Path) -> None:
+    recipe = warm("  micro_batch_size: 1000\n")  # 2 x 1000 x 64 tokens over 5,000 declared: 25 epochs
+    recipe.write_text(recipe.read_text().replace("lang: nb}", "lang: nb, unique_tokens: 5000}"))
+    line = assert_refused(langadapt("run", str(recipe)), tmp_path, "stage1.steps", "source nb", "epochs is above 16")
+    with pytest.raises(LangadaptError) as planned:
+        plan_recipe(load_recipe(recipe).recipe, num_gpus=1)
+    assert str(planned.value) in line
+    forced = langadapt("run", str(recipe), "--set", "data.force_epochs=true", "--dry-run")
+    assert forced.returncode == 0, forced.stderr
+
+
+def test_plan_and_training_count_epochs_alike() -> None:
+    """Training counts whole seq_len chunks; plan used to count raw tokens: the same function now."""
+    mixture = {"b": {"weight": 1.0}, "a": {"weight": 1.0}}
+    plan = plan_stage_mixture(mixture, {"a": 1000, "b": 1000}, seq_len=100, total_samples=320, force=True)
+    assert [s.name for s in plan.sources] == ["a", "b"]
+    assert plan.source("a").unique_tokens == 900  # (1000 - 1) // 100 chunks of 100 tokens
+    with pytest.raises(LangadaptError, match="source a: 17.8 epochs"):
+        plan_stage_mixture(mixture, {"a": 1000, "b": 1000}, seq_len=100, total_samples=320)
+
+
+def test_data_config_mixture_entries_are_typed() -> None:
+    from langadapt.data.config import stream_mixture
+    from langadapt.train.config import TrainStageConfig
+
+    data = DataConfig(sources=[{"name": "nb", "path": "x", "lang": "nb"}, {"name": "en", "path": "y", "lang": "en"}])
+    stage = TrainStageConfig(mixture={"en": {"epochs": 2}})
+    assert stream_mixture(data, stage.mixture) == {"nb": {"weight": 1.0}, "en": {"epochs": 2.0}}
