@@ -32,7 +32,8 @@ def stage_config(steps: int):
     return TrainStageConfig(
         steps=steps, micro_batch_size=MICRO, grad_accum_steps=ACCUM, seq_len=SEQ, log_every=1,
         optimizer=OptimizerConfig(lr=5e-3, weight_decay=0.1),
-        schedule=ScheduleConfig(kind="cosine", warmup_steps=3), checkpoint=CheckpointConfig(every_steps=3, keep_last=2),
+        schedule=ScheduleConfig(kind="cosine", warmup_steps=min(3, steps)),  # a warm-up longer than the stage is refused
+        checkpoint=CheckpointConfig(every_steps=3, keep_last=2),
     )
 
 
