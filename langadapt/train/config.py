@@ -145,7 +145,7 @@ class TrainStageConfig(Config):
     zero_stage: int | None = Field(None, ge=0, le=3)
     """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
     train_rows: Literal["all", "new"] = "all"
-    """Rows of the embedding/head matrices that train: all, or new (rows copied from the base keep its values bit for bit; no decay on those matrices; not inherited by stage2)."""
+    """Embedding/head rows that train: all, or new (the rows the embeddings stage copied from the base keep its values bit for bit; no weight decay on those matrices then; set per stage, stage2 does not inherit it)."""
 
     @model_validator(mode="after")
     def _warmup_within_steps(self) -> TrainStageConfig:
