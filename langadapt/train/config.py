@@ -245,8 +245,8 @@ def check_engine(
     if zero == 3 and stage.trainable_patterns(stage_name) != ["all"]:
         zero = _zero3_with_frozen(stage_name, stage, engine)
     if zero == 3 and stage.train_rows == "new":
-        raise LangadaptError(f"{stage_name}.train_rows: new is not supported with ZeRO-3 ({zkey}), whose "
-                             "partitioned parameters no gradient mask here has been tested on; use 2 or engine.kind: fsdp")
+        raise LangadaptError(f"{stage_name}.train_rows: new is not supported with ZeRO-3 ({zkey}): the row mask "
+                             "is untested on its partitioned parameters; use ZeRO-2 or engine.kind: fsdp")
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
     return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type, have_liger)})
