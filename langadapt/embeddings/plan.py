@@ -10,9 +10,11 @@ matmul instead of a Python loop over 32k rows.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,6 +39,48 @@ class RowPlan:
     @property
     def rows(self) -> int:
         return int(self.fill.shape[0])
+
+
+def copied_rows(plan: RowPlan, mapping: VocabMapping) -> list[int]:
+    """Rows of tokens the base has too (copied, or special mapped by role) that the plan copies
+    exactly from that token's base row: weight 1.0 on the one old row.
+
+    Both are needed. The mapping says which tokens are shared, but the method decides whether their
+    rows are the base's: `random` draws even the copied tokens afresh. The plan alone is not enough
+    either: a new token `pp` decomposed into `p`,`p` gets weight 1.0 on `p`'s row (the duplicates
+    summed), the base's values under another token's name, and is new. The sparse product gives a
+    copied row bit for bit (1.0 * x and nothing else), whatever the method.
+    """
+    weights = plan.weights.coalesce()
+    rows, values = weights.indices()[0], weights.values()
+    entries = torch.bincount(rows, minlength=plan.rows)
+    unit = torch.zeros(plan.rows, dtype=torch.bool)
+    unit[rows[values == 1.0]] = True
+    exact = (entries == 1) & unit & (plan.fill == USE_WEIGHTS)
+    return [i for i in range(mapping.new_size) if mapping.status[i] in ("copied", "special")
+            and len(mapping.pieces[i]) == 1 and bool(exact[i])]
+
+
+@dataclass(frozen=True)
+class SharedRows:
+    """The rows of the new embedding matrices (input and head alike) copied from the base model.
+
+    The embeddings stage records them (`RunLayout.embeddings.shared_rows`); a training stage with
+    `train_rows: new` keeps them at their values (langadapt.train.rows) and trains the others.
+    """
+
+    rows: int
+    """Rows of the matrices they index (the new vocabulary, padded): a model of another size is refused."""
+    ids: tuple[int, ...]
+    """Row ids, ascending."""
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps({"rows": self.rows, "shared": list(self.ids)}) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> SharedRows:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return cls(int(doc["rows"]), tuple(int(i) for i in doc["shared"]))
 
 
 class PlanBuilder:

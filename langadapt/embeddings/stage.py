@@ -3,7 +3,8 @@
 Reads  `ctx.base_model` (HF folder), the tokenizer stage's tokenizer and, for focus/align,
        the target-language train texts of the data stage (paths from `ctx.layout`);
 writes `layout.embeddings.model` (safetensors + the NEW tokenizer, loadable on its own),
-       `mapping.json` (every new token's old pieces) and `report.json` beside it.
+       `mapping.json` (every new token's old pieces) and `report.json` beside it, and
+       `layout.embeddings.shared_rows` (the rows copied from the base: `train_rows: new` keeps them).
 The surgery runs on one process on a normal float32 checkpoint (no ZeRO involved).
 """
 
@@ -19,6 +20,7 @@ from transformers import AutoModelForCausalLM
 from langadapt.data.documents import iter_split
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import build_mapping
+from langadapt.embeddings.plan import SharedRows
 from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
@@ -65,10 +67,13 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     model_dir = ctx.layout.embeddings.model
     model.save_pretrained(model_dir)
     save_tokenizer(new_tokenizer, model_dir)
+    shared = SharedRows(report["new_rows"], tuple(report.pop("shared_rows")))  # a vocabulary of ids: its own file
+    shared.save(ctx.layout.embeddings.shared_rows)
+    report["rows_copied"] = len(shared.ids)
     (ctx.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     summary = {
         key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")
-    }
+    } | {"rows_copied": report["rows_copied"]}
     ctx.log.info("embeddings: %s init done: %s", config.method, summary)
     return {
         "method": config.method,

@@ -19,7 +19,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import VocabMapping, build_mapping
 from langadapt.embeddings.methods import PlanInputs, build_plan
-from langadapt.embeddings.plan import USE_MEAN, USE_RANDOM, RowPlan, apply_plan
+from langadapt.embeddings.plan import USE_MEAN, USE_RANDOM, RowPlan, apply_plan, copied_rows
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
 
@@ -57,7 +57,9 @@ def transfer_embeddings(
 
     `corpus` (target-language texts) is needed by `focus` and `align`; `mapping` lets a caller
     that already built (and saved) one skip rebuilding it. Modifies `model` in place and returns
-    it with a JSON-serialisable report (mapping summary, method, row counts, timings).
+    it with a JSON-serialisable report (mapping summary, method, row counts, timings, and
+    `shared_rows`: the ids of the rows copied bit for bit from a base row, the ones a training
+    with `train_rows: new` keeps; see `plan.copied_rows`).
     """
     start = time.perf_counter()
     mapping = mapping or build_mapping(old_tokenizer, new_tokenizer)
@@ -91,6 +93,7 @@ def transfer_embeddings(
         "head_bias": new.bias is not None,
         "rows_mean_filled": int((plan.fill == USE_MEAN).sum()),
         "rows_random": int((plan.fill == USE_RANDOM).sum()),
+        "shared_rows": copied_rows(plan, mapping),
         "special_ids": special_ids,
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         **info,

@@ -6,7 +6,7 @@ unknown keys fail with "did you mean", errors name the file, line and dotted key
 `--set a.b.c=value` overrides are applied before validation so they are checked the same way.
 
 Stage 2 inherits every key that stage 1 sets explicitly (batch, sequence length, optimizer, ...)
-except the ones that define a stage (steps, trainable, schedule, mixture, zero_stage, enabled); what was
+except the ones that define a stage (steps, trainable, train_rows, schedule, mixture, zero_stage, enabled); what was
 inherited and what was overridden is recorded and logged when stage 2 starts (nanochat style).
 """
 
@@ -36,7 +36,7 @@ from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlS
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 
-STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "schedule", "mixture", "zero_stage"}
+STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "train_rows", "schedule", "mixture", "zero_stage"}
 """Stage-2 keys never inherited from stage 1: they are what makes stage 2 a different stage."""
 
 
@@ -129,6 +129,10 @@ class Recipe(Config):
             raise ValueError("init: warm needs base_model.path (the model to adapt)")
         if self.init == "scratch" and not (self.base_model.architecture or self.base_model.path):
             raise ValueError("init: scratch needs base_model.architecture (or a base_model.path config)")
+        for stage in ("stage1", "stage2"):
+            if self.init == "scratch" and getattr(self, stage).train_rows == "new":
+                raise FieldProblem((stage, "train_rows"), "new: init: scratch copies no row from a base model, "
+                                   "so every row is new; use all")
         return self
 
     @property

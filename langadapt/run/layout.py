@@ -123,6 +123,16 @@ class ModelStagePaths:
 
 
 @dataclass(frozen=True)
+class EmbeddingsPaths(ModelStagePaths):
+    """The embeddings stage: its model folder, and the record of which rows it copied from the base."""
+
+    @property
+    def shared_rows(self) -> Path:
+        """`embeddings.plan.SharedRows`: the rows `train_rows: new` keeps (none for init: scratch)."""
+        return self.root / "shared_rows.json"
+
+
+@dataclass(frozen=True)
 class ExportPaths:
     root: Path
 
@@ -167,8 +177,8 @@ class RunLayout:
         return TokenizerPaths(self.stage_dir("tokenizer"))
 
     @property
-    def embeddings(self) -> ModelStagePaths:
-        return ModelStagePaths(self.stage_dir("embeddings"))
+    def embeddings(self) -> EmbeddingsPaths:
+        return EmbeddingsPaths(self.stage_dir("embeddings"))
 
     @property
     def stage1(self) -> ModelStagePaths:

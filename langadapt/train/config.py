@@ -50,7 +50,7 @@ class OptimizerConfig(Config):
     weight_decay: float = Field(0.1, ge=0, le=10)
     """Decoupled weight decay for matrices; norms and biases never decay."""
     decay_embeddings: bool = True
-    """Also decay embedding/head matrices (Megatron and NorMistral do; stage 1 trains nothing else)."""
+    """Also decay embedding/head matrices (Megatron and NorMistral do; stage 1 trains nothing else); off under `train_rows: new`."""
 
 
 class ScheduleConfig(Config):
@@ -144,6 +144,8 @@ class TrainStageConfig(Config):
     """Per-source overrides ({source: {weight: .., epochs: .., max_epochs: ..}}); None: the recipe's data weights."""
     zero_stage: int | None = Field(None, ge=0, le=3)
     """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
+    train_rows: Literal["all", "new"] = "all"
+    """Embedding/head rows that train: all, or new (the rows the embeddings stage copied from the base keep its values bit for bit; no weight decay on those matrices then; set per stage, stage2 does not inherit it)."""
 
     @model_validator(mode="after")
     def _warmup_within_steps(self) -> TrainStageConfig:
@@ -160,6 +162,24 @@ class TrainStageConfig(Config):
         if self.profile_steps is not None and not 1 <= self.profile_steps[0] <= self.profile_steps[1]:
             raise ValueError(f"profile_steps {list(self.profile_steps)}: need 1 <= first <= last")
         return self
+
+    @model_validator(mode="after")
+    def _new_rows_without_embedding_decay(self) -> TrainStageConfig:
+        """`train_rows: new` exempts the embedding matrices from weight decay (langadapt.train.rows says
+        why); a recipe that asks for their decay explicitly would be silently overruled."""
+        if self.train_rows == "new" and self.optimizer.decay_embeddings \
+                and "decay_embeddings" in self.optimizer.model_fields_set:
+            raise FieldProblem(("optimizer", "decay_embeddings"), "true contradicts train_rows: new, which keeps "
+                               "the shared rows exactly and so cannot decay them; remove it")
+        return self
+
+    @property
+    def optimizer_in_force(self) -> OptimizerConfig:
+        """`optimizer` as the engines build AdamW with it: under `train_rows: new` without weight decay
+        on the embedding matrices (langadapt.train.rows)."""
+        if self.train_rows == "new":
+            return self.optimizer.model_copy(update={"decay_embeddings": False})
+        return self.optimizer
 
     def trainable_patterns(self, stage_name: str) -> list[str]:
         """The patterns in force: as set, else embeddings + head for stage1 and all for stage2."""
@@ -224,6 +244,9 @@ def check_engine(
     _check_fsdp(engine)
     if zero == 3 and stage.trainable_patterns(stage_name) != ["all"]:
         zero = _zero3_with_frozen(stage_name, stage, engine)
+    if zero == 3 and stage.train_rows == "new":
+        raise LangadaptError(f"{stage_name}.train_rows: new is not supported with ZeRO-3 ({zkey}): the row mask "
+                             "is untested on its partitioned parameters; use ZeRO-2 or engine.kind: fsdp")
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
     return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type, have_liger)})

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from langadapt.embeddings.plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.run.layout import ModelStagePaths
 from langadapt.runtime.distributed import DistInfo
@@ -62,9 +63,11 @@ class TrainResult:
 
 def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
         out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str = "stage2",
-        tokenizer: Any = None, validation: Validation = NO_VALIDATION) -> TrainResult:
+        tokenizer: Any = None, validation: Validation = NO_VALIDATION,
+        shared_rows: SharedRows | None = None) -> TrainResult:
     """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`
-    (with `tokenizer` saved beside the weights when given, so the folder loads on its own)."""
+    (with `tokenizer` saved beside the weights when given, so the folder loads on its own).
+    `shared_rows`: the embedding rows copied from the base, which `config.train_rows: new` keeps."""
     dist = dist or DistInfo.from_env()
     settings = resolve_training(stage_name, config, engine_config, dist.world_size,
                                 "cuda" if torch.cuda.is_available() else "cpu")
@@ -75,7 +78,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
     paths = ModelStagePaths(out_dir)
     selection = select_trainable(model, config.trainable_patterns(stage_name), f"{stage_name}.trainable")
     # The engine frees its optimizer state on the way out of this block, also on an error.
-    with build_engine(model, selection, config, engine_config, dist, stage_name) as engine:
+    with build_engine(model, selection, config, engine_config, dist, stage_name, shared_rows) as engine:
         ckpt = Checkpointer(paths.checkpoints, config.checkpoint, dist.rank)
         state, resumed, resumed_step = TrainState(), ckpt.latest(), None
         if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read

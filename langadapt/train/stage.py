@@ -4,6 +4,9 @@
     stage2: stage1/model, or embeddings/model when stage 1 did not run (init: scratch, or
             stage1.enabled false)  -> stage2/model    (everything trains; NEW engine and optimizer)
 
+With `train_rows: new` a stage reads which embedding rows the embeddings stage copied from the
+base (`RunLayout.embeddings.shared_rows`) and keeps them (langadapt.train.rows).
+
 Both read the token shards in tokenizer/tokens through `langadapt.data.stream.build_stream` and
 save the tokenizer beside the final model, so `<stage>/model` loads on its own in transformers.
 Rerunning a stage that was interrupted resumes from its latest complete checkpoint.
@@ -19,6 +22,7 @@ from typing import Any
 
 import torch
 
+from langadapt.embeddings.plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
@@ -64,6 +68,18 @@ def load_model(path: Path, config: TrainStageConfig, stage_name: str, engine: En
         init_deepspeed_group(dist, dist.device())  # zero.Init partitions over the process group
         return load_model_for_zero3(path, deepspeed_config(config, stage_name, engine, dist.world_size), **kwargs)
     return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+def shared_rows(config: TrainStageConfig, stage_name: str, ctx: StageContext) -> SharedRows | None:
+    """The embeddings stage's record of the rows it copied from the base, when `train_rows: new` needs it."""
+    if config.train_rows == "all":
+        return None
+    path = ctx.layout.embeddings.shared_rows
+    if not path.is_file():
+        raise LangadaptError(f"{stage_name}.train_rows: new, but the embeddings stage recorded no shared rows "
+                             f"({path} is missing: init: scratch, or an embeddings stage from before this option; "
+                             "run it again)")
+    return SharedRows.load(path)
 
 
 def tokenizer_dir(ctx: StageContext, init: Path) -> Path:
@@ -114,6 +130,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     settings = resolve_training(stage_name, config, engine, dist.world_size, device_type)  # before any loading
     engine, global_batch = settings.engine, settings.global_batch
     init = init_model_dir(after_stage1, stage_name, ctx)
+    shared = shared_rows(config, stage_name, ctx)  # before any loading
     log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
              engine.zero_stage, engine.precision)
     model = load_model(init, config, stage_name, engine, dist)
@@ -131,7 +148,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     validation = build_validation(stage_name, config, engine, ctx, tokenizer, trained, dist, stream.position_ids)
     try:
         result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name,
-                     tokenizer=tokenizer, validation=validation)
+                     tokenizer=tokenizer, validation=validation, shared_rows=shared)
     finally:
         if engine.kind == "deepspeed" and engine.zero_stage == 3:
             from langadapt.train.engines.deepspeed_engine import release_zero3_loading
@@ -143,6 +160,7 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
         "resumed_from_step": result.resumed_from, "init_model": str(init), "model": str(result.model_dir),
         "engine": engine.kind, "zero_stage": engine.zero_stage, "precision": engine.precision,
         "world_size": dist.world_size, "global_batch": global_batch, "settings": settings.as_dict(),
+        "train_rows": config.train_rows, "shared_rows_kept": None if shared is None else len(shared.ids),
         **result.monitoring,
     }
     if dist.rank == 0:

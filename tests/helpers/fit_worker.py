@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from langadapt.embeddings.plan import SharedRows
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import (
     CheckpointConfig,
@@ -37,6 +38,8 @@ from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ, GLOBAL_BATCH = 96, 16, 8
+SHARED_ROWS = SharedRows(VOCAB, tuple(range(0, VOCAB, 2)))
+"""With --train-rows new: the even rows play the ones copied from a base (both halves of a 2-rank shard)."""
 
 
 class SlowStream(SyntheticStream):
@@ -53,7 +56,7 @@ class SlowStream(SyntheticStream):
 
 def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "stage2", steps: int = 8,
           save_every: int | None = None, step_sleep: float = 0.0, hidden: int = 32, precision: str = "fp32",
-          activation_checkpointing: bool = False, cpu_offload: bool = False) -> None:
+          activation_checkpointing: bool = False, cpu_offload: bool = False, train_rows: str = "all") -> None:
     """One `fit` in this process, on whatever ranks the environment describes (see module doc)."""
     dist = DistInfo.from_env()
     out.mkdir(parents=True, exist_ok=True)
@@ -65,13 +68,15 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
         steps=steps, micro_batch_size=GLOBAL_BATCH // dist.world_size, grad_accum_steps=1, seq_len=SEQ,
         optimizer=OptimizerConfig(lr=3e-3), schedule=ScheduleConfig(kind="constant", warmup_steps=2),
         checkpoint=CheckpointConfig(every_steps=save_every or steps, keep_last=2), log_every=1,
+        train_rows=train_rows,
     )
     engine_config = EngineConfig(kind=engine, zero_stage=zero if engine == "deepspeed" else 0,
                                  attn_implementation="eager", precision=precision,
                                  activation_checkpointing=activation_checkpointing,
                                  fsdp={"cpu_offload": True} if cpu_offload else {})
     stream = SlowStream(VOCAB, SEQ, seed=7, sleep=step_sleep)
-    result = fit(model, stream, config, engine_config, out, seed=0, dist=dist, stage_name=stage)
+    result = fit(model, stream, config, engine_config, out, seed=0, dist=dist, stage_name=stage,
+                 shared_rows=SHARED_ROWS if train_rows == "new" else None)
     if dist.rank == 0:
         (out / "result.json").write_text(json.dumps(dataclasses.asdict(result), default=str))
 
@@ -89,6 +94,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--activation-checkpointing", action="store_true")
     parser.add_argument("--cpu-offload", action="store_true", help="engine.fsdp.cpu_offload")
+    parser.add_argument("--train-rows", choices=["all", "new"], default="all", help="new: keep SHARED_ROWS")
     torch.set_num_threads(1)  # two ranks share two cores
     train(**{k.replace("-", "_"): v for k, v in vars(parser.parse_args()).items()})
 

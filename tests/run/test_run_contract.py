@@ -261,7 +261,7 @@ def test_the_pipeline_tells_evaluation_which_models_the_recipe_makes(tmp_path: P
 
 LAYOUT_NAMES = {"data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export", "model", "tokens",
                 "checkpoints", "train", "valid", "metrics.jsonl", "manifest.json", "results.json", "latest",
-                "recipe.resolved.yaml", "exported_checkpoints", "eval", "trainer_state.json"}
+                "recipe.resolved.yaml", "exported_checkpoints", "eval", "trainer_state.json", "shared_rows.json"}
 """Folder and file names of a run (run.layout.RunLayout) and of a report folder (evaluation.report)."""
 
 

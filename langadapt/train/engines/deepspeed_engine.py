@@ -26,6 +26,7 @@ from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig, global_batch
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
+from langadapt.train.rows import RowFreeze
 
 log = logging.getLogger("langadapt.train")
 
@@ -90,7 +91,7 @@ class DeepSpeedEngine(Engine):
 
     def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
                  config: EngineConfig, dist: DistInfo, device: torch.device,
-                 stage_name: str = "stage") -> None:
+                 stage_name: str = "stage", freeze: RowFreeze | None = None) -> None:
         import deepspeed
 
         self.device, self.model, self.accum, self.zero = device, model.train(), stage.grad_accum_steps, config.zero_stage
@@ -100,13 +101,16 @@ class DeepSpeedEngine(Engine):
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         ds_config = deepspeed_config(stage, stage_name, config, dist.world_size)
         step_device = torch.device("cpu") if offloads_optimizer(ds_config) else device
-        self.optimizer = build_optimizer(selection, stage.optimizer, step_device)
+        self.optimizer = build_optimizer(selection, stage.optimizer_in_force, step_device)
         self.ds, _, _, _ = deepspeed.initialize(
             model=loss_module(model, config),  # under ZeRO-3 without the fast path (config.check_engine)
             model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
         )
         self.forward_model = self.ds
         self._micro = 0
+        self.freeze = freeze
+        if freeze is not None:  # gradients leave p.grad for DeepSpeed's buckets in backward: mask them on the way
+            freeze.register_hooks()
 
     def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
                    position_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -182,6 +186,8 @@ class DeepSpeedEngine(Engine):
         from deepspeed.runtime.zero.partitioned_param_coordinator import PartitionedParameterCoordinator
 
         self.ds.destroy()  # removes the optimizer's gradient hooks and ZeRO-3's module hooks
+        if self.freeze is not None:
+            self.freeze.remove_hooks()
         # DeepSpeed internals (0.19.8), each looked up defensively: in another version a missing one
         # must cost memory at worst, never fail a stage whose model is already written.
         for hook in (getattr(self.ds, "module_forward_pre_hook", None), getattr(self.ds, "module_forward_post_hook", None)):

@@ -38,6 +38,7 @@ from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module, tied_aliases
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams
+from langadapt.train.rows import RowFreeze
 
 TAG = "fsdp"
 """Sub-folder of a langadapt checkpoint holding the torch.distributed.checkpoint files."""
@@ -60,12 +61,12 @@ class FSDPEngine(Engine):
     """FSDP2 over the whole model; AdamW over the trainable shards only (see module docstring)."""
 
     def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistInfo, device: torch.device) -> None:
+                 config: EngineConfig, dist: DistInfo, device: torch.device, freeze: RowFreeze | None = None) -> None:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
         self.device, self.model, self.accum = device, model.train(), stage.grad_accum_steps
-        self.grad_clip = stage.grad_clip or math.inf
+        self.grad_clip, self.freeze = stage.grad_clip or math.inf, freeze
         if config.activation_checkpointing:  # inside each block's call, so FSDP's hooks recompute too
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.forward_model = loss_module(model, config)  # compiles the blocks in place first (torchtitan's order)
@@ -89,7 +90,7 @@ class FSDPEngine(Engine):
         selection.named[:] = [(name, sharded[name]) for name, _ in selection.named]
         self.params = selection.params
         step_device = torch.device("cpu") if config.fsdp.cpu_offload else device
-        self.optimizer = build_optimizer(selection, stage.optimizer, step_device)
+        self.optimizer = build_optimizer(selection, stage.optimizer_in_force, step_device)
 
     def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
                    position_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -102,6 +103,8 @@ class FSDPEngine(Engine):
     def step(self, lr: float, skip: bool) -> float:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        if self.freeze is not None:  # this rank's shard of the reduce-scattered gradients, before the norm
+            self.freeze.zero_shared()
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip)  # over all shards (a collective)
         norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         if not skip and math.isfinite(norm):

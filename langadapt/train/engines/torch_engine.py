@@ -13,14 +13,16 @@ from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
+from langadapt.train.rows import RowFreeze
 
 
 class TorchEngine(Engine):
     """Plain PyTorch: AdamW, autocast for bf16/fp16 (GradScaler for fp16), DDP across ranks."""
 
     def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistInfo, device: torch.device) -> None:
+                 config: EngineConfig, dist: DistInfo, device: torch.device, freeze: RowFreeze | None = None) -> None:
         self.device, self.model, self.accum = device, model.to(device).train(), stage.grad_accum_steps
+        self.freeze = freeze
         self.params, self.grad_clip = selection.params, stage.grad_clip or math.inf
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -28,7 +30,7 @@ class TorchEngine(Engine):
         if dist.world_size > 1:
             ids = [device.index] if device.type == "cuda" else None
             self.forward_model = torch.nn.parallel.DistributedDataParallel(self.forward_model, device_ids=ids)
-        self.optimizer = build_optimizer(selection, stage.optimizer, device)
+        self.optimizer = build_optimizer(selection, stage.optimizer_in_force, device)
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision)
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
@@ -52,6 +54,8 @@ class TorchEngine(Engine):
             group["lr"] = lr
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
+        if self.freeze is not None:  # after DDP's all-reduce, before the norm
+            self.freeze.zero_shared()
         norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip))
         if not skip and math.isfinite(norm):
             (self.scaler.step(self.optimizer) if self.scaler else self.optimizer.step())

@@ -1,0 +1,185 @@
+"""`train_rows: new` (langadapt.train.rows): rows copied from the base keep their values bit for bit
+through a training stage, the new rows train; with `train_rows: all` the same rows do move, so
+the checks can fail. The torch engine (untied and tied) in this process; DeepSpeed ZeRO-1, ZeRO-2
+and FSDP2 on 2 ranks (torchrun, gloo) through tests/helpers/fit_worker.py, whose even rows play the
+copied ones (so both ranks' FSDP shards hold shared and new rows). Also: the embeddings stage's
+record of the copied rows, and the refusals where the option cannot apply.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import fit_worker
+from helpers import multiproc as mp
+from test_embeddings_stage import ctx  # noqa: F401  (the fixture: a run folder ready for the embeddings stage)
+from test_embeddings_support import (
+    EN_TEXT,
+    NB_TEXT,
+    byte_level_tokenizer,
+    sentencepiece_tokenizer,
+    tiny_model,
+)
+from transformers import AutoModelForCausalLM
+
+from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
+from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.stage import run as run_embeddings
+from langadapt.errors import LangadaptError
+from langadapt.recipe import load_recipe
+from langadapt.train.config import (
+    EngineConfig,
+    OptimizerConfig,
+    ScheduleConfig,
+    TrainStageConfig,
+    check_engine,
+)
+from langadapt.train.engines.base import build_optimizer
+from langadapt.train.loop import fit
+from langadapt.train.policy import select_trainable
+from langadapt.train.stage import shared_rows
+from langadapt.train.synthetic import SyntheticStream, tiny_llama
+
+REPO = Path(__file__).resolve().parents[1]
+VOCAB, SEQ, STEPS = fit_worker.VOCAB, 16, 4
+SHARED = fit_worker.SHARED_ROWS
+MATRICES = ("model.embed_tokens.weight", "lm_head.weight")
+
+
+def shared_and_new(before: torch.Tensor, after: torch.Tensor) -> tuple[bool, int]:
+    """(shared rows all bit-identical, number of new rows that changed)."""
+    ids = torch.tensor(SHARED.ids)
+    new = torch.ones(VOCAB, dtype=torch.bool)
+    new[ids] = False
+    changed = (before[new] != after[new]).any(dim=1)
+    return torch.equal(before[ids], after[ids]), int(changed.sum())
+
+
+def train_in_process(out: Path, train_rows: str, tied: bool = False) -> tuple[dict, dict]:
+    """Stage 1 (embeddings + head) on the torch engine: the weights before and after."""
+    model = tiny_llama(VOCAB, tie_word_embeddings=tied)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    config = TrainStageConfig(steps=STEPS, micro_batch_size=4, seq_len=SEQ, log_every=1, train_rows=train_rows,
+                              optimizer=OptimizerConfig(lr=1e-2, weight_decay=0.1),
+                              schedule=ScheduleConfig(warmup_steps=1))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(), out, seed=0, stage_name="stage1",
+            shared_rows=SHARED if train_rows == "new" else None)
+    finally:
+        torch.set_num_threads(threads)
+    return before, model.state_dict()
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_torch_engine_keeps_shared_rows_and_trains_new_ones(tied: bool, tmp_path: Path) -> None:
+    before, after = train_in_process(tmp_path / "new", "new", tied)
+    for name in MATRICES:
+        kept, changed = shared_and_new(before[name], after[name])
+        assert kept, name
+        # of 48 new rows: every head row gets a gradient (measured 48); an input row only where its token
+        # occurs in the 4 batches (measured 41 untied, 48 tied)
+        assert changed >= (48 if name == "lm_head.weight" or tied else 30), (name, changed)
+    if tied:
+        assert after["lm_head.weight"].data_ptr() == after["model.embed_tokens.weight"].data_ptr()
+    before, after = train_in_process(tmp_path / "all", "all", tied)  # shared rows moved up to 0.040
+    assert all(not shared_and_new(before[name], after[name])[0] for name in MATRICES)
+
+
+def test_new_rows_exempt_the_embedding_matrices_from_weight_decay() -> None:
+    """A zero gradient alone would still let AdamW's decoupled decay shrink the shared rows."""
+    model = tiny_llama(VOCAB)
+    selection = select_trainable(model, TrainStageConfig().trainable_patterns("stage1"))
+    for train_rows, decay in (("all", 0.1), ("new", 0.0)):
+        stage = TrainStageConfig(train_rows=train_rows, optimizer=OptimizerConfig(weight_decay=0.1))
+        groups = build_optimizer(selection, stage.optimizer_in_force, torch.device("cpu")).param_groups
+        assert [g["weight_decay"] for g in groups] == [decay]
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """fit_worker's stage 1 in one plain process, torch engine: new rows (the reference the ranks
+    must match) and all rows (the control: the same run moves the shared rows)."""
+    runs = {}
+    for rows in ("new", "all"):
+        runs[rows] = tmp_path_factory.mktemp(rows) / "run"
+        fit_worker.train(runs[rows], engine="torch", stage="stage1", steps=STEPS, train_rows=rows)
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [("deepspeed", "--zero", "1"), ("deepspeed", "--zero", "2"), ("fsdp",)],
+                         ids=["zero1", "zero2", "fsdp"])  # ZeRO-1: the shipped recipes' stage 1
+def test_two_ranks_keep_shared_rows(engine: tuple[str, ...], single: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    mp.two_ranks(out, "--engine", *engine, "--stage", "stage1", "--steps", str(STEPS), "--train-rows", "new")
+    before, after = torch.load(out / "initial.pt"), mp.weights(out)
+    for name in MATRICES:
+        kept, changed = shared_and_new(before[name], after[name])
+        assert kept, name
+        assert changed == 48, (name, changed)  # 48 for both matrices measured with ZeRO-2 and FSDP2
+    assert mp.max_weight_diff(after, mp.weights(single["new"])) <= mp.WEIGHT_ATOL  # measured 1.3e-8 (ZeRO-2, FSDP2)
+    mp.assert_losses_close(mp.losses(out), mp.losses(single["new"]))
+    control = mp.weights(single["all"])
+    assert all(not shared_and_new(before[name], control[name])[0] for name in MATRICES)
+
+
+def test_the_plan_records_the_rows_it_copies_bit_for_bit(tmp_path: Path) -> None:
+    old_tok, new_tok = byte_level_tokenizer(EN_TEXT), sentencepiece_tokenizer(NB_TEXT)
+    mapping = build_mapping(old_tok, new_tok)
+    copied = [i for i, s in enumerate(mapping.status) if s in ("copied", "special") and len(mapping.pieces[i]) == 1]
+    for method in ("mean", "random"):
+        model = tiny_model("llama", len(old_tok), tied=False)
+        old_in = model.get_input_embeddings().weight.detach().clone()
+        old_head = model.get_output_embeddings().weight.detach().clone()
+        model, report = transfer_embeddings(model, old_tok, new_tok, EmbeddingConfig(method=method))
+        ids = report["shared_rows"]
+        if method == "mean":  # every copied token, and the specials mapped by role
+            assert ids == copied and len(ids) > 300  # measured 341 (and `pp` = mean(`p`, `p`) is not one)
+        else:  # random draws the copied tokens afresh: only the specials are still the base's
+            assert 0 < len(ids) < len(copied) and set(ids) <= set(mapping.ids_with("special"))
+        source = [mapping.pieces[i][0] for i in ids]
+        assert torch.equal(model.get_input_embeddings().weight[ids], old_in[source])
+        assert torch.equal(model.get_output_embeddings().weight[ids], old_head[source])
+    path = tmp_path / "shared.json"
+    SharedRows(len(new_tok), tuple(ids)).save(path)
+    assert SharedRows.load(path) == SharedRows(len(new_tok), tuple(ids))
+
+
+def test_the_embeddings_stage_records_the_shared_rows_for_training(ctx) -> None:  # noqa: F811
+    summary = run_embeddings(EmbeddingConfig(), ctx)
+    recorded = SharedRows.load(ctx.layout.embeddings.shared_rows)
+    assert recorded.rows == 420 and len(recorded.ids) == summary["rows_copied"] > 200  # measured 303 of 420
+    assert shared_rows(TrainStageConfig(train_rows="new"), "stage1", ctx) == recorded
+    assert shared_rows(TrainStageConfig(), "stage1", ctx) is None
+    base = AutoModelForCausalLM.from_pretrained(ctx.base_model).get_input_embeddings().weight
+    initialised = AutoModelForCausalLM.from_pretrained(ctx.layout.embeddings.model).get_input_embeddings().weight
+    rows = initialised[list(recorded.ids)]
+    assert all(bool((base == row).all(dim=1).any()) for row in rows)  # each one a base row, bit for bit
+    ctx.layout.embeddings.shared_rows.unlink()
+    with pytest.raises(LangadaptError, match=r"stage2\.train_rows: new, but the embeddings stage recorded no "):
+        shared_rows(TrainStageConfig(train_rows="new"), "stage2", ctx)
+
+
+def test_refusals_name_the_key(tmp_path: Path) -> None:
+    recipe = REPO / "recipes" / "tiny_english_source.yaml"  # init: scratch
+    with pytest.raises(LangadaptError, match=r"stage2\.train_rows: new: init: scratch copies no row"):
+        load_recipe(recipe, ["stage2.train_rows=new"])
+    with pytest.raises(LangadaptError, match=r"stage1\.train_rows: new: init: scratch"):
+        load_recipe(recipe, ["stage1.train_rows=new"])
+    warm = REPO / "recipes" / "tiny_norwegian_warm.yaml"
+    assert load_recipe(warm, ["stage1.train_rows=new"]).recipe.stage2.train_rows == "all"  # not inherited
+    with pytest.raises(LangadaptError, match=r"stage1\.optimizer\.decay_embeddings: .*true contradicts train_rows"):
+        load_recipe(warm, ["stage1.train_rows=new", "stage1.optimizer.decay_embeddings=true"])
+    with pytest.raises(LangadaptError, match=r"stage2\.train_rows: new is not supported with ZeRO-3"):
+        check_engine("stage2", TrainStageConfig(train_rows="new"), EngineConfig(kind="deepspeed", zero_stage=3), "cpu")
+    config = TrainStageConfig(steps=1, micro_batch_size=1, seq_len=SEQ, train_rows="new")
+    with pytest.raises(LangadaptError, match=r"stage1\.train_rows: new, but the embeddings stage recorded no"):
+        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0,
+            stage_name="stage1")
+    with pytest.raises(LangadaptError, match=r"stage1\.train_rows: new, but the model's embedding matrices have 96"):
+        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0,
+            stage_name="stage1", shared_rows=SharedRows(128, (0,)))
