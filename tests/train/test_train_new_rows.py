@@ -42,7 +42,7 @@ from langadapt.train.policy import select_trainable
 from langadapt.train.stage import shared_rows
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VOCAB, SEQ, STEPS = fit_worker.VOCAB, 16, 4
 SHARED = fit_worker.SHARED_ROWS
 MATRICES = ("model.embed_tokens.weight", "lm_head.weight")
