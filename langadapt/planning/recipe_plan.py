@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.config import stream_mixture
 from langadapt.data.epochs import plan_stage_mixture
+from langadapt.data.replay import stage_mixture
 from langadapt.errors import LangadaptError
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
@@ -62,7 +62,7 @@ def stage_settings(recipe: Recipe, name: str, world_size: int) -> TrainingSettin
 def _stage_input(recipe: Recipe, settings: TrainingSettings, measured: dict[str, float]) -> StagePlanInput:
     stage, engine = getattr(recipe, settings.stage), settings.engine
     declared = {s.name: s.unique_tokens for s in recipe.data.sources}
-    entries = stream_mixture(recipe.data, stage.mixture)
+    entries = stage_mixture(recipe.data, settings.stage, stage)
     sizes = {name: measured.get(name, declared[name]) for name in entries}
     mixture = None
     if all(sizes.values()):
