@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langadapt.data.config import SourceConfig
-from langadapt.train.config import global_batch
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import plan_stage_mixture
 from langadapt.data.replay import stage_mixture
@@ -20,6 +19,7 @@ from langadapt.data.sources import iter_texts, local_files, matched_inputs, unma
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem
 from langadapt.recipe import Recipe
+from langadapt.train.config import global_batch
 
 if TYPE_CHECKING:
     from langadapt.recipe.errors import Report
