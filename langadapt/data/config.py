@@ -27,9 +27,9 @@ TRAINING_SOURCE_FIELDS = ("weight", "epochs", "max_epochs")
 """A source's share of the training mixture. Read by the training stages (through `stream_mixture`),
 never by the data stage: they are in stage1's and stage2's fingerprints and not in the data stage's,
 so re-weighting a mixture re-trains without re-cleaning, re-tokenising or re-initialising."""
-TRAINING_FIELDS = ("force_epochs", "document_masking")
+TRAINING_FIELDS = ("force_epochs", "document_masking", "replay")
 """Keys of this section that only the training stages read (the stream's repetition cap, attention
-inside documents); in their fingerprints, not the data stage's."""
+inside documents, the replay share); in their fingerprints, not the data stage's."""
 UNFINGERPRINTED_FIELDS = ("num_workers", "sources[].unique_tokens")
 """Keys that change no stage's output, so in no fingerprint: how many processes encode the token
 shards (the tokenizer stage writes the same shards whatever the number), and a declared size that
@@ -175,7 +175,7 @@ class DataConfig(Config):
     """Sources, cleaning and the held-out split of the data stage."""
 
     sources: list[SourceConfig] = Field(min_length=1)
-    """The corpora; their weights/epochs define the training mixture (read by the training stages: changing them re-runs stage 1 onward, not data, tokenizer or embeddings)."""
+    """The corpora; their weights/epochs define the training mixture (read by the training stages: changing them re-runs stage 1 onward, not data, tokenizer or embeddings); `replay` can set the replay share instead of hand-balanced weights."""
     cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     """Normalisation, length filters, deduplication and language filter."""
     valid_fraction: float = Field(default=0.05, ge=0, lt=1)
@@ -190,6 +190,8 @@ class DataConfig(Config):
     """Allow more than 16 epochs of a source (repeated data is then worth < 1/3 of fresh data)."""
     document_masking: bool = False
     """Training attends only within each packed document (position ids restart after every EOS); on GPUs use engine.attn_implementation: flex_attention (H100: 1.35x masked SDPA)."""
+    replay: float | None = Field(default=None, ge=0, lt=1)
+    """Share of each training stage's tokens from the `role: replay` sources with weight > 0 (split by their weights; the other trained sources share the rest by theirs); None: the weights as written. A stage's own `replay` overrides it. Anchors: 1-5% for small shifts, up to ~25% for a new language (Ibrahim et al. 2024, Simple and Scalable Strategies to Continually Pre-train LLMs); Poro 2 (Llama-3.1-8B to Finnish) replayed 30% English, 30% code, 10% math and lost 1.1 points of English."""
 
     @field_validator("sources")
     @classmethod

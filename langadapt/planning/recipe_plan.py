@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.config import stream_mixture
 from langadapt.data.epochs import plan_stage_mixture
+from langadapt.data.replay import REPLAY_ROLE, stage_mixture, stage_replay
 from langadapt.errors import LangadaptError
+from langadapt.planning.languages import language_rows, weighted_tokens
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.recipe import Recipe, load_recipe
@@ -59,10 +60,10 @@ def stage_settings(recipe: Recipe, name: str, world_size: int) -> TrainingSettin
     return resolve_training(name, getattr(recipe, name), recipe.engine, world_size, "cuda", have_liger=True)
 
 
-def _stage_input(recipe: Recipe, settings: TrainingSettings, measured: dict[str, float]) -> StagePlanInput:
+def _stage_input(recipe: Recipe, settings: TrainingSettings, entries: dict[str, dict],
+                 measured: dict[str, float]) -> StagePlanInput:
     stage, engine = getattr(recipe, settings.stage), settings.engine
     declared = {s.name: s.unique_tokens for s in recipe.data.sources}
-    entries = stream_mixture(recipe.data, stage.mixture)
     sizes = {name: measured.get(name, declared[name]) for name in entries}
     mixture = None
     if all(sizes.values()):
@@ -86,13 +87,45 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
         raise LangadaptError(f"{recipe.name}: no training stage is enabled; nothing to plan")
     hardware_name = hardware or cluster.hardware  # `custom:<TFLOP/s>` is read by planning.hardware.get_hardware
     settings = [stage_settings(recipe, name, world) for name in names]
-    plan = build_plan(model_dims(recipe), [_stage_input(recipe, one, measured) for one in settings],
+    mixtures = {name: stage_mixture(recipe.data, name, getattr(recipe, name)) for name in names}
+    plan = build_plan(model_dims(recipe), [_stage_input(recipe, one, mixtures[one.stage], measured) for one in settings],
                       hardware=hardware_name, mfu=mfu or cluster.mfu, num_gpus=world,
                       grid=cluster.grid)
     plan["recipe"] = recipe.name
     for stage, one in zip(plan["stages"], settings):
         stage["settings"] = one.as_dict()  # what training will run with (train.config.resolve_training)
+    notes = []
     shortfall = vocabulary_shortfall(RunLayout(recipe.run_dir).stage_summary("tokenizer"))
     if shortfall:
-        plan["notes"] = [f"tokenizer stage: {shortfall}; sizes above use the tokens it made"]
+        notes.append(f"tokenizer stage: {shortfall}; sizes above use the tokens it made")
+    plan["languages"] = _languages(recipe, plan["stages"], mixtures, notes)
+    if notes:
+        plan["notes"] = notes
     return plan
+
+
+def _languages(recipe: Recipe, stages: list[dict[str, Any]], mixtures: dict[str, dict[str, dict]],
+               notes: list[str]) -> list[dict[str, Any]]:
+    """Tokens per language and role of each stage (`planning.languages`): from the size-aware
+    mixture plan when the sizes are known, else from the weights where they alone decide. A replay
+    share that `max_epochs` caps moved away from what the recipe states gets a note."""
+    sources = [(s.name, s.lang, s.role) for s in recipe.data.sources]
+    rows: list[dict[str, Any]] = []
+    for stage in stages:
+        name = stage["name"]
+        if stage["mixture"]:
+            tokens = {src["name"]: float(src["tokens"]) for src in stage["mixture"]["sources"]}
+        else:
+            tokens = weighted_tokens(mixtures[name], float(stage["tokens"]))  # type: ignore[assignment]
+        if tokens is None:
+            notes.append(f"{name}: tokens per language need the sources' sizes (epochs or max_epochs); "
+                         "give them unique_tokens or run the tokenizer stage")
+            continue
+        stage_rows = language_rows(name, tokens, sources)
+        rows += stage_rows
+        share, key = stage_replay(recipe.data, name, getattr(recipe, name))
+        got = sum(row["share"] for row in stage_rows if row["role"] == REPLAY_ROLE)
+        if share is not None and abs(got - share) > 0.005:
+            notes.append(f"{name}: {key} is {share:g} but replay sources get {got:.3f} of the tokens "
+                         "(a max_epochs cap moves the excess to the other sources)")
+    return rows

@@ -29,7 +29,7 @@ def _table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> l
 
 
 def render_plan(plan: dict[str, Any]) -> str:
-    """The plan as readable tables: compute and energy, data per source, memory per GPU."""
+    """The plan as readable tables: compute and energy, data per source and per language, memory per GPU."""
     m, hw = plan["model"], plan["hardware"]
     lines = [
         (
@@ -96,6 +96,10 @@ def render_plan(plan: dict[str, Any]) -> str:
     ]
     if data:
         lines += ["", *_table(["stage", "source", "tokens", "epochs", "D'/D"], data, text_columns=2)]
+    languages = [[row["stage"], row["lang"], row["role"], _si(row["tokens"]), f"{row['share']:.1%}"]
+                 for row in plan.get("languages", [])]
+    if languages:
+        lines += ["", *_table(["stage", "lang", "role", "tokens", "share"], languages, text_columns=3)]
     mem = []
     for s in plan["stages"]:
         for layout, v in s["memory_gb"].items():

@@ -6,7 +6,7 @@ unknown keys fail with "did you mean", errors name the file, line and dotted key
 `--set a.b.c=value` overrides are applied before validation so they are checked the same way.
 
 Stage 2 inherits every key that stage 1 sets explicitly (batch, sequence length, optimizer, ...)
-except the ones that define a stage (steps, trainable, train_rows, schedule, mixture, zero_stage, enabled); what was
+except the ones that define a stage (steps, trainable, train_rows, schedule, mixture, replay, zero_stage, enabled); what was
 inherited and what was overridden is recorded and logged when stage 2 starts (nanochat style).
 """
 
@@ -36,7 +36,7 @@ from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlS
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
 
-STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "train_rows", "schedule", "mixture", "zero_stage"}
+STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "train_rows", "schedule", "mixture", "replay", "zero_stage"}
 """Stage-2 keys never inherited from stage 1: they are what makes stage 2 a different stage."""
 
 
@@ -133,6 +133,25 @@ class Recipe(Config):
             if self.init == "scratch" and getattr(self, stage).train_rows == "new":
                 raise FieldProblem((stage, "train_rows"), "new: init: scratch copies no row from a base model, "
                                    "so every row is new; use all")
+        return self
+
+    @model_validator(mode="after")
+    def _replay_can_be_honoured(self) -> Recipe:
+        """A replay share the sources cannot give (no replay source, epoch-specified sources) is a
+        recipe error at load time, on the line that set it, not a failure when the stage starts."""
+        from langadapt.data.replay import stage_mixture, stage_replay
+
+        for name in self.training_stages:
+            stage = getattr(self, name)
+            share, key = stage_replay(self.data, name, stage)
+            if share is None:
+                continue
+            try:
+                stage_mixture(self.data, name, stage)
+            except LangadaptError as exc:
+                if not str(exc).startswith(f"{key}: "):
+                    continue  # an unknown source in the stage's mixture: preflight reports it
+                raise FieldProblem(tuple(key.split(".")), str(exc).removeprefix(f"{key}: ")) from None
         return self
 
     @property

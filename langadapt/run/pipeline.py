@@ -93,12 +93,12 @@ def stage_table(recipe: Recipe) -> list[Stage]:
 
     def training(name: str) -> Callable[[StageContext], dict[str, Any]]:
         def run_training(ctx: StageContext) -> dict[str, Any]:
-            from langadapt.data.config import stream_mixture
+            from langadapt.data.replay import stage_mixture
             from langadapt.train.stage import run
 
             stage = getattr(recipe, name)
             after_stage1 = name == "stage2" and "stage1" in recipe.training_stages
-            return run(name, stage, recipe.engine, ctx, stream_mixture(recipe.data, stage.mixture),
+            return run(name, stage, recipe.engine, ctx, stage_mixture(recipe.data, name, stage),
                        after_stage1=after_stage1, force_epochs=recipe.data.force_epochs,
                        document_masking=recipe.data.document_masking)
 

@@ -11,14 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from langadapt.data.config import SourceConfig, stream_mixture
-from langadapt.train.config import global_batch
+from langadapt.data.config import SourceConfig
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import plan_stage_mixture
+from langadapt.data.replay import stage_mixture
 from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem
 from langadapt.recipe import Recipe
+from langadapt.train.config import global_batch
 
 if TYPE_CHECKING:
     from langadapt.recipe.errors import Report
@@ -126,7 +127,7 @@ def check_epochs(recipe: Recipe, stages: list[str], world_size: int, report: Rep
     for name in stages:
         stage = getattr(recipe, name)
         try:
-            entries = stream_mixture(recipe.data, stage.mixture)
+            entries = stage_mixture(recipe.data, name, stage)
         except LangadaptError as exc:
             report.add((name, "mixture"), str(exc).removeprefix("mixture: "))
             continue

@@ -142,6 +142,8 @@ class TrainStageConfig(Config):
     """A NaN/inf loss skips the step; this many in a row stop the run with an error."""
     mixture: dict[str, MixtureEntry] | None = None
     """Per-source overrides ({source: {weight: .., epochs: .., max_epochs: ..}}); None: the recipe's data weights."""
+    replay: float | None = Field(None, ge=0, lt=1)
+    """This stage's share of tokens from the `role: replay` sources (see data.replay, which it overrides; applied after `mixture`); not inherited by stage 2, like mixture. Anchors: 1-5% small shifts, up to ~25% for a new language (Ibrahim et al. 2024); Poro 2: 30% English + 30% code + 10% math, -1.1 English points."""
     zero_stage: int | None = Field(None, ge=0, le=3)
     """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
     train_rows: Literal["all", "new"] = "all"

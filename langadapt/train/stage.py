@@ -137,7 +137,8 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     if document_masking:
         check_document_masking(model)
     seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
-    # The pipeline passes the data mixture with this stage's overrides applied (stream_mixture).
+    # The pipeline passes the data mixture with this stage's overrides and replay share applied
+    # (data.replay.stage_mixture); without it, only the stage's own overrides are known here.
     if mixture is None and config.mixture is not None:
         mixture = {name: entry.model_dump() for name, entry in config.mixture.items()}
     stream = build_stream(ctx.layout.tokenizer.tokens, mixture,

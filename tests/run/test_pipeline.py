@@ -270,6 +270,40 @@ def test_a_changed_data_key_re_runs_the_stages_that_read_it(real_prints, change:
     assert all(actions[name] == "skip (complete, inputs unchanged)" for name in EVERYTHING if name not in reruns)
 
 
+WEIGHTED_EN = ["data.sources[1].epochs=null", "data.sources[1].weight=0.2"]
+"""WARM_MIX with en by weight: a replay share cannot be combined with an epochs source."""
+
+
+@pytest.mark.parametrize("change, reruns", [
+    ("data.replay=0.3", FROM_STAGE1), ("stage1.replay=0.3", FROM_STAGE1), ("stage2.replay=0.3", FROM_STAGE1[1:]),
+])
+def test_a_replay_share_re_runs_training_only(real_prints, change: str, reruns: list[str]) -> None:
+    """The share is a mixture setting: it re-trains, never re-cleans, re-tokenises or re-initialises."""
+    path, calls = real_prints
+    run_pipeline(load_recipe(path, WEIGHTED_EN))
+    calls.clear()
+    run_pipeline(load_recipe(path, [*WEIGHTED_EN, change]))
+    assert calls == reruns
+
+
+def test_training_streams_the_stage_mixture_with_its_replay_share(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the training stage gets is `data.replay.stage_mixture`, the mixture `plan` reports."""
+    import langadapt.train.stage as train_stage
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "config.json").write_text('{"model_type": "llama"}')
+    path = tmp_path / "r.yaml"
+    path.write_text(WARM_MIX.format(root=tmp_path))
+    seen: dict[str, dict] = {}
+    monkeypatch.setattr(train_stage, "run", lambda name, stage, engine, ctx, mixture, **kw: seen.update({name: mixture}))
+    stages = {s.name: s for s in pipeline.stage_table(load_recipe(path, [*WEIGHTED_EN, "stage2.replay=0.35"]).recipe)}
+    stages["stage1"].run(SimpleNamespace())
+    stages["stage2"].run(SimpleNamespace())
+    assert seen["stage1"] == {"nb": {"weight": 0.8}, "en": {"weight": 0.2}}  # no share: the weights as written
+    assert seen["stage2"]["nb"]["weight"] == pytest.approx(0.65) and seen["stage2"]["en"]["weight"] == pytest.approx(0.35)
+
+
 def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import langadapt.tokenizer.stage as tokenizer_stage
 
