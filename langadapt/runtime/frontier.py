@@ -152,8 +152,10 @@ def build_points(recipe: str | Path, axes: dict[str, list[str]], out: Path, over
 def share_stages(point: Point, done: list[Point]) -> list[str]:
     """Link into `point`'s run the stages a finished point already made with the same fingerprint
     (the longest such chain); returns the stages linked now."""
-    prints = plan_actions(point.loaded, list(STAGES), force=False)[1]
     layout = point.layout
+    if not done and not any(layout.stage_dir(s).is_symlink() for s in SHAREABLE):
+        return []  # the first point of a fresh frontier: nothing to share, no base model to hash yet
+    prints = plan_actions(point.loaded, list(STAGES), force=False)[1]
     for stage in SHAREABLE:  # a stale link (the recipe changed since): never write through it
         folder = layout.stage_dir(stage)
         if folder.is_symlink() and not run_layout.is_complete(folder, prints[stage]):
