@@ -81,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("sweep-report", help="tokens/s and scaling efficiency of a `launch --sweep` folder")
     report.add_argument("sweep_dir", help="the sweep folder `launch --sweep` wrote")
 
+    frontier = commands.add_parser("frontier", help="run a grid of a recipe's variants (sharing stages) and "
+                                   "chart target gain against forgetting")
+    _recipe_args(frontier)
+    frontier.add_argument("--grid", action="append", required=True, metavar="KEY.PATH=V1,V2",
+                          help="a recipe key and its values (repeatable: the points are every combination), "
+                               "e.g. --grid stage2.optimizer.lr=1e-3,4e-3")
+    frontier.add_argument("--out", default=None, help="folder for the points' runs and frontier.json/md/png "
+                                                      "(default: RUN_ROOT/NAME-frontier)")
+
     commands.add_parser("reference", help="print the recipe reference (Markdown) generated from the schema")
     return parser
 
@@ -286,6 +295,14 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_frontier(args: argparse.Namespace) -> int:
+    from langadapt.runtime.frontier import MARKDOWN_FILE, run_frontier
+
+    folder = run_frontier(args.recipe, args.grid, args.out, args.overrides)
+    print(f"frontier complete: {folder / MARKDOWN_FILE}")
+    return 0
+
+
 def cmd_reference(args: argparse.Namespace) -> int:
     from langadapt.recipe import Recipe
     from langadapt.recipe.reference import markdown_reference
@@ -295,12 +312,13 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "plan": cmd_plan, "eval": cmd_eval, "export": cmd_export,
-            "launch": cmd_launch, "sweep-report": cmd_sweep_report, "reference": cmd_reference}
+            "launch": cmd_launch, "sweep-report": cmd_sweep_report, "frontier": cmd_frontier,
+            "reference": cmd_reference}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "run":
+    if args.command in ("run", "frontier"):
         latch_stop_signals()  # before anything slow: Slurm's warning may come while torch imports
     from langadapt.runtime.logs import setup_logging
 

@@ -18,6 +18,9 @@ Results shape (stable; `models` and per-language `bits_per_byte` are read by oth
      "langs": {LANG: {"documents", "bytes", "source"}},
      "windows": {MODEL: {"window", "stride"}},   the ones used (capped at each model's context length)
      "reference": MODEL, "notes": [str], "meta": {...}}   meta's window/stride: the values used
+
+The evaluate stage adds "target_langs" (its run's `role: target` languages) and `write_report`
+adds "tradeoff" ({MODEL: target gain and largest forgetting}, `langadapt.evaluation.tradeoff`).
 """
 
 from __future__ import annotations

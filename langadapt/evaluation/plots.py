@@ -1,5 +1,5 @@
 """The report's figures (matplotlib, Agg backend, PNG): bpb, deltas, fertility, training loss,
-held-out bpb during training.
+held-out bpb during training; and `langadapt frontier`'s gain-vs-forgetting figure.
 
 Each function takes the results dict (or the run directory) and a path, draws one figure and
 returns the path, or None when there is nothing to draw (so the report simply leaves it out).
@@ -188,4 +188,34 @@ def plot_validation(metrics: dict[str, Path], path: Path) -> Path | None:
     ax.set_ylabel("held-out bits per byte")
     ax.set_title("Held-out bits per byte during training (" + " then ".join(stages) + ")")
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_frontier(points: list[dict], path: Path, title: str = "target gain vs largest forgetting") -> Path | None:
+    """`langadapt frontier`'s figure: x = largest forgetting (%), y = target gain (%), one labelled
+    dot per point, the Pareto front as a line. Up and to the left is better."""
+    drawn = [p for p in points if p.get("gain") is not None and p.get("forgetting") is not None]
+    if not drawn:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5.0))
+    x = [100 * p["forgetting"] for p in drawn]
+    y = [100 * p["gain"] for p in drawn]
+    on = [p.get("pareto", False) for p in drawn]
+    ax.scatter([a for a, k in zip(x, on) if not k], [b for b, k in zip(y, on) if not k], c="#8a8a8a", s=40,
+               zorder=3, label="dominated")
+    front = sorted((a, b) for a, b, k in zip(x, y, on) if k)
+    if front:
+        ax.plot(*zip(*front), color=GAIN, lw=1.6, marker="*", markersize=13, zorder=4, label="Pareto front")
+    several = len({p["forgetting_lang"] for p in drawn}) > 1  # then say which language each point forgot
+    for a, b, p in zip(x, y, drawn):
+        text = (p.get("label") or p.get("id", "")) + (f" ({p['forgetting_lang']})" if several else "")
+        ax.annotate(text, (a, b), textcoords="offset points", xytext=(6, 5), fontsize=8)
+    ax.axvline(0, color="#bbbbbb", lw=0.8, zorder=1)  # no forgetting
+    ax.legend(fontsize=8, loc="best", title="better: up and left", title_fontsize=8)
+    target = ", ".join(sorted({p["target_lang"] for p in drawn}))
+    forgot = ", ".join(sorted({p["forgetting_lang"] for p in drawn}))
+    ax.set_xlabel(f"largest forgetting: bpb change of the worst other language ({forgot}), % (lower is better)")
+    ax.set_ylabel(f"target gain: bpb reduction of {target}, % (higher is better)")
+    ax.set_title(title)
+    ax.margins(0.15)
     return _save(fig, path)

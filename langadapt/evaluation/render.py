@@ -11,6 +11,7 @@ import unicodedata
 from pathlib import Path
 
 from langadapt.evaluation import tables
+from langadapt.evaluation.tradeoff import tradeoff
 
 Block = tuple
 """("h1"|"h2"|"h3"|"p", text) | ("ul", [(text, css class)]) | ("table", header, rows) | ("img", key, alt)."""
@@ -29,8 +30,8 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
     """The report's content, in reading order: the answer first, method details last."""
     models, ref, meta = list(results["models"]), results.get("reference"), results.get("meta", {})
     head = tables.headline_model(results)
-    blocks: list[Block] = [
-        ("h1", title),
+    blocks: list[Block] = [("h1", title), *_tradeoff_blocks(results)]
+    blocks += [
         (
             "p",
             (
@@ -71,6 +72,14 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
     blocks += _sample_blocks(results)
     blocks += _data_blocks(results)
     return blocks
+
+
+def _tradeoff_blocks(results: dict) -> list[Block]:
+    """The answer, as the first table: the target's gain and the largest forgetting (`tradeoff`)."""
+    found = tradeoff(results)
+    if found is None:
+        return []
+    return [("p", found.headline()), ("table", *found.table())]
 
 
 def _training_blocks(results: dict, figures: set[str]) -> list[Block]:

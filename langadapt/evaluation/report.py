@@ -13,6 +13,7 @@ from pathlib import Path
 
 from langadapt.evaluation import plots
 from langadapt.evaluation.render import render_html, render_markdown
+from langadapt.evaluation.tradeoff import tradeoffs
 from langadapt.evaluation.training import training_section
 
 RESULTS = "results.json"
@@ -29,6 +30,7 @@ def write_report(
     measured energy (when there are any); `planned_energy`: `training.planned_energy`, shown beside it."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    results = {**results, "tradeoff": tradeoffs(results)}  # the card and `langadapt frontier` read it
     if training_metrics:
         results = {**results, "training": training_section(training_metrics, planned_energy)}
     (out / RESULTS).write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str), "utf-8")

@@ -103,6 +103,13 @@ def held_out_texts(run_dir: Path | None) -> dict[str, list[str]]:
     return texts_by_lang(RunLayout(run_dir).data.root, "valid")
 
 
+def target_langs(layout: RunLayout) -> list[str]:
+    """The languages of the run's `role: target` sources, as its data stage recorded them: the
+    report's gain side (`tradeoff`); everything else scored is the forgetting side."""
+    sources = layout.stage_summary("data").get("sources") or {}
+    return sorted({s["lang"] for s in sources.values() if isinstance(s, dict) and s.get("role") == "target"})
+
+
 def training_metrics(layout: RunLayout) -> dict[str, Path]:
     """Each training stage's metrics.jsonl, for the loss-curve figure."""
     return {stage: layout.trained(stage).metrics for stage in TRAINING_STAGES}
@@ -134,6 +141,7 @@ def run(config: EvaluationConfig, ctx: StageContext, extra: dict[str, Path] | No
         raise LangadaptError(f"evaluate: no models to evaluate in {ctx.run_dir}")
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
+    results["target_langs"] = target_langs(ctx.layout)
     write_report(results, ctx.out, training_metrics(ctx.layout), title=f"langadapt evaluation: {ctx.run_dir.name}",
                  planned_energy=planned_energy(ctx.layout))
     return _summary(results)
@@ -194,6 +202,7 @@ def evaluate_cli(
     results = evaluate_models(models, load_suites(suites), held_out_texts(data_dir), config,
                               reference=next(iter(references), None))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
+    results["target_langs"] = target_langs(RunLayout(data_dir)) if data_dir is not None else []
     if run_dir is not None and (shortfall := vocabulary_shortfall(RunLayout(run_dir).stage_summary("tokenizer"))):
         results.setdefault("tokenizers", {})["shortfall"] = shortfall
     metrics = training_metrics(RunLayout(run_dir)) if run_dir is not None else {}

@@ -153,6 +153,18 @@ def results_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def tradeoff_text(results: dict[str, Any], model: str) -> str:
+    """The card's first table: the target's gain and the largest forgetting of `model`, as the
+    evaluation computed them (results.json's `tradeoff`; export does not recompute evaluation)."""
+    found = (results.get("tradeoff") or {}).get(model)
+    if not found:
+        return f"This model ({model}) has no gain-and-forgetting summary in the run's evaluation."
+    header, rows = found["table"]["header"], found["table"]["rows"]
+    lines = [f"**{found['headline']}**", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def held_out_text(results: dict[str, Any], facts: RunFacts) -> str:
     meta, langs = results.get("meta", {}), results.get("langs", {})
     per_source = "; ".join(f"{s.name} ({s.lang}): {s.held_out}" for s in facts.sources)
@@ -190,6 +202,10 @@ def build_card(layout: RunLayout, facts: RunFacts, config: ExportConfig, exporte
 # {layout.root.name}{"" if exported.name in ("adapted", "stage1") else f" ({exported.name})"}
 
 {config.description or "A language-adapted causal language model produced with langadapt."}
+
+## Gain and forgetting (relative change of held-out bits per byte, lower is better)
+
+{tradeoff_text(results, exported.name)}
 
 ## How it was made
 

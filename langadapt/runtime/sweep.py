@@ -28,6 +28,7 @@ import json
 import os
 import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +135,7 @@ def write_sweep(recipe_path: str | Path, points: list[SweepPoint], *, run_name: 
     for point in points:
         name = f"{run_name}-sweep-{point.name}"
         config_run = out_dir / name
-        _link_prepared_stages(RunLayout(run_dir.resolve()), RunLayout(config_run))
+        link_stages(RunLayout(run_dir.resolve()), RunLayout(config_run), STAGES[: STAGES.index("stage2")])
         sets = [*throughput_overrides(steps), f"run_root={out_dir}", f"name={name}"]
         script = write_sbatch(recipe_path, nodes=point.nodes, time=time, out_path=out_dir / f"{point.name}.sbatch",
                               job_name=f"{base}-sweep-{point.name}", log_dir=logs, prepare=False, until="stage2",
@@ -153,13 +154,15 @@ def write_sweep(recipe_path: str | Path, points: list[SweepPoint], *, run_name: 
     return out_dir
 
 
-def _link_prepared_stages(prepared: RunLayout, config: RunLayout) -> None:
-    """Link the stages before stage 2 (and the content-hash cache, so source files are not hashed
-    again) into the configuration's run. The links may dangle until the preparation job ran."""
+def link_stages(prepared: RunLayout, config: RunLayout, stages: Sequence[str]) -> None:
+    """Link `stages` of the prepared run (and its content-hash cache, so source files are not
+    hashed again) into another run of the same recipe: stage fingerprints do not depend on the
+    run's name, so its pipeline finds them complete. The links may dangle until the preparation
+    job ran (a sweep); a stage the run already has, as a link or its own folder, is kept."""
     config.root.mkdir(parents=True, exist_ok=True)
-    links = [(prepared.stage_dir(s), config.stage_dir(s)) for s in STAGES[: STAGES.index("stage2")]]
+    links = [(prepared.stage_dir(s), config.stage_dir(s)) for s in stages]
     for target, link in [*links, (prepared.hash_cache, config.hash_cache)]:
-        if not link.is_symlink():
+        if not link.is_symlink() and not link.exists():
             link.symlink_to(target)
 
 
