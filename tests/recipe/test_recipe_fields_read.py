@@ -19,9 +19,7 @@ from langadapt.recipe import Recipe
 
 PACKAGE = Path(__file__).resolve().parents[2] / "langadapt"
 
-ALLOWED_UNREAD = {
-    "run_root": "read by Recipe.run_dir (recipe/schema.py), the run directory every command uses",
-}
+ALLOWED_UNREAD: dict[str, str] = {}
 """Fields read only inside recipe/, with the reason."""
 
 
