@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import zstandard
 from helpers import multiproc as mp
 from pydantic import ValidationError
 
@@ -169,8 +170,8 @@ def test_pinned_means_a_commit_or_a_local_folder(hub_folder: Path) -> None:
 
 
 def test_dry_run_of_the_7b_recipe_lists_its_hub_sources(tmp_path: Path) -> None:
-    hplt = tmp_path / "nb_1.jsonl.zst"
-    hplt.write_bytes(b"")
+    hplt = tmp_path / "nb_1.jsonl.zst"  # a real (tiny) file: an empty one is refused as empty
+    hplt.write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "Dette er en setning."}\n' * 50))
     # mp.env(): without the WORLD_SIZE=1 etc. an in-process DeepSpeed test may have exported, which
     # would size the budget for one process instead of the recipe's 64 ranks (CI, test order).
     result = subprocess.run([sys.executable, "-m", "langadapt.cli", "run", "recipes/norwegian_warm.yaml", "--dry-run",
