@@ -170,9 +170,9 @@ def test_a_new_mixture_re_trains_without_preparing_the_data_again(run_dir: Path)
     embeddings (hours at scale) stay complete: their fingerprints do not cover the mixture."""
     recipe = str(run_dir.parents[1] / "tiny_ci.yaml")
     for change in ("data.sources[0].weight=0.7", "data.sources[1].max_epochs=2"):
-        result = langadapt("run", recipe, "--set", change, "--dry-run")
+        result = langadapt("run", recipe, "--set", change, "--dry-run", "--json")
         assert result.returncode == 0, result.stderr[-2000:]
-        plan = dict(line.split(None, 1) for line in result.stdout.splitlines()[1:8])
+        plan = json.loads(result.stdout)["stages"]
         assert plan == {"data": "skip (complete, inputs unchanged)", "tokenizer": "skip (complete, inputs unchanged)",
                         "embeddings": "skip (complete, inputs unchanged)", "stage1": "run", "stage2": "run",
                         "evaluate": "run", "export": "run"}, change
