@@ -20,7 +20,7 @@ from pathlib import Path
 
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
-from langadapt.recipe import LoadedRecipe, Recipe, apply_overrides
+from langadapt.recipe import LoadedRecipe, Recipe, with_overrides
 from langadapt.train.config import TrainStageConfig, global_batch
 
 log = logging.getLogger("langadapt")
@@ -58,7 +58,7 @@ def model_dims(base_model: str | Path, vocab_size: int) -> ModelDims:
 def cold_twin_overrides(recipe: Recipe, dims: ModelDims) -> list[str]:
     """The `--set` items that turn a warm recipe into its cold twin at equal compute."""
     budget = run_flops(dims, recipe)
-    scratch = Recipe.model_validate(apply_overrides(recipe.model_dump(mode="json"), ["init=scratch"]))
+    scratch, _ = with_overrides(recipe, ["init=scratch"])
     steps = equal_compute_stage2_steps(budget, dims, scratch)
     return [
         f"name={recipe.name}{COLD_SUFFIX}", "init=scratch", f"stage2.steps={steps}",
@@ -76,9 +76,9 @@ def cold_twin_recipe(recipe: Recipe, base_model: str | None) -> LoadedRecipe | N
 
     # The warm run's own step-0 model has the dims both runs train: the base body, the new vocabulary.
     overrides = cold_twin_overrides(recipe, load_model_dims(RunLayout(recipe.run_dir).embeddings.model))
-    tree = apply_overrides(recipe.model_dump(mode="json"), overrides)
+    twin_recipe, tree = with_overrides(recipe, overrides)
     # The twin's manifests name the warm run's resolved recipe as theirs, with the overrides logged.
-    twin = LoadedRecipe(Recipe.model_validate(tree), RunLayout(recipe.run_dir).resolved_recipe, tree,
+    twin = LoadedRecipe(twin_recipe, RunLayout(recipe.run_dir).resolved_recipe, tree,
                         {"inherited": [], "overridden": []})
     log.info("cold twin: %s (%s)", twin.recipe.run_dir, " ".join(f"--set {o}" for o in overrides))
     return twin

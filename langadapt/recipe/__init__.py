@@ -13,8 +13,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _SCHEMA = ("BaseModelConfig", "ClusterConfig", "LoadedRecipe", "Recipe", "apply_overrides", "inherit_stage2",
-           "load_recipe")
-__all__ = ["BaseModelConfig", "ClusterConfig", "LoadedRecipe", "Recipe", "apply_overrides", "inherit_stage2", "load_recipe"]
+           "load_recipe", "with_overrides")
+__all__ = ["BaseModelConfig", "ClusterConfig", "LoadedRecipe", "Recipe", "apply_overrides", "inherit_stage2", "load_recipe",
+           "with_overrides"]
 
 if TYPE_CHECKING:
     from langadapt.recipe.schema import (
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         apply_overrides,
         inherit_stage2,
         load_recipe,
+        with_overrides,
     )
 
 

@@ -232,6 +232,14 @@ def apply_overrides(tree: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return tree
 
 
+def with_overrides(recipe: Recipe, overrides: list[str]) -> tuple[Recipe, dict[str, Any]]:
+    """A validated recipe with more `--set` items, and its tree. Re-validated from what was
+    WRITTEN (fields left at their defaults stay unset), so a check that applies only to a value
+    the user set (a warm-up longer than its stage) sees the same recipe the user's load saw."""
+    tree = apply_overrides(recipe.model_dump(mode="json", exclude_unset=True), overrides)
+    return Recipe.model_validate(tree), tree
+
+
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in override.items():
