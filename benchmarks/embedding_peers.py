@@ -1,0 +1,200 @@
+"""Published embedding-initialisation methods run on the same inputs as ours, for side-by-side benchmarks.
+
+Peers (each computes the embeddings of a new tokenizer for an existing base model):
+
+- ``deepfocus``: FOCUS (Dobler & de Melo, EMNLP 2023), the authors' package ``deepfocus==1.0.1``,
+  function ``deepfocus.FOCUS``. It trains a fastText model on the target-language text tokenised
+  with the new tokenizer, copies the source rows of tokens both vocabularies share (exact match of
+  the DECODED form: byte-level pieces that are not whole UTF-8 characters all decode to U+FFFD and
+  get the row of one such source piece), writes tokens fastText has a vector for as a
+  sparsemax-weighted mix of shared tokens, and samples the rest (fewer than ``min_count=10``
+  occurrences in the corpus) from N(source mean, source std) per dimension, seed 42.
+  FOCUS takes ONE matrix (its README replaces the input embeddings only, of a tied model), so it is
+  called once for the input matrix and, when the base is untied, once more for the output matrix;
+  the second call reuses the cached fastText model (same corpus, tokenizer and settings).
+- ``tokensurgeon``: ``mergekit==0.1.5``'s ``mergekit-tokensurgeon`` CLI, the only entry point
+  (``mergekit/scripts/tokensurgeon.py`` is a click command that reads and writes model folders), run
+  with model = the base and donor = a folder holding the new tokenizer. It copies shared tokens'
+  rows and approximates the others with ``--approximation-method subword`` (mean of the base
+  embeddings of the base tokenizer's pieces of the token's text), for the input and the untied output
+  matrix alike. The corpus is not used.
+- ``tokensurgeon-omp`` (its default OMP method) is NOT applicable and is refused: OMP expresses the
+  DONOR model's embedding of a new token as a sparse combination of the donor's embeddings of shared
+  tokens and replays the coefficients on the base's; with no model trained on the new tokenizer, the
+  only donor is the base's own matrix read under the new tokenizer's ids, i.e. the row of whichever
+  base token happens to have the same id, so the result approximates an unrelated token.
+
+The peers run in a subprocess of a separate virtual environment, because their dependencies
+(fasttext, numba, entmax, fastdist, peft, mergekit's pydantic/click pins) must not enter or change
+the main environment; tensors travel as safetensors files in ``work``. Install it once with::
+
+    python -m venv --system-site-packages /tmp/peers
+    /tmp/peers/bin/pip install deepfocus==1.0.1 mergekit==0.1.5
+
+(``--system-site-packages`` lets the venv reuse the main environment's torch/transformers instead
+of downloading a second copy; pip adds only the missing packages into the venv.) This file is also
+the child program: the venv's python runs it with ``deepfocus WORK`` as arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+PEER_PYTHON = Path("/tmp/peers/bin/python")
+PEERS = ("deepfocus", "tokensurgeon")
+PINS = {"deepfocus": ("deepfocus", "1.0.1", "deepfocus"),
+        "tokensurgeon": ("mergekit", "0.1.5", "mergekit.scripts.tokensurgeon")}
+"""peer -> (distribution, pinned version, module that must import)."""
+NOT_APPLICABLE = {
+    "tokensurgeon-omp": (
+        "mergekit-tokensurgeon's OMP approximates the donor model's embedding of each new token from the "
+        "donor's embeddings of shared tokens; a bare tokenizer has no donor embeddings "
+        "(a tokenizer-only donor folder fails: 'ValueError: Unrecognized model in DONOR. Should have a "
+        "`model_type` key in its config.json.'), and the base's weights under the new tokenizer give each "
+        "new token the row of the unrelated base token with the same id"),
+}
+"""Peers that were asked for but cannot produce a meaningful result, with the reason."""
+INSTALL = ("python -m venv --system-site-packages /tmp/peers && "
+           "/tmp/peers/bin/pip install deepfocus==1.0.1 mergekit==0.1.5")
+SOURCE, RESULT = "source.safetensors", "result.safetensors"
+
+
+def peer_available(peer: str) -> str | None:
+    """None if `peer` can run here, else the reason it cannot."""
+    if peer in NOT_APPLICABLE:
+        return NOT_APPLICABLE[peer]
+    if peer not in PEERS:
+        return f"unknown peer {peer!r} (known: {', '.join(PEERS)})"
+    if not PEER_PYTHON.exists():
+        return f"no peer venv at {PEER_PYTHON.parent.parent}; install it with: {INSTALL}"
+    dist, version, module = PINS[peer]
+    check = (f"import importlib.metadata as m, {module}; v = m.version({dist!r}); "
+             f"assert v == {version!r}, f'{dist} {{v}} installed, {version} pinned'")
+    done = subprocess.run([str(PEER_PYTHON), "-c", check], check=False, capture_output=True, text=True)
+    if done.returncode:
+        return done.stderr.strip().splitlines()[-1]
+    return None
+
+
+def peer_embeddings(peer: str, base_dir: Path, new_tokenizer_dir: Path, corpus: list[str],
+                    work: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(input matrix, output matrix or None when the base is tied), rows in `new_tokenizer_dir`'s id order."""
+    reason = peer_available(peer)
+    if reason is not None:
+        raise RuntimeError(f"peer {peer} cannot run: {reason}")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    work.mkdir(parents=True, exist_ok=True)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    tied = bool(model.config.tie_word_embeddings)
+    weights = {"input": model.get_input_embeddings().weight}
+    if not tied:
+        weights["output"] = model.get_output_embeddings().weight
+    names = {id(p): n for n, p in model.named_parameters()}
+    tensor_names = {key: names[id(w)] for key, w in weights.items()}
+    matrices = {key: w.detach() for key, w in weights.items()}
+    new_tokenizer = AutoTokenizer.from_pretrained(new_tokenizer_dir)
+    n_new = len(new_tokenizer)
+
+    if peer == "deepfocus":
+        save_file({k: m.contiguous() for k, m in matrices.items()}, work / SOURCE)
+        (work / "corpus.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
+        (work / "paths.json").write_text(json.dumps({"base": str(base_dir), "new": str(new_tokenizer_dir)}))
+        _run_child([str(PEER_PYTHON), __file__, "deepfocus", str(work)], work / "deepfocus.log")
+        result = load_file(work / RESULT)
+    else:
+        donor = work / "donor"
+        _write_donor(model.config, tensor_names, matrices, new_tokenizer, new_tokenizer_dir, donor)
+        out = work / "tokensurgeon-out"
+        _run_child([str(PEER_PYTHON), "-m", "mergekit.scripts.tokensurgeon", str(base_dir), str(donor),
+                    str(out), "--approximation-method", "subword", "--subword-method", "mean",
+                    "--device", "cpu"],
+                   work / "tokensurgeon.log")
+        result = _read_tensors(out, {tensor_names[k]: k for k in matrices})
+
+    for key, matrix in result.items():
+        if matrix.shape != (n_new, matrices[key].shape[1]):
+            raise RuntimeError(f"{peer} returned {key} of shape {tuple(matrix.shape)}, "
+                               f"expected ({n_new}, {matrices[key].shape[1]})")
+    return result["input"], result.get("output")
+
+
+def _write_donor(config: PretrainedConfig, tensor_names: dict[str, str], matrices: dict[str, torch.Tensor],
+                 new_tokenizer: PreTrainedTokenizerBase, new_tokenizer_dir: Path, donor: Path) -> None:
+    """A model folder with the new tokenizer: tokensurgeon takes the target vocabulary from a donor model.
+
+    Its weights are zeros (the subword method never reads them) but must have one row per new token:
+    tokensurgeon silently zeroes the rows of token ids past the donor's matrix. The special-token ids
+    are the new tokenizer's (tokensurgeon copies them into its output config).
+    """
+    n_new = len(new_tokenizer)
+    shutil.rmtree(donor, ignore_errors=True)
+    shutil.copytree(new_tokenizer_dir, donor)
+    config = config.__class__.from_dict(config.to_dict())
+    config.vocab_size = n_new
+    config.bos_token_id = new_tokenizer.bos_token_id
+    config.eos_token_id = new_tokenizer.eos_token_id
+    config.pad_token_id = new_tokenizer.pad_token_id
+    config.save_pretrained(donor)
+    save_file({tensor_names[k]: torch.zeros(n_new, m.shape[1]) for k, m in matrices.items()},
+              donor / "model.safetensors")
+
+
+def _read_tensors(folder: Path, wanted: dict[str, str]) -> dict[str, torch.Tensor]:
+    """{key: tensor} for the tensor names in `wanted` ({name: key}) from a folder's safetensors shards."""
+    found = {}
+    for shard in sorted(folder.glob("*.safetensors")):
+        with safe_open(shard, framework="pt") as f:
+            present = set(f.keys())
+            found.update({key: f.get_tensor(name) for name, key in wanted.items() if name in present})
+    missing = [name for name, key in wanted.items() if key not in found]
+    if missing:
+        raise RuntimeError(f"{folder} lacks {missing}")
+    return found
+
+
+def _run_child(command: list[str], log: Path) -> None:
+    """Run a peer on one thread (shared machines), output into `log`; raise with the log's tail on failure."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false", "XDG_CACHE_HOME": str(log.parent / "cache"),
+           "HF_DATASETS_CACHE": str(log.parent / "cache" / "datasets")}
+    with log.open("w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
+    if done.returncode:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise RuntimeError(f"{' '.join(command[1:3])} failed ({done.returncode}), see {log}:\n{tail}")
+
+
+def _deepfocus_child(work: Path) -> None:
+    """Runs in the peer venv: FOCUS once per matrix; fastText trains on work/corpus.txt once (then cached)."""
+    from deepfocus import FOCUS
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(1)
+    paths = json.loads((work / "paths.json").read_text())
+    source_tokenizer = AutoTokenizer.from_pretrained(paths["base"])
+    target_tokenizer = AutoTokenizer.from_pretrained(paths["new"])
+    result = {key: FOCUS(target_tokenizer=target_tokenizer, source_tokenizer=source_tokenizer,
+                         source_embeddings=matrix, target_training_data_path=str(work / "corpus.txt"),
+                         processes=1).contiguous()
+              for key, matrix in load_file(work / SOURCE).items()}
+    save_file(result, work / RESULT)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["deepfocus"] or len(sys.argv) != 3:
+        sys.exit(f"usage: {PEER_PYTHON} {__file__} deepfocus WORK  (the child side of peer_embeddings)")
+    _deepfocus_child(Path(sys.argv[2]))
