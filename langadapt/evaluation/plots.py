@@ -201,15 +201,19 @@ def plot_frontier(points: list[dict], path: Path, title: str = "target gain vs l
     x = [100 * p["forgetting"] for p in drawn]
     y = [100 * p["gain"] for p in drawn]
     on = [p.get("pareto", False) for p in drawn]
-    ax.scatter([a for a, k in zip(x, on) if not k], [b for b, k in zip(y, on) if not k], c="#8a8a8a", s=40,
-               zorder=3, label="dominated")
+    if not all(on):
+        ax.scatter([a for a, k in zip(x, on) if not k], [b for b, k in zip(y, on) if not k], c="#8a8a8a", s=40,
+                   zorder=3, label="dominated")
     front = sorted((a, b) for a, b, k in zip(x, y, on) if k)
     if front:
         ax.plot(*zip(*front), color=GAIN, lw=1.6, marker="*", markersize=13, zorder=4, label="Pareto front")
     several = len({p["forgetting_lang"] for p in drawn}) > 1  # then say which language each point forgot
+    middle = (min(x) + max(x)) / 2
     for a, b, p in zip(x, y, drawn):
         text = (p.get("label") or p.get("id", "")) + (f" ({p['forgetting_lang']})" if several else "")
-        ax.annotate(text, (a, b), textcoords="offset points", xytext=(6, 5), fontsize=8)
+        right = a > middle  # labels of the right half point left, so they stay inside the axes
+        ax.annotate(text, (a, b), textcoords="offset points", xytext=(-6 if right else 6, 5),
+                    ha="right" if right else "left", fontsize=8)
     ax.axvline(0, color="#bbbbbb", lw=0.8, zorder=1)  # no forgetting
     ax.legend(fontsize=8, loc="best", title="better: up and left", title_fontsize=8)
     target = ", ".join(sorted({p["target_lang"] for p in drawn}))
