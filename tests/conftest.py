@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -51,15 +52,19 @@ def shared_texts(shared_dir: Path):
     return lambda name, limit=None: read_shared_texts(shared_dir, name, limit)
 
 
+_LOGGER = logging.getLogger("langadapt")
+_PRISTINE_LOGGER = (list(_LOGGER.handlers), _LOGGER.propagate, _LOGGER.level)
+"""The `langadapt` logger as the test session found it (before any `cli.main`)."""
+
+
 @pytest.fixture(autouse=True)
 def _restore_langadapt_logger():
     """Tests that call `cli.main` in-process install the CLI's console handler (on that test's
     captured stderr, with propagation off); later tests would log into a closed stream and their
-    `caplog` would see nothing. Each test gets the logger back as it found it."""
-    import logging
-
-    logger = logging.getLogger("langadapt")
-    saved = (list(logger.handlers), logger.propagate, logger.level)
+    `caplog` would see nothing. After each test the logger is put back as the SESSION found it, not
+    as the test found it: a module-scoped fixture that ran `cli.main` before the test began would
+    otherwise be what "as found" restores (tests/runtime/test_frontier.py did that)."""
     yield
-    logger.handlers[:], logger.propagate = saved[0], saved[1]
-    logger.setLevel(saved[2])
+    handlers, propagate, level = _PRISTINE_LOGGER
+    _LOGGER.handlers[:], _LOGGER.propagate = handlers, propagate
+    _LOGGER.setLevel(level)
