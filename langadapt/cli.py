@@ -147,7 +147,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
         plan = plan_recipe(loaded.recipe)
     except LangadaptError as exc:  # a consequence of a problem found already (no base model), or one more
         if not report.problems:
-            report.problems.append(("", str(exc)))
+            report.add_line(str(exc))
     problems = report.lines()
     sources = [source.describe() for source in loaded.recipe.data.sources]
     if args.json:

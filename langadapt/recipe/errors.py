@@ -201,7 +201,11 @@ class Report:
         try:
             yield
         except LangadaptError as exc:
-            self.problems.append(("", str(exc)))
+            self.add_line(str(exc))
+
+    def add_line(self, line: str) -> None:
+        """A problem that is already one located line (another check's own error)."""
+        self.problems.append(("", line))
 
     def lines(self) -> list[str]:
         """Each problem as the one line a user reads: `file:line: key: what`."""
