@@ -415,10 +415,9 @@ def main() -> None:
 
 def run_all(args, plan: dict[str, Any], results: dict[str, Any]) -> None:
     reference = reference_recipe(plan)
-    from langadapt.run.base_model import resolve_base_model
-    from langadapt.run.pipeline import run_pipeline
+    from langadapt.run.pipeline import prepare_base_model
 
-    base_model = Path(resolve_base_model(reference, build=run_pipeline))  # the demo's base is built once, here
+    base_model = Path(prepare_base_model(reference))  # the demo's base is built once, here
     dims = recipe_dims(reference)
     budget = run_flops(dims, reference)
     results.update(merge_results(args.results, {

@@ -139,7 +139,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
     or the next problem."""
     from langadapt.planning.plan import render_plan
     from langadapt.planning.recipe_plan import plan_recipe
-    from langadapt.run.pipeline import dry_run
+    from langadapt.run.pipeline import dry_run, planned_dependencies
 
     actions, report = dry_run(loaded, only=args.only, start=args.start, until=args.until, force=args.force or None)
     plan = None
@@ -150,14 +150,20 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
             report.add_line(str(exc))
     problems = report.lines()
     sources = [source.describe() for source in loaded.recipe.data.sources]
+    dependencies = planned_dependencies(loaded.recipe)
     if args.json:
         print(json.dumps({"recipe": str(args.recipe), "run_dir": str(loaded.recipe.run_dir), "valid": not problems,
-                          "stages": dict(actions), "sources": sources, "plan": plan, "problems": problems}, indent=2))
+                          "stages": dict(actions), "depends_on": dependencies, "sources": sources, "plan": plan,
+                          "problems": problems}, indent=2))
     else:
         print(render_plan(plan) if plan is not None else "plan: not known until the problems below are fixed", end="\n\n")
         print(f"recipe {args.recipe}: {'valid' if not problems else 'NOT valid'}; run directory {loaded.recipe.run_dir}")
         for name, action in actions:
             print(f"  {name:<11} {action}")
+        if dependencies:
+            print("runs it depends on:")
+            for line in dependencies:
+                print(f"  {line}")
         print("sources:")
         for line in sources:
             print(f"  {line}")
@@ -243,7 +249,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     revision = args.revision
     if args.checkpoint:
         paths = export_checkpoint(args.checkpoint, layout, recipe.export, RunFacts.from_recipe(recipe),
-                                  resolve_base_model(recipe, build=None), args.overwrite)
+                                  resolve_base_model(recipe, fetch=False), args.overwrite)
         revision = revision or paths.root.name  # never over the final model on main
         print(f"exported {args.checkpoint} to {paths.model}")
     else:

@@ -4,7 +4,7 @@ A warm run is only worth its machinery if it beats a model pretrained from scrat
 data with the same compute (the NorMistral claim). The twin is this recipe with `init: scratch`
 (same tokenizer settings, data, seed, batch and optimizer) and its stage-2 steps raised so that it
 spends the FLOPs the warm run spends in stage 1 + stage 2. It is built and cached the way the
-demo's base model is (`run.base_model.resolve_base_model`): the pipeline runs it in its own run
+demo's base model is: the pipeline runs it as a run this one depends on, in its own run
 directory, `<run_root>/<name>_cold/`, so a finished twin is a fixed point and costs nothing the
 next time; change the recipe and only the stages whose inputs changed run again.
 
@@ -66,11 +66,15 @@ def cold_twin_overrides(recipe: Recipe, dims: ModelDims) -> list[str]:
     ]
 
 
-def cold_twin_recipe(recipe: Recipe, base_model: str | None) -> LoadedRecipe | None:
-    """The twin's recipe when `evaluation.cold_baseline` asks for one, else None; the pipeline runs it.
+def wants_cold_twin(recipe: Recipe) -> bool:
+    """Only a warm run with suites to score has a twin (a scratch run is its own cold baseline)."""
+    return bool(recipe.evaluation.cold_baseline and recipe.evaluation.suites and recipe.init == "warm")
 
-    Only a warm run with suites to score has a twin (a scratch run is its own cold baseline)."""
-    if not (recipe.evaluation.cold_baseline and recipe.evaluation.suites and recipe.init == "warm" and base_model):
+
+def cold_twin_recipe(recipe: Recipe, base_model: str | None) -> LoadedRecipe | None:
+    """The twin's recipe when `evaluation.cold_baseline` asks for one, else None; the pipeline
+    runs it before this run's evaluate stage (`run.pipeline.Dependency`)."""
+    if not (wants_cold_twin(recipe) and base_model):
         return None
     from langadapt.run.layout import RunLayout
 

@@ -1,6 +1,7 @@
 """Where the base (source) model comes from: a local folder, built by its own recipe, or the Hub.
 
-The pipeline resolves it before fingerprinting: a stage's fingerprint hashes the base model's
+The pipeline runs the base's own recipe first when its folder is missing (`base_build`), then
+resolves it before fingerprinting: a stage's fingerprint hashes the base model's
 files, so they must exist first (see `fingerprint`). `weights_problem` checks its safetensors
 weights from their headers and sizes (the preflight check, and every folder resolved here).
 """
@@ -8,44 +9,46 @@ weights from their headers and sizes (the preflight check, and every folder reso
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 
-log = logging.getLogger("langadapt")
+
+def base_build(recipe: Recipe) -> LoadedRecipe | None:
+    """The base model's own recipe when its folder is missing and `base_model.build_recipe` says how
+    to make it: the pipeline runs it first, as a run of its own in its own run directory (the demo's
+    English base). None when there is nothing to build."""
+    spec = recipe.base_model
+    if spec.path is None or not spec.build_recipe or Path(spec.path).is_dir():
+        return None
+    return load_recipe(spec.build_recipe)
 
 
-def resolve_base_model(recipe: Recipe, build: Callable[[LoadedRecipe], object] | None) -> str | None:
-    """A local folder for the base model: as given, built by its recipe, or fetched from the Hub.
+def resolve_base_model(recipe: Recipe, fetch: bool) -> str | None:
+    """A local folder for the base model: as given (built already by `base_build`'s run), or from the Hub.
 
-    `build` runs the base's own recipe when its folder is missing (the pipeline passes
-    `run_pipeline`: the base is a run of its own, in its own run directory). With build=None
-    (dry runs, fingerprints) nothing is built or downloaded: None when it is not there yet."""
-    folder = _resolve(recipe, build)
-    if folder is not None and build is not None and (problem := weights_problem(Path(folder))):
+    With fetch=False (dry runs, fingerprints) nothing is downloaded: None when it is not on this
+    machine yet. With fetch=True a missing folder is an error and a Hub id is downloaded, and the
+    weights found are checked (`weights_problem`)."""
+    folder = _resolve(recipe, fetch)
+    if folder is not None and fetch and (problem := weights_problem(Path(folder))):
         raise LangadaptError(f"base_model.path: {problem}")
     return folder
 
 
-def _resolve(recipe: Recipe, build: Callable[[LoadedRecipe], object] | None) -> str | None:
+def _resolve(recipe: Recipe, fetch: bool) -> str | None:
     spec = recipe.base_model
     if spec.path is None:
         return None
     if Path(spec.path).is_dir():
         return spec.path
     hub_id = hub_repo_id(spec.path) is not None
-    if build is None:  # a dry run: what is on this machine already, nothing built or downloaded
+    if not fetch:  # what is on this machine already, nothing built or downloaded
         return hub_cached(spec.path, spec.revision) if hub_id and not spec.build_recipe else None
     if spec.build_recipe:
-        log.info("base model %s is missing: building it with %s", spec.path, spec.build_recipe)
-        build(load_recipe(spec.build_recipe))
-        if not Path(spec.path).is_dir():
-            raise LangadaptError(f"base_model.build_recipe {spec.build_recipe} did not produce {spec.path}")
-        return spec.path
+        raise LangadaptError(f"base_model.build_recipe {spec.build_recipe} did not produce {spec.path}")
     if hub_id:
         from huggingface_hub import snapshot_download
 

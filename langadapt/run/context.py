@@ -36,6 +36,9 @@ class StageContext:
     when a stage is called on its own (evaluation then looks at what is on disk)."""
     overwrite: bool = False
     """The user allowed replacing output a person may have edited (`--overwrite`)."""
+    needed: dict[str, Path] = field(default_factory=dict)
+    """What the runs this stage depends on produced, by role (`run.pipeline.Dependency`): the cold
+    twin's model for evaluate. Empty for every other stage."""
 
     def __post_init__(self) -> None:
         if self.layout is None:

@@ -36,7 +36,7 @@ def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: 
     recipe, previous, prints = loaded.recipe, "", {}
     cache = cache or HashCache(None)
     if base_model is None:
-        base_model = resolve_base_model(recipe, build=None)
+        base_model = resolve_base_model(recipe, fetch=False)
     for stage in stages:
         inputs: dict[str, Any] = {}
         if stage.name == "data":

@@ -4,9 +4,14 @@ The stage table below is the only place that knows which recipe sections a stage
 each stage's entry point gets its own slice and a `StageContext`, and nothing else couples them
 (they communicate through the run directory, whose paths `run.layout.RunLayout` names once).
 
-Order of work in `run_pipeline`: take the run lock, resolve (or build) the base model, then
-fingerprint each stage from content hashes of what it reads, so a finished run is a fixed point:
-running it again skips every stage.
+Order of work in `run_pipeline`: take the run lock, run the base model's own recipe when its
+folder is missing, resolve the base, then fingerprint each stage from content hashes of what it
+reads, so a finished run is a fixed point: running it again skips every stage.
+
+A run is a graph: besides its stages in order it may depend on other runs (`Dependency`), the
+base model's build before everything and the cold twin before evaluate. The pipeline schedules
+them itself, each in its own run directory with its own lock and fingerprints; no stage starts a
+pipeline from inside.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from langadapt.errors import LangadaptError
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.recipe.errors import Report
 from langadapt.run import layout as run_layout
-from langadapt.run.base_model import resolve_base_model
+from langadapt.run.base_model import base_build, resolve_base_model
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
 from langadapt.run.fingerprint import fingerprints
@@ -58,6 +63,23 @@ def _stage_label(stage_name: str, run_name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """A run of its own that this run needs first: the base model's build, the cold twin.
+
+    The pipeline runs it (`run_pipeline` on its recipe, in its own run directory: its own lock,
+    fingerprints and console label), so a finished one costs nothing the next time, then hands the
+    stage that needs it `output` in `StageContext.needed`, under `role`."""
+
+    role: str
+    """The key of `output` in `StageContext.needed` ("cold": the name evaluation reports it under)."""
+    about: str
+    """What the run is, for the console ("the cold twin")."""
+    loaded: LoadedRecipe
+    output: Path
+    """What the dependent stage reads of it (the base model folder, the twin's stage-2 model)."""
+
+
+@dataclass(frozen=True)
 class Stage:
     """One pipeline step: a name, the recipe sections it depends on, and its entry point."""
 
@@ -67,6 +89,9 @@ class Stage:
     skip_reason: str | None = None
     ignores: tuple[str, ...] = ()
     """Fields of `sections` the stage does not read: changing one must not re-run it."""
+    needs: Callable[[StageContext], Dependency | None] | None = None
+    """The run this stage depends on, known only once the stages before it are done (the cold
+    twin's recipe takes its dims from this run's embeddings): the pipeline runs it just before."""
 
 
 def stage_table(recipe: Recipe) -> list[Stage]:
@@ -104,15 +129,16 @@ def stage_table(recipe: Recipe) -> list[Stage]:
 
         return run_training
 
-    def evaluate(ctx: StageContext) -> dict[str, Any]:
+    def cold_twin(ctx: StageContext) -> Dependency | None:
         from langadapt.evaluation.cold_twin import cold_twin_recipe
-        from langadapt.evaluation.stage import run
 
         twin = cold_twin_recipe(recipe, ctx.base_model)
-        if twin is None:
-            return run(recipe.evaluation, ctx, {})
-        run_pipeline(twin, force=False)  # its own run directory: a finished twin is a fixed point
-        return run(recipe.evaluation, ctx, {"cold": RunLayout(twin.recipe.run_dir).stage2.model})
+        return None if twin is None else Dependency("cold", "the cold twin", twin, RunLayout(twin.recipe.run_dir).stage2.model)
+
+    def evaluate(ctx: StageContext) -> dict[str, Any]:
+        from langadapt.evaluation.stage import run
+
+        return run(recipe.evaluation, ctx, dict(ctx.needed))  # the cold twin's model, when there is one
 
     def export(ctx: StageContext) -> dict[str, Any]:
         from langadapt.export.provenance import RunFacts
@@ -129,7 +155,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
               ignores=monitoring_keys("stage1")),
         Stage("stage2", ("stage2", "engine", *TRAINING_DATA_KEYS), training("stage2"),
               recipe.training_skip_reason("stage2"), ignores=monitoring_keys("stage2")),
-        Stage("evaluate", ("evaluation",), evaluate),
+        Stage("evaluate", ("evaluation",), evaluate, needs=cold_twin),
         Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
     ]
 
@@ -256,7 +282,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
         if main:
             claim_run(loaded, layout, take_over, record=True)  # again under the lock: two writers at once
             run_layout.recover(layout)
-        base_model = resolve_base_model(recipe, build=run_pipeline)
+        base_model = prepare_base_model(recipe, world)
         cache = HashCache(layout.hash_cache)
         actions, prints = plan_actions(loaded, selected, force, base_model, cache)
         if world > 1:
@@ -275,9 +301,44 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             _honour_stop(f"before stage {stage.name}")
             ctx = StageContext(run_dir=layout.root, stage=stage.name, seed=recipe.seed, base_model=base_model,
                                log=log, layout=layout, models=models, overwrite=overwrite)
+            if stage.needs is not None and (dependency := stage.needs(ctx)) is not None:
+                ctx = replace(ctx, needed={dependency.role: _run_dependency(dependency, stage.name)})
             _run_stage(stage, ctx, prints[stage.name], loaded, action, main)
         _honour_stop(f"after stage {selected[-1]}")
     return [(stage.name, action) for stage, action in actions]
+
+
+def prepare_base_model(recipe: Recipe, world_size: int = 1) -> str | None:
+    """The base model's local folder, its own run first when it is to be built, fetched if a Hub id."""
+    if (build := base_build(recipe)) is not None:
+        if world_size > 1:
+            raise LangadaptError(f"base_model.path {recipe.base_model.path} is missing: build it in one "
+                                 f"process first (langadapt run {recipe.base_model.build_recipe})")
+        _run_dependency(Dependency("base", "the base model", build, Path(str(recipe.base_model.path))), "every stage")
+    return resolve_base_model(recipe, fetch=True)
+
+
+def _run_dependency(dependency: Dependency, needed_by: str) -> Path:
+    """Run (or find finished) a run this one depends on; its output, checked to exist."""
+    other = dependency.loaded.recipe
+    log.info("%s needs %s: run %s in %s", needed_by, dependency.about, other.name, other.run_dir)
+    run_pipeline(dependency.loaded, force=False)
+    if not dependency.output.exists():
+        raise LangadaptError(f"run {other.name} ({dependency.about}) finished without producing {dependency.output}")
+    return dependency.output
+
+
+def planned_dependencies(recipe: Recipe) -> list[str]:
+    """The runs `run_pipeline` would start besides this recipe's stages, one line each (dry run)."""
+    from langadapt.evaluation.cold_twin import COLD_SUFFIX, wants_cold_twin
+
+    lines = []
+    if (build := base_build(recipe)) is not None:
+        lines.append(f"base model: {recipe.base_model.path} is missing; built first by run {build.recipe.name} "
+                     f"({recipe.base_model.build_recipe})")
+    if wants_cold_twin(recipe):
+        lines.append(f"cold twin: run {recipe.name}{COLD_SUFFIX} (init: scratch at equal compute), before evaluate")
+    return lines
 
 
 def _honour_stop(where: str) -> None:

@@ -258,7 +258,7 @@ def test_an_uncached_hub_id_offline_says_how_to_fetch_it(tmp_path: Path, offline
     path.write_text(RECIPE.format(root=tmp_path).replace("init: scratch\nbase_model:\n  architecture: {model_type: llama}\n",
                                                          f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
     with pytest.raises(LangadaptError) as error:
-        resolve_base_model(load_recipe(path).recipe, build=lambda loaded: None)
+        resolve_base_model(load_recipe(path).recipe, fetch=True)
     assert str(error.value) == f"base_model.path: {OFFLINE_LINE}"
 
 

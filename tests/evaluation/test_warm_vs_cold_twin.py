@@ -8,6 +8,7 @@ warm run has 2 stage-1 and 3 stage-2 steps, the suite scores held-out bits per b
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import yaml
@@ -56,7 +57,7 @@ def _corpus(path: Path, words: list[str]) -> None:
     path.write_text("\n\n".join(" ".join(words[(i + j) % len(words)] for j in range(40)) for i in range(60)))
 
 
-def test_cold_twin_is_trained_at_equal_compute_scored_and_kept(tmp_path: Path, monkeypatch) -> None:
+def test_cold_twin_is_trained_at_equal_compute_scored_and_kept(tmp_path: Path, monkeypatch, caplog) -> None:
     monkeypatch.chdir(tmp_path)
     _corpus(tmp_path / "en.txt", [f"word{i}" for i in range(80)] + ["the", "and", "of"])
     _corpus(tmp_path / "nb.txt", [f"ord{i}" for i in range(80)] + ["og", "i", "det"])
@@ -65,7 +66,22 @@ def test_cold_twin_is_trained_at_equal_compute_scored_and_kept(tmp_path: Path, m
     (tmp_path / "base.yaml").write_text(BASE.format(root=tmp_path))
     (tmp_path / "warm.yaml").write_text(WARM.format(root=tmp_path))
     warm = load_recipe(tmp_path / "warm.yaml")
-    run_pipeline(warm)
+    with caplog.at_level(logging.INFO, logger="langadapt"):
+        run_pipeline(warm)
+
+    # A graph of runs: the base's run before every stage, the twin's between stage 2 and evaluate,
+    # each line labelled with the run it belongs to.
+    stage_lines = [r.getMessage().split(" done")[0] for r in caplog.records
+                   if r.name == "langadapt" and (" needs " in r.getMessage() or " done in " in r.getMessage())]
+    runs = tmp_path / "runs"
+    assert stage_lines == [
+        f"every stage needs the base model: run base in {runs / 'base'}",
+        *(f"[base] {name:<10}" for name in ("data", "tokenizer", "embeddings", "stage2", "evaluate", "export")),
+        *(f"{name:<10}" for name in ("data", "tokenizer", "embeddings", "stage1", "stage2")),
+        f"evaluate needs the cold twin: run warm_cold in {runs / 'warm_cold'}",
+        *(f"[warm_cold] {name:<10}" for name in ("data", "tokenizer", "embeddings", "stage2", "evaluate")),
+        "evaluate  ",
+    ]
 
     twin_dir = tmp_path / "runs" / "warm_cold"
     twin = yaml.safe_load((twin_dir / "recipe.resolved.yaml").read_text())
