@@ -99,6 +99,19 @@ def test_dry_run_of_the_demo_recipe_prints_the_stages() -> None:
         assert f"  {stage}" in result.stdout
 
 
+def test_dry_run_lists_the_runs_the_demo_depends_on(tmp_path: Path) -> None:
+    """The base model's build (its folder missing here) and the cold twin are runs of their own."""
+    result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run", "--json",
+                       "--set", f"base_model.path={tmp_path / 'base'}", "--set", f"run_root={tmp_path}")
+    assert json.loads(result.stdout)["depends_on"] == [
+        f"base model: {tmp_path / 'base'} is missing; built first by run tiny_english_source "
+        "(recipes/tiny_english_source.yaml)",
+        "cold twin: run tiny_norwegian_warm_cold (init: scratch at equal compute), before evaluate",
+    ]
+    plain = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run", "--set", "evaluation.cold_baseline=false")
+    assert "cold twin" not in plain.stdout
+
+
 def test_dry_run_of_the_real_recipe_off_the_cluster_names_the_missing_corpus() -> None:
     """The 7B recipe's corpora live on LUMI's /scratch: a dry run elsewhere is not "valid"."""
     result = langadapt("run", "recipes/norwegian_warm.yaml", "--dry-run")
