@@ -219,7 +219,7 @@ class EngineConfig(Config):
     compile: bool | Literal["auto"] = "auto"
     """torch.compile each decoder block in place (regional); auto: on for GPUs (not ZeRO-3), off on CPU."""
     fused_loss: bool | Literal["auto"] = "auto"
-    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs (not ZeRO-3) when installed."""
+    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs when installed (every ZeRO stage)."""
     peak_tflops: float | None = Field(None, gt=0, le=100_000)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 
@@ -271,6 +271,11 @@ def liger_available() -> bool:
     return importlib.util.find_spec("liger_kernel") is not None
 
 
+def fused_loss_runs_on(device_type: str) -> bool:
+    """liger-kernel's Triton kernels run on CUDA and ROCm GPUs, not on CPU."""
+    return device_type != "cpu"
+
+
 def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bool | None = None) -> dict[str, bool]:
     """`compile` and `fused_loss` resolved to booleans for this device (see langadapt.train.fastpath).
 
@@ -279,27 +284,25 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bo
     FSDP2 takes both: its hooks are excluded from tracing (dynamo runs them eagerly, at the edges of
     each compiled block), and the head sits in the root group, whose weights stay gathered through
     the root's forward, where the fused loss reads them (langadapt.train.engines.fsdp_engine).
-    ZeRO-3 takes neither: its parameter-fetch hooks fire inside every block, which an in-place
-    compiled block would trace, and the fused loss reads the head's weight outside the head's own
-    forward, so the weight would have to be registered with DeepSpeed as an external parameter.
-    That path trained, and resumed after a kill, in one H100 run (tests/gpu/RESULTS.md, run 2),
-    but nothing in the GPU suite keeps it working: off until a test does.
+    ZeRO-3 takes the fused loss: the head's weight, which the loss reads outside the head's own
+    forward, is registered with DeepSpeed as an external parameter of the loss module, so it is
+    gathered for that forward (engines.deepspeed_engine; two CPU ranks check it against one
+    process with a stand-in of liger's kernel, tests/train/test_train_multiprocess_zero.py).
+    ZeRO-3 does not take the in-place compile: its parameter-fetch hooks fire inside every block
+    and are excluded from tracing, so a compiled block would break its graph at every layer.
     """
-    gpu = device_type != "cpu"
+    gpu, kernels_run = device_type != "cpu", fused_loss_runs_on(device_type)
     have_liger = liger_available() if have_liger is None else have_liger
     if engine.compile is True and zero == 3:
         raise LangadaptError("engine.compile: not with ZeRO-3 (DeepSpeed gathers parameters inside each "
                              "compiled block); use zero_stage 2 or engine.compile: false")
-    if engine.fused_loss is True and zero == 3:
-        raise LangadaptError("engine.fused_loss: not with ZeRO-3 (the head's weight is read outside its "
-                             "module, which ZeRO-3 partitions); use zero_stage 2 or engine.fused_loss: false")
-    if engine.fused_loss is True and not gpu:
+    if engine.fused_loss is True and not kernels_run:
         raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
     if engine.fused_loss is True and not have_liger:
         raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
     compile_ = gpu and zero < 3 if engine.compile == "auto" else engine.compile
-    fused = gpu and zero < 3 and have_liger if engine.fused_loss == "auto" else engine.fused_loss
-    if engine.fused_loss == "auto" and gpu and not have_liger:
+    fused = kernels_run and have_liger if engine.fused_loss == "auto" else engine.fused_loss
+    if engine.fused_loss == "auto" and kernels_run and not have_liger:
         log.info("engine.fused_loss: auto, but liger-kernel is not installed: full logits are materialised")
     return {"compile": compile_, "fused_loss": fused}
 

@@ -7,7 +7,9 @@ inside the wrapped forward).
 - Fused linear + cross-entropy (liger-kernel's Triton kernel, NVIDIA and AMD): the head and the
   loss run chunk by chunk, so the [tokens x vocab] logits (16 x 2048 x 32k fp32 = 4 GiB on the
   1B benchmark) never exist. That memory is what lets the micro-batch double, and the softmax
-  over it is memory-bound time. Only for heads that are plain `head(hidden)` (`modeling`).
+  over it is memory-bound time. Only for heads that are plain `head(hidden)` (`modeling`). It
+  reads the head's weight directly, outside the head's forward: ZeRO-3 must be told
+  (engines.deepspeed_engine registers it as an external parameter).
 - Regional compile: `torch.compile` of each decoder block IN PLACE (`Module.compile`), the way
   torchtitan compiles per block: parameter names, checkpoints and DeepSpeed's hooks stay as they
   are, all blocks share one compiled graph (compile time of one block, not the model), and the
@@ -97,12 +99,15 @@ def check_document_masking(model: torch.nn.Module) -> None:
 def use_fused_loss(model: torch.nn.Module, setting: bool) -> bool:
     """Whether this model trains with the fused loss; `setting` is the resolved engine.fused_loss.
 
-    Refused (error) when the head is not plain. The device, install and ZeRO checks are made
-    earlier, in `config.check_engine` (never ZeRO-3: the weights here are whole).
+    Refused (error) when the head is not plain. The device and install checks are made earlier,
+    in `config.check_engine`.
     """
     if not setting:
         return False
-    if not head_is_plain_by_config(model) or not head_splits_cleanly(model, next(model.parameters()).device):
+    # Weights ZeRO-3 loaded partitioned (shape [0] outside its engine) cannot run the probe; the
+    # config check, which names every known logit transform, decides alone there.
+    probe = not any(hasattr(p, "ds_id") for p in model.parameters())
+    if not head_is_plain_by_config(model) or (probe and not head_splits_cleanly(model, next(model.parameters()).device)):
         raise LangadaptError(f"engine.fused_loss: {type(model).__name__}'s logits are not head(hidden) "
                              "(soft-capped or scaled); set engine.fused_loss: false")
     return True

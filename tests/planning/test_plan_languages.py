@@ -66,9 +66,10 @@ def test_rows_group_sources_by_language_and_role_and_drop_untrained_ones() -> No
                     {"stage": "stage2", "lang": "en", "role": "replay", "tokens": 25.0, "share": 0.25}]
 
 
-def test_a_max_epochs_cap_that_moves_the_share_gets_a_note() -> None:
-    """Sizes known (declared unique_tokens): a capped replay source gives its excess to the target."""
-    sets = ["data.sources[0].unique_tokens=1e6", "data.sources[1].unique_tokens=2000",
+def test_a_max_epochs_cap_that_moves_the_share_gets_a_note(tmp_path: Path) -> None:
+    """Sizes known (declared unique_tokens): a capped replay source gives its excess to the target.
+    (In a run_root of its own: a demo run finished in this checkout would give measured sizes.)"""
+    sets = [f"run_root={tmp_path}", "data.sources[0].unique_tokens=1e6", "data.sources[1].unique_tokens=2000",
             "data.sources[1].max_epochs=1"] + [f"data.sources[{i}].unique_tokens=1000" for i in range(2, 6)]
     plan = plan_recipe(load_recipe(DEMO, sets).recipe)
     assert _shares(plan, "stage2")["en"] < 0.05

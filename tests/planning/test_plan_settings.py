@@ -37,14 +37,19 @@ def test_plan_reports_what_training_resolves(recipe_file: str, engine: str) -> N
         assert all(s["settings"]["zero_stage"] == 0 for s in plan["stages"])
 
 
-def test_zero3_plans_the_logits_training_allocates() -> None:
-    """ZeRO-3 runs without the fused loss (train.config._fast_path), so the fp32 logits of a micro
-    batch exist whole: 4 bytes x 4 x 4096 x 32,768 = 2.15 GB per GPU that the plan used to leave out."""
-    recipe = load_recipe(REPO / "recipes/norwegian_warm.yaml", ["engine.zero_stage=3"]).recipe
-    zero3 = plan_recipe(recipe)["stages"][1]
-    fsdp = plan_recipe(load_recipe(REPO / "recipes/norwegian_warm.yaml", ["engine.kind=fsdp"]).recipe)["stages"][1]
-    assert zero3["settings"]["fused_loss"] is False and fsdp["settings"]["fused_loss"] is True
-    extra = zero3["memory_gb"]["zero3"]["activations"] - fsdp["memory_gb"]["fsdp"]["activations"]
+def test_the_plan_counts_the_logits_exactly_when_training_materialises_them() -> None:
+    """Without the fused loss the fp32 logits of a micro batch exist whole: 4 bytes x 4 x 4096 x
+    32,768 = 2.15 GB per GPU (the plan once left them out). ZeRO-3 now runs the fused loss as the
+    other layouts do (train.config._fast_path), so its plan has none, as FSDP's has none."""
+    def stage2(*sets: str) -> dict:
+        return plan_recipe(load_recipe(REPO / "recipes/norwegian_warm.yaml", list(sets)).recipe)["stages"][1]
+
+    zero3, fsdp = stage2("engine.zero_stage=3"), stage2("engine.kind=fsdp")
+    unfused = stage2("engine.zero_stage=3", "engine.fused_loss=false")
+    assert zero3["settings"]["fused_loss"] is fsdp["settings"]["fused_loss"] is True
+    assert unfused["settings"]["fused_loss"] is False
+    assert zero3["memory_gb"]["zero3"]["activations"] == pytest.approx(fsdp["memory_gb"]["fsdp"]["activations"])
+    extra = unfused["memory_gb"]["zero3"]["activations"] - zero3["memory_gb"]["zero3"]["activations"]
     assert extra == pytest.approx(4 * 4 * 4096 * 32768 / 1e9, rel=0.01)
 
 

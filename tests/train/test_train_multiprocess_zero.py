@@ -49,3 +49,15 @@ def _assert_golden(losses: dict[int, float]) -> None:
     if os.environ.get("LANGADAPT_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps({"losses": values, "atol": GOLDEN_ATOL}, indent=1) + "\n")
     assert values == pytest.approx(json.loads(GOLDEN.read_text())["losses"], abs=GOLDEN_ATOL)
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_the_fused_loss_trains_under_zero_as_the_plain_loss_does(zero: int, reference: Path, tmp_path: Path) -> None:
+    """The fused loss reads the head's whole weight outside the head's forward (liger's kernel,
+    here its CPU stand-in, helpers/liger_stand_in.py): under ZeRO-3 the engine registers it as an
+    external parameter, without which the loss would get a [0]-shaped partition and fail."""
+    out = tmp_path / "run"
+    mp.two_ranks(out, "--zero", str(zero), "--fused-stand-in")
+    assert [json.loads((out / f"fused-calls-{rank}.json").read_text()) for rank in (0, 1)] == [8, 8]  # one per step
+    mp.assert_losses_close(mp.losses(out), mp.losses(reference))
+    assert mp.max_weight_diff(mp.weights(out), mp.weights(reference)) <= mp.WEIGHT_ATOL

@@ -114,6 +114,30 @@ def test_after_a_zero3_stage_the_same_process_loads_whole_models(tmp_path: Path,
     assert reloaded.get_input_embeddings().weight.shape == (8192, 256)
 
 
+def test_a_zero3_stage_loaded_partitioned_trains_through_the_fused_loss(tmp_path: Path, tiny_en_llama: Path,
+                                                                       monkeypatch) -> None:
+    """Under ZeRO-3 the stage loads the model already partitioned (every weight [0]-shaped outside
+    DeepSpeed's forward): the fused loss's head check must not run the model there, and the loss
+    must get the head's whole weight (liger's kernel replaced by its CPU stand-in)."""
+    from helpers import liger_stand_in
+
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    partitioned = {"zero_optimization": {"stage3_param_persistence_threshold": 0}}
+    losses = {}
+    for fused in (False, True):
+        if fused:
+            liger_stand_in.install(monkeypatch)
+            monkeypatch.setattr(liger_stand_in, "CALLS", 0)
+        run_dir = tmp_path / f"fused-{fused}"
+        make_run(run_dir, tiny_en_llama)
+        engine = EngineConfig(kind="deepspeed", zero_stage=3, fused_loss=fused, deepspeed_config=partitioned)
+        summary = run("stage2", config(steps=2), engine, context(run_dir, "stage2"), {"nb_wiki": {"weight": 1.0}})
+        assert summary["settings"]["fused_loss"] is fused and summary["settings"]["zero_stage"] == 3
+        losses[fused] = summary["final_loss"]
+    assert liger_stand_in.CALLS >= 2  # one per step (and any validation pass)
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+
+
 def test_the_stage_runs_and_records_the_settings_the_resolver_gives(tmp_path: Path, tiny_en_llama: Path) -> None:
     """`langadapt plan` reports `resolve_training`'s settings; the stage must run with exactly them."""
     from langadapt.train.config import resolve_training

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.modeling import body_and_head
 from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig, global_batch
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
@@ -102,9 +103,16 @@ class DeepSpeedEngine(Engine):
         ds_config = deepspeed_config(stage, stage_name, config, dist.world_size)
         step_device = torch.device("cpu") if offloads_optimizer(ds_config) else device
         self.optimizer = build_optimizer(selection, stage.optimizer_in_force, step_device)
+        loss = loss_module(model, config)
+        if self.zero == 3 and loss.fused is not None:
+            # The fused loss takes the head's weight as a matrix, outside the head's forward, where
+            # ZeRO-3 leaves it partitioned (shape [0]): registered on the loss module, it is gathered
+            # for the loss module's whole forward and backward. DeepSpeed 0.19.8 would also register
+            # it on first access inside a forward (its parameter getter); this is the documented
+            # API, which does not depend on that.
+            deepspeed.zero.register_external_parameter(loss, body_and_head(model)[1].weight)
         self.ds, _, _, _ = deepspeed.initialize(
-            model=loss_module(model, config),  # under ZeRO-3 without the fast path (config.check_engine)
-            model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
+            model=loss, model_parameters=selection.params, optimizer=self.optimizer, config=ds_config,
         )
         self.forward_model = self.ds
         self._micro = 0
