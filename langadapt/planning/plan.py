@@ -105,9 +105,9 @@ LAYOUT_SPEED = {"zero0": 1.00, "zero1": 0.955, "zero2": 0.955, "zero3": 0.62, "f
 """Tokens/s of each layout relative to the torch engine (DDP), as langadapt runs them: one H100, a
 1.1B Llama at seq 2048, each with the fast path it supports (benchmarks/README.md, train_throughput,
 2026-11-23: torch 73,975 tok/s; DeepSpeed ZeRO-2 72,117 with compile + fused loss; FSDP2 73,074;
-ZeRO-3 45,719, which ran without compile and the fused loss). ZeRO-3 has run the fused loss since
-2026-11-25 (not yet measured on a GPU: its figure is the older, lower one until it is). ZeRO-1 was
-not measured: it runs the same fast path as ZeRO-2 and is given its figure."""
+ZeRO-3 45,719, which ran without compile and the fused loss). ZeRO-3 has run both since 2026-11-25
+(not yet measured on a GPU: its figure is the older, lower one until it is). ZeRO-1 was not
+measured: it runs the same fast path as ZeRO-2 and is given its figure."""
 LAYOUT_TRAFFIC = {"zero0": 1.0, "zero1": 1.0, "zero2": 1.0, "zero3": 1.5, "fsdp": 1.5}
 """Gradient/parameter traffic per step relative to DDP's all-reduce (ZeRO paper, Rajbhandari et al.
 2020, sec. 7: ZeRO-1/2 move as much as DDP, sharded parameters 1.5x). One GPU cannot measure it, so

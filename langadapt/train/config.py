@@ -217,7 +217,7 @@ class EngineConfig(Config):
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
     """FSDP2 settings (needs kind: fsdp)."""
     compile: bool | Literal["auto"] = "auto"
-    """torch.compile each decoder block in place (regional); auto: on for GPUs (not ZeRO-3), off on CPU."""
+    """torch.compile each decoder block in place (regional); auto: on for GPUs (every ZeRO stage), off on CPU."""
     fused_loss: bool | Literal["auto"] = "auto"
     """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs when installed (every ZeRO stage)."""
     peak_tflops: float | None = Field(None, gt=0, le=100_000)
@@ -284,23 +284,20 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bo
     FSDP2 takes both: its hooks are excluded from tracing (dynamo runs them eagerly, at the edges of
     each compiled block), and the head sits in the root group, whose weights stay gathered through
     the root's forward, where the fused loss reads them (langadapt.train.engines.fsdp_engine).
-    ZeRO-3 takes the fused loss: the head's weight, which the loss reads outside the head's own
+    ZeRO-3 takes both. The head's weight, which the fused loss reads outside the head's own
     forward, is registered with DeepSpeed as an external parameter of the loss module, so it is
-    gathered for that forward (engines.deepspeed_engine; two CPU ranks check it against one
-    process with a stand-in of liger's kernel, tests/train/test_train_multiprocess_zero.py).
-    ZeRO-3 does not take the in-place compile: its parameter-fetch hooks fire inside every block
-    and are excluded from tracing, so a compiled block would break its graph at every layer.
+    gathered for that forward; the decoder blocks become ZeRO-3 leaf modules, gathered whole at
+    their edges, and only their forward is compiled, so no parameter fetch is traced
+    (engines.deepspeed_engine; two CPU ranks check both against one process, with a stand-in of
+    liger's kernel, tests/train/test_train_multiprocess_zero.py).
     """
     gpu, kernels_run = device_type != "cpu", fused_loss_runs_on(device_type)
     have_liger = liger_available() if have_liger is None else have_liger
-    if engine.compile is True and zero == 3:
-        raise LangadaptError("engine.compile: not with ZeRO-3 (DeepSpeed gathers parameters inside each "
-                             "compiled block); use zero_stage 2 or engine.compile: false")
     if engine.fused_loss is True and not kernels_run:
         raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
     if engine.fused_loss is True and not have_liger:
         raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
-    compile_ = gpu and zero < 3 if engine.compile == "auto" else engine.compile
+    compile_ = gpu if engine.compile == "auto" else engine.compile
     fused = kernels_run and have_liger if engine.fused_loss == "auto" else engine.fused_loss
     if engine.fused_loss == "auto" and kernels_run and not have_liger:
         log.info("engine.fused_loss: auto, but liger-kernel is not installed: full logits are materialised")

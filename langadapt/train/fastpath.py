@@ -13,7 +13,9 @@ inside the wrapped forward).
 - Regional compile: `torch.compile` of each decoder block IN PLACE (`Module.compile`), the way
   torchtitan compiles per block: parameter names, checkpoints and DeepSpeed's hooks stay as they
   are, all blocks share one compiled graph (compile time of one block, not the model), and the
-  fused loss stays eager (dynamo cannot trace liger's kernel launch).
+  fused loss stays eager (dynamo cannot trace liger's kernel launch). Under ZeRO-3 each block is
+  a ZeRO-3 leaf (its weights gathered together at its edge, as FSDP2 gathers a block) and only
+  its forward is compiled, so the gathers stay outside the graph (engines.deepspeed_engine).
 
 Measured on an H100 in benchmarks/README.md (train_throughput, gpu-1b preset).
 """
@@ -122,12 +124,19 @@ def repeated_blocks(model: torch.nn.Module) -> torch.nn.ModuleList | None:
     return None
 
 
-def compile_blocks(model: torch.nn.Module) -> int:
-    """Compile every decoder block in place; returns how many (0: no repeated blocks found)."""
+def compile_blocks(model: torch.nn.Module, hooks_outside: bool = False) -> int:
+    """Compile every decoder block in place; returns how many (0: no repeated blocks found).
+
+    `hooks_outside`: compile each block's `forward` only, so that the module hooks around it run
+    eagerly at the block's edges instead of being traced (DeepSpeed ZeRO-3's, whose fetch and
+    release are excluded from tracing and would otherwise break the graph twice per block)."""
     blocks = repeated_blocks(model)
     if blocks is None:
         log.warning("engine.compile: no repeated decoder blocks found in %s; not compiled", type(model).__name__)
         return 0
     for block in blocks:
-        block.compile()
+        if hooks_outside:
+            block.forward = torch.compile(block.forward)
+        else:
+            block.compile()
     return len(blocks)

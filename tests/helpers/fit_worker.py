@@ -13,7 +13,8 @@ writes OUT/metrics.jsonl and OUT/model. This worker adds (rank 0):
     OUT/result.json         fit's TrainResult (resumed_from: the step it resumed from, or null)
 With --step-sleep each data fetch sleeps, so a test can kill the run at a step of its choice;
 --hidden widens the model (a checkpoint that takes a while to write, for the kill-while-saving test);
---fused-stand-in trains with the fused loss, liger's kernel replaced by helpers/liger_stand_in.py.
+--fused-stand-in trains with the fused loss, liger's kernel replaced by helpers/liger_stand_in.py;
+--compile compiles the decoder blocks and writes OUT/compiled-<rank>.json (dynamo's graph breaks and graphs).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class SlowStream(SyntheticStream):
 def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "stage2", steps: int = 8,
           save_every: int | None = None, step_sleep: float = 0.0, hidden: int = 32, precision: str = "fp32",
           activation_checkpointing: bool = False, cpu_offload: bool = False, train_rows: str = "all",
-          fused_stand_in: bool = False) -> None:
+          fused_stand_in: bool = False, compile: bool = False) -> None:
     """One `fit` in this process, on whatever ranks the environment describes (see module doc)."""
     dist = DistInfo.from_env()
     out.mkdir(parents=True, exist_ok=True)
@@ -76,11 +77,11 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
                                  attn_implementation="eager", precision=precision,
                                  activation_checkpointing=activation_checkpointing,
                                  fsdp={"cpu_offload": True} if cpu_offload else {},
-                                 fused_loss=True if fused_stand_in else "auto",
+                                 fused_loss=True if fused_stand_in else "auto", compile=compile or "auto",
                                  # every tensor partitioned: by default ZeRO-3 keeps ones under 100k
                                  # elements whole, which is all of this tiny model's
                                  deepspeed_config={"zero_optimization": {"stage3_param_persistence_threshold": 0}}
-                                 if fused_stand_in and zero == 3 else None)
+                                 if (fused_stand_in or compile) and zero == 3 else None)
     if fused_stand_in:
         import liger_stand_in  # beside this script
 
@@ -90,6 +91,11 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
                  shared_rows=SHARED_ROWS if train_rows == "new" else None)
     if fused_stand_in:
         (out / f"fused-calls-{dist.rank}.json").write_text(json.dumps(liger_stand_in.CALLS))
+    if compile:
+        from torch._dynamo.utils import counters
+
+        (out / f"compiled-{dist.rank}.json").write_text(json.dumps(
+            {"graph_breaks": sum(counters["graph_break"].values()), "graphs": counters["stats"]["unique_graphs"]}))
     if dist.rank == 0:
         (out / "result.json").write_text(json.dumps(dataclasses.asdict(result), default=str))
 
@@ -108,6 +114,7 @@ def main() -> None:
     parser.add_argument("--activation-checkpointing", action="store_true")
     parser.add_argument("--cpu-offload", action="store_true", help="engine.fsdp.cpu_offload")
     parser.add_argument("--train-rows", choices=["all", "new"], default="all", help="new: keep SHARED_ROWS")
+    parser.add_argument("--compile", action="store_true", help="engine.compile: true (records dynamo's graph counts)")
     parser.add_argument("--fused-stand-in", action="store_true",
                         help="engine.fused_loss: true with helpers/liger_stand_in.py's CPU kernel")
     torch.set_num_threads(1)  # two ranks share two cores

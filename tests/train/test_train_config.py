@@ -112,8 +112,6 @@ def test_frozen_body_costs_about_four_n_flops_per_token() -> None:
          "stage1.zero_stage: ZeRO-3 refused for a stage with frozen parameters"),
         (TrainStageConfig(zero_stage=3), EngineConfig(kind="deepspeed", activation_checkpointing=True), "cuda",
          "CheckpointError"),
-        (TrainStageConfig(trainable=["all"]), EngineConfig(kind="deepspeed", zero_stage=3, compile=True), "cuda",
-         "engine.compile: not with ZeRO-3"),
         (TrainStageConfig(), EngineConfig(fused_loss=True), "cpu", "engine.fused_loss: liger-kernel's Triton"),
         (TrainStageConfig(), EngineConfig(attn_implementation="flash_attention_2"), "cpu", "needs a GPU"),
     ],

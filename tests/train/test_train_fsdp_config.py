@@ -43,7 +43,7 @@ def test_fsdp_fast_path_auto_is_on_for_gpus_even_from_a_zero3_recipe(monkeypatch
     engine = EngineConfig(kind="fsdp", zero_stage=3)
     gpu = check_engine("stage2", TrainStageConfig(), engine, "cuda")
     cpu = check_engine("stage2", TrainStageConfig(), engine, "cpu")
-    assert (gpu.compile, gpu.fused_loss) == (True, True)  # ZeRO-3 would turn compile off
+    assert (gpu.compile, gpu.fused_loss) == (True, True)
     assert (cpu.compile, cpu.fused_loss) == (False, False)
 
 

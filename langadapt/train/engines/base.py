@@ -61,10 +61,11 @@ def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     return aliases
 
 
-def loss_module(model: torch.nn.Module, config: EngineConfig) -> CausalLMLoss:
-    """The model with its loss, fast path applied as `config` (already resolved by check_engine) says."""
+def loss_module(model: torch.nn.Module, config: EngineConfig, hooks_outside: bool = False) -> CausalLMLoss:
+    """The model with its loss, fast path applied as `config` (already resolved by check_engine) says
+    (`hooks_outside`: see `fastpath.compile_blocks`)."""
     if config.compile:
-        compile_blocks(model)
+        compile_blocks(model, hooks_outside)
     return CausalLMLoss(model, use_fused_loss(model, bool(config.fused_loss)))
 
 
