@@ -6,7 +6,7 @@ state (fp32 master weights, momentum, variance) per parameter. Over Nd data-para
 stage 1 partitions the optimizer states, stage 2 also the gradients, stage 3 also the weights.
 Their 7.5B-parameter example on 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB. Frozen parameters
 (stage 1 of our method: the body) have weights but neither gradients nor optimizer state, which
-is why that stage needs no ZeRO-3.
+is why that stage rarely needs ZeRO-3 (it runs there as asked: a body too large to hold whole).
 
 FSDP2 (`engine.kind: fsdp`) shards the same 16 bytes per trainable parameter over Nd GPUs as
 ZeRO-3, arranged differently: fp32 weight shards (the master copy, 4 bytes, frozen ones too),

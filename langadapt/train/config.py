@@ -3,8 +3,7 @@
 Both stages use `TrainStageConfig` (the recipe's `stage1` and `stage2` sections; stage 2 inherits
 what stage 1 sets, see `langadapt.recipe`); they differ in `trainable`, whose default depends on
 the stage (stage 1: input embeddings + LM head; stage 2: everything). `EngineConfig` is shared
-by both stages; `check_engine` refuses (or downgrades, with a warning) the combinations known to
-fail, at start-up rather than as a crash after the queue wait. `resolve_training` is the one
+by both stages; `check_engine` refuses the combinations known to fail, at start-up rather than as a crash after the queue wait. `resolve_training` is the one
 place the derived settings (global batch, ZeRO stage, compile, fused loss, ...) come from: the
 training stage runs what it returns and `langadapt plan` reports it, so the two cannot disagree.
 """
@@ -230,8 +229,10 @@ def check_engine(
 ) -> EngineConfig:
     """The engine config this stage really runs with; refuses the known-bad combinations.
 
-    Returns a copy with the stage's ZeRO stage applied (downgraded with a warning where ZeRO-3
-    gives nothing); raises LangadaptError naming the recipe keys otherwise.
+    Returns a copy with the stage's ZeRO stage applied (FSDP ignores one, with a warning), compile
+    and fused loss resolved; raises LangadaptError naming the recipe keys otherwise. ZeRO-3 runs
+    as asked also for a frozen body (stage 1): which layout is fastest where is `langadapt plan`'s
+    recommendation, not a silent change here (a 70B body would not fit ZeRO-2's whole weights).
     """
     zero = engine.zero_stage if stage.zero_stage is None else stage.zero_stage
     zkey = f"{stage_name}.zero_stage" if stage.zero_stage is not None else "engine.zero_stage"
@@ -244,11 +245,8 @@ def check_engine(
     if engine.precision == "fp16" and device_type == "cpu":
         raise LangadaptError("engine.precision: fp16 needs a GPU; use bf16 or fp32 on CPU")
     _check_fsdp(engine)
-    if zero == 3 and stage.trainable_patterns(stage_name) != ["all"]:
-        zero = _zero3_with_frozen(stage_name, stage, engine)
-    if zero == 3 and stage.train_rows == "new":
-        raise LangadaptError(f"{stage_name}.train_rows: new is not supported with ZeRO-3 ({zkey}): the row mask "
-                             "is untested on its partitioned parameters; use ZeRO-2 or engine.kind: fsdp")
+    if zero == 3 and engine.activation_checkpointing and stage.trainable_patterns(stage_name) != ["all"]:
+        _check_zero3_recompute(zkey, stage_name)
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
     return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type, have_liger)})
@@ -304,19 +302,29 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bo
     return {"compile": compile_, "fused_loss": fused}
 
 
-def _zero3_with_frozen(stage_name: str, stage: TrainStageConfig, engine: EngineConfig) -> int:
-    """ZeRO-3 with frozen parameters: refused when asked for this stage, else downgraded to 2."""
-    why = (
-        "with the body frozen only the embeddings have optimizer state, so sharding the weights "
-        "gains little, and DeepSpeed leaves frozen parameters out of the optimizer"
-    )
-    if engine.activation_checkpointing:
-        why += "; with engine.activation_checkpointing it is known to fail (CheckpointError on recompute)"
-    if stage.zero_stage == 3:
-        raise LangadaptError(f"{stage_name}.zero_stage: ZeRO-3 refused for a stage with frozen parameters "
-                             f"({stage_name}.trainable): {why}; use 1 or 2")
-    log.warning("engine.zero_stage: ZeRO-3 downgraded to 2 for %s: %s", stage_name, why)
-    return 2
+ZERO3_FROZEN_RECOMPUTE = (0, 19, 8)
+"""The first DeepSpeed known to recompute checkpointed activations of FROZEN parameters under ZeRO-3:
+0.19.2 partitioned them again during the recompute, and torch's checkpoint refused the [0]-shaped
+tensors ("CheckpointError: Recomputed values ... have different metadata"; transformers #47254,
+fixed by DeepSpeed PR #8148). 0.19.8 is the release tested here (stage 1 on two CPU ranks,
+tests/train/test_train_multiprocess_nodes.py); releases between are not known either way."""
+
+
+def _check_zero3_recompute(zkey: str, stage_name: str) -> None:
+    """ZeRO-3 + activation checkpointing + a frozen body needs a DeepSpeed with the recompute fix."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("deepspeed")
+    except PackageNotFoundError:  # `plan` on a laptop: the training machine's DeepSpeed is checked there
+        return
+    numbers = tuple(int(part) for part in installed.split("+")[0].split(".")[:3] if part.isdigit())
+    if numbers < ZERO3_FROZEN_RECOMPUTE:
+        needed = ".".join(map(str, ZERO3_FROZEN_RECOMPUTE))
+        raise LangadaptError(f"{zkey}: ZeRO-3 with a frozen body ({stage_name}.trainable) and "
+                             f"engine.activation_checkpointing needs deepspeed>={needed} (installed: {installed}; "
+                             "older releases fail the recompute with CheckpointError); upgrade it, or use ZeRO-1/2 "
+                             "for this stage")
 
 
 def global_batch(stage: TrainStageConfig, world_size: int) -> int:

@@ -6,12 +6,13 @@ and of the LM head (one matrix when tied) are set to zero before clipping and th
 the gradient norm counts the new rows only. Each engine applies it where its gradients are
 whole before they reach clipping:
 - torch (and DDP): on `p.grad` in `step`, after the all-reduce, before clipping;
-- DeepSpeed ZeRO 0-2: in a tensor hook on the parameter (`register_hooks`), which autograd runs
+- DeepSpeed ZeRO 0-3: in a tensor hook on the parameter (`register_hooks`), which autograd runs
   before the gradient is accumulated, so before DeepSpeed's own post-accumulation hooks copy it
-  into its reduce buckets (by `step`, ZeRO-2's gradients no longer live in `p.grad`);
+  into its reduce buckets (by `step`, ZeRO-2's gradients no longer live in `p.grad`); under
+  ZeRO-3 too the hook gets the whole matrix's gradient (the weight is gathered for its backward)
+  before it is reduce-scattered;
 - FSDP2: on the local shard of the DTensor `p.grad` in `step`, before clipping (rows sharded on
   dim 0; `_local_rows` finds the shard's first row).
-ZeRO-3 is refused (config.check_engine): its partitioned parameters are untested with this.
 
 A zero gradient is not enough on its own: AdamW's decoupled weight decay, `p *= 1 - lr * wd`,
 moves every row it holds. Exempting the masked matrices from decay (`TrainStageConfig.
@@ -57,8 +58,9 @@ class RowFreeze:
         if not freeze.params:
             raise LangadaptError(f"{key}: new, but no embedding or head matrix is trainable ({stage_name}.trainable)")
         for param in freeze.params:
-            if param.shape[0] != shared.rows:
-                raise LangadaptError(f"{key}: new, but the model's embedding matrices have {param.shape[0]} rows and "
+            rows = getattr(param, "ds_shape", param.shape)[0]  # ZeRO-3 loads it partitioned: [0] here
+            if rows != shared.rows:
+                raise LangadaptError(f"{key}: new, but the model's embedding matrices have {rows} rows and "
                                      f"the embeddings stage recorded shared rows of a {shared.rows}-row matrix")
         return freeze
 

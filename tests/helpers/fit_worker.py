@@ -81,7 +81,7 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
                                  # every tensor partitioned: by default ZeRO-3 keeps ones under 100k
                                  # elements whole, which is all of this tiny model's
                                  deepspeed_config={"zero_optimization": {"stage3_param_persistence_threshold": 0}}
-                                 if (fused_stand_in or compile) and zero == 3 else None)
+                                 if engine == "deepspeed" and zero == 3 else None)
     if fused_stand_in:
         import liger_stand_in  # beside this script
 

@@ -53,10 +53,10 @@ def test_the_plan_counts_the_logits_exactly_when_training_materialises_them() ->
     assert extra == pytest.approx(4 * 4 * 4096 * 32768 / 1e9, rel=0.01)
 
 
-def test_stage1_zero3_is_planned_as_training_downgrades_it() -> None:
+def test_stage1_zero3_is_planned_as_training_runs_it() -> None:
     recipe = load_recipe(REPO / "recipes/norwegian_warm.yaml", ["engine.zero_stage=3", "stage1.zero_stage=null"]).recipe
     stage1 = plan_recipe(recipe)["stages"][0]
-    assert stage1["settings"]["zero_stage"] == 2 and stage1["memory_layout"] == "zero2"
+    assert stage1["settings"]["zero_stage"] == 3 and stage1["memory_layout"] == "zero3"
 
 
 def test_a_setting_training_refuses_is_refused_by_plan() -> None:

@@ -108,10 +108,6 @@ def test_frozen_body_costs_about_four_n_flops_per_token() -> None:
         (TrainStageConfig(), EngineConfig(kind="torch", zero_stage=2), "cpu",
          "engine.zero_stage: ZeRO stage 2 needs engine.kind: deepspeed"),
         (TrainStageConfig(), EngineConfig(precision="fp16"), "cpu", "engine.precision: fp16 needs a GPU"),
-        (TrainStageConfig(zero_stage=3), EngineConfig(kind="deepspeed"), "cuda",
-         "stage1.zero_stage: ZeRO-3 refused for a stage with frozen parameters"),
-        (TrainStageConfig(zero_stage=3), EngineConfig(kind="deepspeed", activation_checkpointing=True), "cuda",
-         "CheckpointError"),
         (TrainStageConfig(), EngineConfig(fused_loss=True), "cpu", "engine.fused_loss: liger-kernel's Triton"),
         (TrainStageConfig(), EngineConfig(attn_implementation="flash_attention_2"), "cpu", "needs a GPU"),
     ],
@@ -121,12 +117,25 @@ def test_bad_combinations_are_refused_with_the_recipe_key(stage, engine, device,
         check_engine("stage1", stage, engine, device)
 
 
-def test_zero3_from_the_shared_engine_is_downgraded_for_stage1_but_kept_for_stage2(caplog) -> None:
+def test_zero3_runs_as_asked_for_a_frozen_body_and_a_stage_can_override_it() -> None:
     engine = EngineConfig(kind="deepspeed", zero_stage=3, activation_checkpointing=True)
-    assert check_engine("stage1", TrainStageConfig(), engine, "cuda").zero_stage == 2
-    assert "ZeRO-3 downgraded to 2 for stage1" in caplog.text
+    assert check_engine("stage1", TrainStageConfig(), engine, "cuda").zero_stage == 3
     assert check_engine("stage2", TrainStageConfig(), engine, "cuda").zero_stage == 3
     assert check_engine("stage1", TrainStageConfig(zero_stage=1), engine, "cuda").zero_stage == 1
+
+
+def test_zero3_frozen_recompute_needs_the_deepspeed_that_fixed_it(monkeypatch) -> None:
+    """DeepSpeed 0.19.2 failed the recompute of a frozen body's checkpointed activations under ZeRO-3."""
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.19.2")
+    engine = EngineConfig(kind="deepspeed", zero_stage=3, activation_checkpointing=True)
+    with pytest.raises(LangadaptError, match=r"engine\.zero_stage: ZeRO-3 with a frozen body \(stage1\.trainable\) and "
+                                             r"engine\.activation_checkpointing needs deepspeed>=0\.19\.8 \(installed: 0\.19\.2"):
+        check_engine("stage1", TrainStageConfig(), engine, "cuda")
+    assert check_engine("stage2", TrainStageConfig(), engine, "cuda").zero_stage == 3  # nothing frozen
+    no_recompute = engine.model_copy(update={"activation_checkpointing": False})
+    assert check_engine("stage1", TrainStageConfig(), no_recompute, "cuda").zero_stage == 3
 
 
 def test_deepspeed_json_is_filled_and_conflicts_name_both_keys() -> None:
