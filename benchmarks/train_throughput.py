@@ -20,7 +20,7 @@ frozen-body stage-1 step should cost about 2/3 of a stage-2 step (4N vs 6N FLOPs
     python benchmarks/train_throughput.py --preset gpu-1b   # ~1.1B Llama, bf16 + SDPA, reports MFU
     python benchmarks/train_throughput.py --preset gpu-1b --levers --deepspeed 2 3 --profile
     python benchmarks/train_throughput.py --preset gpu-1b --deepspeed 3 --fsdp   # the three engines
-    python benchmarks/train_throughput.py --preset gpu-7b-shape --deepspeed 1 2 3 --fsdp --rounds 1
+    python benchmarks/train_throughput.py --preset gpu-7b-shape --deepspeed 1 2 3 --fsdp --engine-stages stage1 stage2 --rounds 1
 
 On a GPU, "ours" runs with the engine defaults a recipe gets there (engine.compile and
 engine.fused_loss auto: per-block compile + liger's fused head/loss) at the preset's micro-batch,
@@ -246,6 +246,8 @@ def main() -> None:
     parser.add_argument("--deepspeed", type=int, nargs="*", default=[], metavar="ZERO",
                         help="also our loop under DeepSpeed at these ZeRO stages (one process)")
     parser.add_argument("--fsdp", action="store_true", help="also our loop under FSDP2 (engine.kind: fsdp, one process)")
+    parser.add_argument("--engine-stages", nargs="+", choices=["stage1", "stage2"], default=["stage2"],
+                        help="the stages the --deepspeed/--fsdp sides run (stage1: frozen body)")
     parser.add_argument("--profile", choices=["stage1", "stage2"], help="top CUDA kernels of ours at this stage")
     parser.add_argument("--skip-core", action="store_true",
                         help="no HF Trainer and no stage 1: ours at stage 2 (the reference) and the extra sides only")
@@ -270,8 +272,9 @@ def main() -> None:
                 continue
             times["HF Trainer"] += progress("HF Trainer", hf_trainer(spec, preset), tokens)
             times["ours stage1"] += progress("ours stage1", ours(spec, preset, "stage1", defaults, "ours stage1"), tokens)
-        for label, engine in extra_sides(args).items():
-            times[label] = progress(label, ours(spec, preset, "stage2", engine, label), tokens)
+        sides = extra_sides(args)
+        for label, (engine, stage) in sides.items():
+            times[label] = progress(label, ours(spec, preset, stage, engine, label), tokens)
         model = build_model(spec)
         fpt2 = flops_per_token(model, select_trainable(model, ["all"]), preset["seq"])
         fpt1 = flops_per_token(model, select_trainable(model, TrainStageConfig().trainable_patterns("stage1")),
@@ -279,8 +282,9 @@ def main() -> None:
         times = {k: v for k, v in times.items() if v}
         results[name] = {k: tokens / statistics.median(v) for k, v in times.items()}
         results[name]["best"] = {k: tokens / min(v) for k, v in times.items()}
-        results[name]["mfu"] = {k: None if peak is None else v * fpt2 / peak
-                                for k, v in results[name].items() if k != "best"}
+        stage1_sides = {"ours stage1", *(k for k, (_, stage) in sides.items() if stage == "stage1")}
+        results[name]["mfu"] = {k: None if peak is None else v * (fpt1 if k in stage1_sides else fpt2) / peak
+                                for k, v in results[name].items() if k != "best"}  # each of its own FLOPs
         results[name]["params_M"] = sum(p.numel() for p in model.parameters()) / 1e6
         results[name]["flops_ratio"] = fpt1 / fpt2  # what stage 1's time per token can reach against stage 2's
         results[name]["plan"] = plan_prediction(model.config.to_dict(), preset, fpt2, peak)
@@ -298,17 +302,22 @@ def progress(label: str, gaps: list[float], tokens: int) -> list[float]:
     return gaps
 
 
-def extra_sides(args: argparse.Namespace) -> dict[str, EngineConfig]:
-    """The optional sides, each ours at stage 2 with one engine setting changed."""
+def extra_sides(args: argparse.Namespace) -> dict[str, tuple[EngineConfig, str]]:
+    """The optional sides, each ours with one engine setting changed: label -> (engine, stage).
+
+    Levers at stage 2; each engine at every stage of `--engine-stages` (stage 1: the frozen body,
+    labelled "... stage1")."""
     sides = {}
     if args.levers:
-        sides["ours, no compile, no fused loss"] = EngineConfig(compile=False, fused_loss=False)
-        sides["ours, compile only"] = EngineConfig(fused_loss=False)
-        sides["ours, fused loss only"] = EngineConfig(compile=False)
-    for zero in args.deepspeed:
-        sides[f"DeepSpeed ZeRO-{zero}"] = EngineConfig(kind="deepspeed", zero_stage=zero)
+        sides["ours, no compile, no fused loss"] = (EngineConfig(compile=False, fused_loss=False), "stage2")
+        sides["ours, compile only"] = (EngineConfig(fused_loss=False), "stage2")
+        sides["ours, fused loss only"] = (EngineConfig(compile=False), "stage2")
+    engines = {f"DeepSpeed ZeRO-{zero}": EngineConfig(kind="deepspeed", zero_stage=zero) for zero in args.deepspeed}
     if args.fsdp:  # last: its one-rank process group is then DeepSpeed's, not the other way round
-        sides["FSDP2"] = EngineConfig(kind="fsdp")
+        engines["FSDP2"] = EngineConfig(kind="fsdp")
+    for label, engine in engines.items():
+        for stage in args.engine_stages:
+            sides[label if stage == "stage2" else f"{label} {stage}"] = (engine, stage)
     return sides
 
 
