@@ -133,7 +133,9 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         from langadapt.evaluation.cold_twin import cold_twin_recipe
 
         twin = cold_twin_recipe(recipe, ctx.base_model)
-        return None if twin is None else Dependency("cold", "the cold twin", twin, RunLayout(twin.recipe.run_dir).stage2.model)
+        if twin is None:
+            return None
+        return Dependency("cold", "the cold twin", twin, RunLayout(twin.recipe.run_dir).stage2.model)
 
     def evaluate(ctx: StageContext) -> dict[str, Any]:
         from langadapt.evaluation.stage import run
@@ -314,7 +316,8 @@ def prepare_base_model(recipe: Recipe, world_size: int = 1) -> str | None:
         if world_size > 1:
             raise LangadaptError(f"base_model.path {recipe.base_model.path} is missing: build it in one "
                                  f"process first (langadapt run {recipe.base_model.build_recipe})")
-        _run_dependency(Dependency("base", "the base model", build, Path(str(recipe.base_model.path))), "every stage")
+        base = Dependency("base", "the base model", build, Path(str(recipe.base_model.path)))
+        _run_dependency(base, "every stage")
     return resolve_base_model(recipe, fetch=True)
 
 

@@ -3,9 +3,10 @@
 Both stages use `TrainStageConfig` (the recipe's `stage1` and `stage2` sections; stage 2 inherits
 what stage 1 sets, see `langadapt.recipe`); they differ in `trainable`, whose default depends on
 the stage (stage 1: input embeddings + LM head; stage 2: everything). `EngineConfig` is shared
-by both stages; `check_engine` refuses the combinations known to fail, at start-up rather than as a crash after the queue wait. `resolve_training` is the one
-place the derived settings (global batch, ZeRO stage, compile, fused loss, ...) come from: the
-training stage runs what it returns and `langadapt plan` reports it, so the two cannot disagree.
+by both stages; `check_engine` refuses the combinations known to fail, at start-up rather than
+as a crash after the queue wait. `resolve_training` is the one place the derived settings
+(global batch, ZeRO stage, compile, fused loss, ...) come from: the training stage runs what it
+returns and `langadapt plan` reports it, so the two cannot disagree.
 """
 
 from __future__ import annotations
