@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers.recipes import scratch_recipe
 
 from langadapt.cli import main
 from langadapt.errors import LangadaptError
@@ -23,19 +24,6 @@ from langadapt.run import pipeline
 from langadapt.run.lock import RunLock
 from langadapt.run.pipeline import RUN_AFRESH, STAGES, Stage, run_pipeline
 from langadapt.runtime import signals
-
-RECIPE = """\
-name: stub
-run_root: {root}/runs
-init: scratch
-base_model:
-  architecture: {{model_type: llama}}
-data:
-  sources:
-    - {{name: nb, path: {root}/nb.txt, lang: nb}}
-tokenizer:
-  vocab_size: 300
-"""
 
 
 @dataclass
@@ -59,7 +47,7 @@ def stubs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubs]:
     send themselves SIGTERM on demand. Signal handlers and the latch are given back afterwards."""
     (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path))
+    path.write_text(scratch_recipe(tmp_path, "stub"))
     record = Stubs(path)
 
     def make(name: str):
@@ -255,8 +243,8 @@ def test_an_uncached_hub_id_offline_says_how_to_fetch_it(tmp_path: Path, offline
     from langadapt.run.base_model import resolve_base_model
 
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path).replace("init: scratch\nbase_model:\n  architecture: {model_type: llama}\n",
-                                                         f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
+    path.write_text(scratch_recipe(tmp_path, "stub").replace(
+        "init: scratch\nbase_model:\n  architecture: {model_type: llama}\n", f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
     with pytest.raises(LangadaptError) as error:
         resolve_base_model(load_recipe(path).recipe, fetch=True)
     assert str(error.value) == f"base_model.path: {OFFLINE_LINE}"
@@ -265,8 +253,8 @@ def test_an_uncached_hub_id_offline_says_how_to_fetch_it(tmp_path: Path, offline
 def test_the_dry_run_says_it_too(tmp_path: Path, offline: None, capsys) -> None:
     (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path).replace("init: scratch\nbase_model:\n  architecture: {model_type: llama}\n",
-                                                         f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
+    path.write_text(scratch_recipe(tmp_path, "stub").replace(
+        "init: scratch\nbase_model:\n  architecture: {model_type: llama}\n", f"init: warm\nbase_model:\n  path: {HUB_ID}\n"))
     code, _, err = cli(capsys, "run", str(path), "--dry-run")
     assert code == 2 and f"langadapt: error: {path}:5: base_model.path: {OFFLINE_LINE}" in err.splitlines()
 

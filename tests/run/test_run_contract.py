@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.recipes import scratch_recipe
 from safetensors.numpy import save as safetensors_bytes
 
 from langadapt import cli
@@ -26,19 +27,6 @@ from langadapt.run.pipeline import STAGES, Stage, run_pipeline
 REPO = Path(__file__).resolve().parents[2]
 WEIGHTS = safetensors_bytes({"w": np.zeros(2, np.float32)})
 """A valid (tiny) safetensors file: the preflight check reads the header of the base's weights."""
-
-SOURCE = """\
-name: src
-run_root: {root}/runs
-init: scratch
-base_model:
-  architecture: {{model_type: llama}}
-data:
-  sources:
-    - {{name: en, path: {root}/en.txt, lang: en}}
-tokenizer:
-  vocab_size: 300
-"""
 
 WARM = """\
 name: warm
@@ -75,7 +63,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "en.txt").write_text("hello")
     (tmp_path / "nb.txt").write_text("hei")
     (tmp_path / "suite.yaml").write_text("name: stub\n")
-    (tmp_path / "src.yaml").write_text(SOURCE.format(root=tmp_path))
+    (tmp_path / "src.yaml").write_text(scratch_recipe(tmp_path, "src", source="en.txt", lang="en"))
     (tmp_path / "warm.yaml").write_text(WARM.format(root=tmp_path))
     calls: list[str] = []
     failing: set[str] = set()

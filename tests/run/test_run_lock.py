@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.recipes import scratch_recipe
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
@@ -21,19 +22,6 @@ from langadapt.run.lock import RunLock
 from langadapt.run.pipeline import STAGES, Stage, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
-
-RECIPE = """\
-name: locked
-run_root: {root}/runs
-init: scratch
-base_model:
-  architecture: {{model_type: llama}}
-data:
-  sources:
-    - {{name: nb, path: {root}/nb.txt, lang: nb}}
-tokenizer:
-  vocab_size: 300
-"""
 
 HOLD = """\
 import sys, time
@@ -49,7 +37,7 @@ with RunLock(Path(sys.argv[1])):
 def recipe(tmp_path: Path) -> Path:
     (tmp_path / "nb.txt").write_text(" ".join(f"ord{i} hei{i * 7}" for i in range(3000)))  # passes preflight
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path))
+    path.write_text(scratch_recipe(tmp_path, "locked"))
     return path
 
 

@@ -14,23 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.recipes import scratch_recipe
 
 from langadapt import cli
 from langadapt.run.layout import RunLayout
 from langadapt.runtime.sweep import SweepPoint, collect, write_sweep
 
-RECIPE = """\
-name: tiny
-run_root: {root}/runs
-init: scratch
-base_model:
-  architecture: {{model_type: llama}}
-data:
-  sources:
-    - {{name: nb, path: {root}/nb.jsonl, lang: nb}}
-tokenizer:
-  vocab_size: 300
-"""
 WARMUP = 3
 """Warm-up steps of the synthetic sweeps: the collector's median starts after them."""
 
@@ -38,7 +27,7 @@ WARMUP = 3
 @pytest.fixture
 def recipe(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.yaml"
-    path.write_text(RECIPE.format(root=tmp_path))
+    path.write_text(scratch_recipe(tmp_path, "tiny", source="nb.jsonl"))
     return path
 
 
