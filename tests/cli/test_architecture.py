@@ -100,6 +100,13 @@ def test_no_forbidden_arrows():
     assert not wrong, wrong
 
 
+def test_only_entry_points_start_a_pipeline():
+    """A run is a graph the pipeline schedules (base-model build and cold twin included): no stage
+    and no helper starts a pipeline of its own from inside (docs/architecture.md)."""
+    importers = {src for src, dsts in import_graph().items() if "langadapt.run.pipeline" in dsts}
+    assert importers == {"langadapt.cli", "langadapt.runtime.frontier"}
+
+
 def test_the_cycle_finder_finds_a_lazy_circle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
