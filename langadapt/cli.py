@@ -22,7 +22,7 @@ from langadapt.runtime.signals import REQUEUE_EXIT_CODE, Preempted, latch_stop_s
 EXIT_USER_ERROR = 2
 
 if TYPE_CHECKING:
-    from langadapt.recipe import LoadedRecipe
+    from langadapt.recipe import LoadedRecipe, Recipe
 
 
 def _recipe_args(parser: argparse.ArgumentParser) -> None:
@@ -132,6 +132,30 @@ def run_outcome(args: argparse.Namespace, run_dir: Path, actions: list[tuple[str
             f"next: langadapt run {shlex.quote(str(args.recipe))}{sets}")
 
 
+def source_lines(recipe: Recipe) -> list[str]:
+    """Each source in one line; where a replay share re-weights a stage's mixture, the weight that
+    stage streams it at (a source's own `weight 1` is only its part within its role then)."""
+    from langadapt.data.replay import stage_mixture, stage_replay
+
+    mixes = {}
+    for name in recipe.training_stages:
+        stage = getattr(recipe, name)
+        if stage_replay(recipe.data, name, stage)[0] is not None:
+            try:
+                mixes[name] = stage_mixture(recipe.data, name, stage)
+            except LangadaptError:  # a share that cannot be honoured: a problem the dry run reports
+                continue
+    lines = []
+    for source in recipe.data.sources:
+        by_weight: dict[float, list[str]] = {}
+        for name, mix in mixes.items():
+            if source.name in mix and mix[source.name]["weight"] != source.effective_weight:
+                by_weight.setdefault(round(mix[source.name]["weight"], 4), []).append(name)
+        streamed = ", ".join(f"{weight:g} in {' and '.join(names)}" for weight, names in by_weight.items())
+        lines.append(source.describe() + (f" (with the replay share: weight {streamed})" if streamed else ""))
+    return lines
+
+
 def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
     """The plan, the stage actions and every problem at once; non-zero exit if there is any.
 
@@ -149,7 +173,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
         if not report.problems:
             report.add_line(str(exc))
     problems = report.lines()
-    sources = [source.describe() for source in loaded.recipe.data.sources]
+    sources = source_lines(loaded.recipe)
     dependencies = planned_dependencies(loaded.recipe)
     if args.json:
         print(json.dumps({"recipe": str(args.recipe), "run_dir": str(loaded.recipe.run_dir), "valid": not problems,

@@ -112,6 +112,15 @@ def test_dry_run_lists_the_runs_the_demo_depends_on(tmp_path: Path) -> None:
     assert "cold twin" not in plain.stdout
 
 
+def test_dry_run_sources_say_the_weight_a_replay_share_gives_them() -> None:
+    """The demo states data.replay 0.2: its sources' own `weight 1` is only their part within their role."""
+    result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run", "--json", "--set", "stage2.replay=0.35")
+    sources = json.loads(result.stdout)["sources"]
+    assert sources[0].endswith("(with the replay share: weight 0.8 in stage1, 0.65 in stage2)")
+    assert sources[1].endswith("(with the replay share: weight 0.2 in stage1, 0.35 in stage2)")
+    assert "replay share" not in sources[2]  # a weight-0 neighbour stays at 0: nothing to say
+
+
 def test_dry_run_of_the_real_recipe_off_the_cluster_names_the_missing_corpus() -> None:
     """The 7B recipe's corpora live on LUMI's /scratch: a dry run elsewhere is not "valid"."""
     result = langadapt("run", "recipes/norwegian_warm.yaml", "--dry-run")
