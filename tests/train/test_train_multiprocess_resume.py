@@ -1,4 +1,4 @@
-"""A 2-rank ZeRO-2 run SIGKILLed at a random step and restarted ends where an uninterrupted run ends.
+"""A 2-rank ZeRO-2 (and ZeRO-3 fast-path) run SIGKILLed at a random step and restarted ends where an uninterrupted run ends.
 
 The kill takes down torchrun and both workers at once (a node failure); the restart is the
 same command, and `fit` resumes by itself from the latest complete checkpoint (weights,
@@ -22,9 +22,13 @@ pytestmark = pytest.mark.slow
 STEPS, EVERY = 10, 2
 
 
-def test_sigkill_two_ranks_then_restart_matches_uninterrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", [("--zero", "2"), ("--zero", "3", "--compile", "--fused-stand-in")],
+                         ids=["zero2", "zero3-fast-path"])
+def test_sigkill_two_ranks_then_restart_matches_uninterrupted(engine: tuple[str, ...], tmp_path: Path) -> None:
+    """zero3-fast-path: compiled leaf blocks and the fused loss's external head weight (CPU stand-in)
+    saved and resumed too."""
     out, reference = tmp_path / "killed", tmp_path / "single"
-    args = ["--zero", "2", "--steps", str(STEPS), "--save-every", str(EVERY)]
+    args = [*engine, "--steps", str(STEPS), "--save-every", str(EVERY)]
     kill_at = random.Random(2).randint(3, 7)
     mp.kill_at_step(mp.torchrun_cmd(out, *args, "--step-sleep", "0.4"), out, kill_at)
     latest = (out / "checkpoints" / "latest").read_text().strip()
