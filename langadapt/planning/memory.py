@@ -7,6 +7,8 @@ stage 1 partitions the optimizer states, stage 2 also the gradients, stage 3 als
 Their 7.5B-parameter example on 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB. Frozen parameters
 (stage 1 of our method: the body) have weights but neither gradients nor optimizer state, which
 is why that stage rarely needs ZeRO-3 (it runs there as asked: a body too large to hold whole).
+The paper's per-GPU figures are the shards alone; ZeRO-3 also holds what it gathers to compute
+(`zero3_gathered_bytes`: two blocks and the head in bf16, one block's gradient), counted here.
 
 FSDP2 (`engine.kind: fsdp`) shards the same 16 bytes per trainable parameter over Nd GPUs as
 ZeRO-3, arranged differently: fp32 weight shards (the master copy, 4 bytes, frozen ones too),
@@ -93,6 +95,20 @@ def fsdp_model_states(
     return {"weights": weights, "gradients": grads, "optimizer": optimizer, "total": weights + grads + optimizer}
 
 
+def zero3_gathered_bytes(model: ModelDims, trainable: Literal["all", "embeddings"] = "all") -> dict[str, float]:
+    """ZeRO-3's working set beside its shards, which the ZeRO paper's per-GPU figures leave out.
+
+    Weights: bf16 copies of the block being computed and the next one, prefetched (whole blocks:
+    compiled, they are ZeRO-3 leaves, and DeepSpeed's default max_live_parameters of 1e9 holds two
+    7B blocks anyway), and of the LM head, which the fused loss keeps gathered through the loss
+    module's forward (an external parameter). Gradients: one block's bf16 gradient before its
+    reduce-scatter (the head's when the body is frozen). The same accounting as FSDP2's
+    gathered copies in `fsdp_model_states`; on one GPU both are measured against the plan in
+    benchmarks/train_throughput.py, over several GPUs not yet."""
+    head, block = float(model.vocab * model.hidden), float(model.layer_params())
+    return {"weights": 2.0 * (head + 2.0 * block), "gradients": 2.0 * (block if trainable == "all" else head)}
+
+
 def layer_activation_bytes(
     seq_len: int, micro_batch: int, hidden: int, heads: int, flash: bool = False
 ) -> float:
@@ -139,6 +155,10 @@ def memory_per_gpu(
     else:
         train = model.num_params() if trainable == "all" else model.embedding_params()
         states = zero_model_states(model.num_params(), train, stage, num_gpus)
+        if stage == 3:
+            gathered = zero3_gathered_bytes(model, trainable)
+            states = {k: states[k] + gathered.get(k, 0.0) for k in ("weights", "gradients", "optimizer")}
+            states["total"] = sum(states.values())
     activations = activation_bytes(model, seq_len, micro_batch, checkpointing, fused_loss)
     out = {k: v / GB for k, v in states.items() if k != "total"}
     out["activations"] = activations / GB

@@ -58,3 +58,19 @@ def test_memory_per_gpu_stage1_needs_no_zero3() -> None:
     assert stage1["gradients"] == pytest.approx(2 * m.embedding_params() / GB)
     assert stage1["total"] < 20 < stage2["total"] < 40  # 7B in bf16 is 14.5 GB of weights either way
     assert stage1["total"] == pytest.approx(sum(v for k, v in stage1.items() if k != "total"))
+
+
+def test_zero3_adds_its_gathered_working_set_to_the_papers_shards() -> None:
+    """Mistral-7B over 64 GPUs: the shards as the ZeRO paper counts them, plus bf16 copies of two
+    whole blocks and the head (which the fused loss keeps gathered) and one block's bf16 gradient."""
+    m = load_model_dims("Mistral-7B-v0.1")
+    head, block = 32000 * 4096, m.layer_params()
+    assert block == 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096  # q,o + k,v (8 KV heads) + MLP + 2 norms
+    planned = memory_per_gpu(m, 3, 64, 4096, 1, checkpointing="full", fused_loss=True)
+    shards = zero_model_states(m.num_params(), stage=3, num_gpus=64)
+    assert planned["weights"] == pytest.approx((shards["weights"] + 2 * (head + 2 * block)) / GB)
+    assert planned["gradients"] == pytest.approx((shards["gradients"] + 2 * block) / GB)
+    assert 1.1 < planned["weights"] - shards["weights"] / GB < 1.2  # GB: about FSDP2's 1.4 for root + 2 blocks
+    frozen = memory_per_gpu(m, 3, 64, 4096, 1, trainable="embeddings", checkpointing="full", fused_loss=True)
+    assert frozen["weights"] == pytest.approx(planned["weights"])  # the frozen body is gathered all the same
+    assert frozen["gradients"] < planned["gradients"]
