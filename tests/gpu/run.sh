@@ -12,19 +12,8 @@ cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 PYTHON=${PYTHON:-python3}
 
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/langadapt-site .whl/*.whl || exit 2
-  export PYTHONPATH="/tmp/langadapt-site${PYTHONPATH:+:$PYTHONPATH}"
-else
-  "$PYTHON" -m pip install -q -e ".[gpu]" || exit 2
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # langadapt from this checkout
-if [ ! -f corpora/build/nb.debian-handbook.jsonl.gz ]; then
-  "$PYTHON" corpora/build.py --all || echo "corpora/build could not be built here: the demo tests will skip"
-fi
-
-"$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no GPU visible to torch'" || exit 2
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || rocm-smi 2>/dev/null | head -5
+# shellcheck source=tests/gpu/setup.sh
+source tests/gpu/setup.sh || exit 2
 
 start=$(date +%s)
 "$PYTHON" -m pytest -v -rs --durations=0 --junitxml=/tmp/langadapt-gpu-junit.xml "${@:-tests/gpu}" 2>&1 | tee /tmp/langadapt-gpu.log
