@@ -21,12 +21,11 @@ from pathlib import Path
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.recipe import LoadedRecipe, Recipe, with_overrides
+from langadapt.recipe.paths import COLD_SUFFIX
 from langadapt.train.config import TrainStageConfig, global_batch
 
 log = logging.getLogger("langadapt")
 
-COLD_SUFFIX = "_cold"
-"""The twin's run directory is the warm run's name plus this."""
 
 
 def step_flops(dims: ModelDims, stage: TrainStageConfig, trainable: str) -> float:
@@ -66,15 +65,10 @@ def cold_twin_overrides(recipe: Recipe, dims: ModelDims) -> list[str]:
     ]
 
 
-def wants_cold_twin(recipe: Recipe) -> bool:
-    """Only a warm run with suites to score has a twin (a scratch run is its own cold baseline)."""
-    return bool(recipe.evaluation.cold_baseline and recipe.evaluation.suites and recipe.init == "warm")
-
-
 def cold_twin_recipe(recipe: Recipe, base_model: str | None) -> LoadedRecipe | None:
     """The twin's recipe when `evaluation.cold_baseline` asks for one, else None; the pipeline
     runs it before this run's evaluate stage (`run.pipeline.Dependency`)."""
-    if not (wants_cold_twin(recipe) and base_model):
+    if not (recipe.wants_cold_twin and base_model):
         return None
     from langadapt.run.layout import RunLayout
 

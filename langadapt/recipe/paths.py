@@ -15,8 +15,11 @@ from pathlib import Path
 from langadapt.errors import LangadaptError
 
 MAX_NAME_CHARS = 100
-"""Longest user-chosen name that becomes a folder (a run's `name`, a source's shard folder): leaves
-room under the filesystem's 255 bytes for what is derived from it (`<name>_cold`, `<name>-sweep-n4g8`)."""
+"""Longest name that becomes a folder (a run's `name`, a source's shard folder), the names langadapt
+derives from a run's name included (`<name>_cold`, `<name>-<point id>`, `<name>-sweep-n4g8`): each
+is checked where it is made, before anything runs, so a long name fails at load, not on a cluster."""
+COLD_SUFFIX = "_cold"
+"""A warm run's cold twin runs in `<run_root>/<name>_cold` (evaluation.cold_twin)."""
 
 
 def name_problem(name: str) -> str | None:

@@ -31,7 +31,7 @@ from langadapt.planning.config import ClusterConfig
 from langadapt.recipe.base import Config, FieldProblem
 from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
 from langadapt.recipe.languages import language_problem
-from langadapt.recipe.paths import name_problem, run_directory, run_root_problem
+from langadapt.recipe.paths import COLD_SUFFIX, MAX_NAME_CHARS, name_problem, run_directory, run_root_problem
 from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlSyntaxProblem, parse_strict
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.train.config import EngineConfig, TrainStageConfig
@@ -136,6 +136,16 @@ class Recipe(Config):
         return self
 
     @model_validator(mode="after")
+    def _cold_twin_name_fits(self) -> Recipe:
+        """The cold twin's run is `<name>_cold`: a name that fits alone but not with the suffix
+        would fail at the evaluate stage, after all the training."""
+        if self.wants_cold_twin and name_problem(self.name + COLD_SUFFIX) is not None:
+            raise FieldProblem(("name",), f"{len(self.name)} characters: evaluation.cold_baseline runs a cold twin "
+                               f"named <name>{COLD_SUFFIX}, which must fit {MAX_NAME_CHARS}; at most "
+                               f"{MAX_NAME_CHARS - len(COLD_SUFFIX)} (or evaluation.cold_baseline: false)")
+        return self
+
+    @model_validator(mode="after")
     def _replay_can_be_honoured(self) -> Recipe:
         """A replay share the sources cannot give (no replay source, epoch-specified sources) is a
         recipe error at load time, on the line that set it, not a failure when the stage starts."""
@@ -164,6 +174,11 @@ class Recipe(Config):
         if name == "stage1" and self.init == "scratch":
             return "init: scratch has no embedding stage"
         return None if getattr(self, name).enabled else f"{name}.enabled is false"
+
+    @property
+    def wants_cold_twin(self) -> bool:
+        """Only a warm run with suites to score has a cold twin (a scratch run is its own cold baseline)."""
+        return bool(self.evaluation.cold_baseline and self.evaluation.suites and self.init == "warm")
 
     @property
     def training_stages(self) -> list[str]:

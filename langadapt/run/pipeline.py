@@ -29,6 +29,7 @@ from langadapt.data.config import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFIN
 from langadapt.errors import LangadaptError
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.recipe.errors import Report
+from langadapt.recipe.paths import COLD_SUFFIX
 from langadapt.run import layout as run_layout
 from langadapt.run.base_model import base_build, resolve_base_model
 from langadapt.run.contenthash import HashCache
@@ -333,13 +334,11 @@ def _run_dependency(dependency: Dependency, needed_by: str) -> Path:
 
 def planned_dependencies(recipe: Recipe) -> list[str]:
     """The runs `run_pipeline` would start besides this recipe's stages, one line each (dry run)."""
-    from langadapt.evaluation.cold_twin import COLD_SUFFIX, wants_cold_twin
-
     lines = []
     if (build := base_build(recipe)) is not None:
         lines.append(f"base model: {recipe.base_model.path} is missing; built first by run {build.recipe.name} "
                      f"({recipe.base_model.build_recipe})")
-    if wants_cold_twin(recipe):
+    if recipe.wants_cold_twin:
         lines.append(f"cold twin: run {recipe.name}{COLD_SUFFIX} (init: scratch at equal compute), before evaluate")
     return lines
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.paths import check_name
 from langadapt.run.layout import MARKER, STAGES, RunLayout
 from langadapt.runtime.launch import sbatch_options, write_sbatch
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
@@ -127,6 +128,8 @@ def write_sweep(recipe_path: str | Path, points: list[SweepPoint], *, run_name: 
     if (out_dir / SWEEP_FILE).exists():
         raise LangadaptError(f"launch --sweep: {out_dir} already holds a sweep ({SWEEP_FILE}); "
                              "remove it or choose another folder with --out")
+    for point in points:  # each becomes a run's name on the cluster: a bad one fails here, not after the queue
+        check_name(f"{run_name}-sweep-{point.name}", f"launch --sweep: the run name of configuration {point.name}")
     base, run_args, logs = job_name or run_name, list(run_args or []), str(out_dir / "logs")
     prepare = write_sbatch(recipe_path, nodes=prepare_nodes, time=time, out_path=out_dir / "prepare.sbatch",
                            job_name=f"{base}-sweep-prepare", run_args=run_args, until="stage1", log_dir=logs,

@@ -102,6 +102,15 @@ def test_a_name_set_on_the_command_line_is_blamed_on_the_flag(recipe: Path, caps
     assert "--set name=../../x: name: must be one folder name" in refused(recipe, capsys, "name=../../x")
 
 
+def test_a_name_whose_cold_twin_would_not_fit(recipe: Path, capsys) -> None:
+    """98 characters pass alone; the demo's cold twin would run as `<name>_cold` (103): refused at
+    load, not at the evaluate stage after all the training."""
+    line = refused(recipe, capsys, f"name={'n' * 98}")
+    assert "name: 98 characters: evaluation.cold_baseline runs a cold twin named <name>_cold, which must fit " \
+           "100; at most 95 (or evaluation.cold_baseline: false)" in line
+    assert load_recipe(recipe, [f"name={'n' * 98}", "evaluation.cold_baseline=false"]).recipe.name == "n" * 98
+
+
 def test_a_source_name_too_long_for_a_folder(recipe: Path, capsys) -> None:
     line = refused(recipe, capsys, f"data.sources[0].name={'s' * 300}")
     assert "data.sources[0].name: 300 characters; at most 100" in line

@@ -168,6 +168,8 @@ def test_the_baseline_is_the_smallest_completed_configuration(recipe: Path, tmp_
         (["--sweep", "nodes=1", "nodes=2"], "nodes given twice"),
         (["--sweep", "gpus=4,16"], "launch --sweep gpus=16: preset nvidia-8 has 8 GPUs per node"),
         (["--sweep", "nodes=1,2,3,4,5,6,7,8,9", "gpus=1,2,4,8"], "36 configurations; at most 32"),
+        (["--sweep", "nodes=1,2", "--set", f"name={'n' * 95}"],  # n1g8 would run as <name>-sweep-n1g8
+         "launch --sweep: the run name of configuration n1g8: 106 characters; at most 100"),
         (["--sweep", "nodes=1,2", "--steps", "7"], "launch --steps 7: need more than --warmup-steps + 2 = 7"),
         (["--sweep", "nodes=1,2", "--warmup-steps", "-1"], "must be 0 or more"),
         (["--steps", "20"], "launch --steps/--warmup-steps: only with --sweep"),
