@@ -303,7 +303,7 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bo
     return {"compile": compile_, "fused_loss": fused}
 
 
-ZERO3_FROZEN_RECOMPUTE = (0, 19, 8)
+ZERO3_FROZEN_RECOMPUTE = "0.19.8"
 """The first DeepSpeed known to recompute checkpointed activations of FROZEN parameters under ZeRO-3:
 0.19.2 partitioned them again during the recompute, and torch's checkpoint refused the [0]-shaped
 tensors ("CheckpointError: Recomputed values ... have different metadata"; transformers #47254,
@@ -315,15 +315,16 @@ def _check_zero3_recompute(zkey: str, stage_name: str) -> None:
     """ZeRO-3 + activation checkpointing + a frozen body needs a DeepSpeed with the recompute fix."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from packaging.version import Version
+
     try:
         installed = version("deepspeed")
     except PackageNotFoundError:  # `plan` on a laptop: the training machine's DeepSpeed is checked there
         return
-    numbers = tuple(int(part) for part in installed.split("+")[0].split(".")[:3] if part.isdigit())
-    if numbers < ZERO3_FROZEN_RECOMPUTE:
-        needed = ".".join(map(str, ZERO3_FROZEN_RECOMPUTE))
+    if Version(installed) < Version(ZERO3_FROZEN_RECOMPUTE):
         raise LangadaptError(f"{zkey}: ZeRO-3 with a frozen body ({stage_name}.trainable) and "
-                             f"engine.activation_checkpointing needs deepspeed>={needed} (installed: {installed}; "
+                             f"engine.activation_checkpointing needs deepspeed>={ZERO3_FROZEN_RECOMPUTE} "
+                             f"(installed: {installed}; "
                              "older releases fail the recompute with CheckpointError); upgrade it, or use ZeRO-1/2 "
                              "for this stage")
 
