@@ -39,14 +39,14 @@ def env() -> dict[str, str]:
 
 
 def torchrun_cmd(out: Path, *args: str, nproc: int = 2, nnodes: int = 1, node_rank: int = 0,
-                 port: int | None = None) -> list[str]:
+                 port: int | None = None, worker: Path = WORKER) -> list[str]:
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
     if nnodes > 1:
         cmd += [f"--nnodes={nnodes}", f"--node_rank={node_rank}", "--master_addr=127.0.0.1",
                 f"--master_port={port}"]
     else:
         cmd += ["--standalone"]
-    return [*cmd, str(WORKER), str(out), *args]
+    return [*cmd, str(worker), str(out), *args]
 
 
 def run(cmd: list[str], log: Path, timeout: float = 240) -> None:
@@ -60,8 +60,8 @@ def single(out: Path, *args: str) -> None:
     run([sys.executable, str(WORKER), str(out), *args], out.with_suffix(".log"))
 
 
-def two_ranks(out: Path, *args: str) -> None:
-    run(torchrun_cmd(out, *args), out.with_suffix(".log"))
+def two_ranks(out: Path, *args: str, worker: Path = WORKER) -> None:
+    run(torchrun_cmd(out, *args, worker=worker), out.with_suffix(".log"))
 
 
 def two_nodes(out: Path, *args: str, timeout: float = 240) -> None:
