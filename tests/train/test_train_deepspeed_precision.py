@@ -45,3 +45,26 @@ def test_fp32_gradients_are_a_default_the_recipe_can_override() -> None:
                    EngineConfig(kind="deepspeed", zero_stage=0, precision="bf16")):  # fp32 already; no ZeRO optimizer
         config = deepspeed_config(stage, "stage2", engine, 8)
         assert "data_types" not in config and "communication_data_type" not in config
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_a_bf16_run_resumes_bit_identical_and_at_another_world_size(zero: int, tmp_path: Path) -> None:
+    """With fp32 accumulation ZeRO-1 runs DeepSpeed's BF16_Optimizer, whose checkpoint differs
+    (`bf16_zero_*` files, an fp32 gradient buffer): stopped at step 6 and run again to 10, a bf16
+    run equals the uninterrupted one bit for bit; started in one process, it resumes on 2 ranks
+    (through the universal checkpoint) and stays within bf16 rounding of it (measured: 1.7e-4 on
+    losses, one bf16 step, 0.0078, on weights near 1)."""
+    args = ["--zero", str(zero), "--precision", "bf16", "--save-every", "2"]
+    whole, stopped, moved = tmp_path / "whole", tmp_path / "stopped", tmp_path / "moved"
+    mp.two_ranks(whole, *args, "--steps", "10")
+    mp.two_ranks(stopped, *args, "--steps", "6")
+    mp.two_ranks(stopped, *args, "--steps", "10")
+    mp.single(moved, *args, "--steps", "6")
+    mp.two_ranks(moved, *args, "--steps", "10")
+    for run in (stopped, moved):
+        assert json.loads((run / "result.json").read_text())["resumed_from"] == 6
+        assert mp.step_sequence(run) == list(range(1, 11))
+    assert mp.losses(stopped) == mp.losses(whole)
+    assert mp.max_weight_diff(mp.weights(stopped), mp.weights(whole)) == 0.0
+    assert max(abs(a - b) for a, b in zip(mp.losses(moved).values(), mp.losses(whole).values())) < 2e-3
+    assert mp.max_weight_diff(mp.weights(moved), mp.weights(whole)) <= 0.0625
