@@ -9,6 +9,9 @@ Their 7.5B-parameter example on 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB. Froze
 is why that stage rarely needs ZeRO-3 (it runs there as asked: a body too large to hold whole).
 The paper's per-GPU figures are the shards alone; ZeRO-3 also holds what it gathers to compute
 (`zero3_gathered_bytes`: two blocks and the head in bf16, one block's gradient), counted here.
+The paper's 2 bytes of gradient are 16-bit gradients; langadapt has DeepSpeed accumulate and
+reduce them in fp32 under bf16 (train/engines/deepspeed_engine.py, FP32_GRADIENTS), which its rows
+count (`DEEPSPEED_GRADIENT_BYTES`), with DeepSpeed's reduction buckets (`deepspeed_buffer_bytes`).
 
 FSDP2 (`engine.kind: fsdp`) shards the same 16 bytes per trainable parameter over Nd GPUs as
 ZeRO-3, arranged differently: fp32 weight shards (the master copy, 4 bytes, frozen ones too),
@@ -27,8 +30,8 @@ full recomputation (activation checkpointing) keeps only each layer's 2*s*b*h-by
 one layer's full activations while it is recomputed. The constant 34 was derived for a GPT
 block with a 4h MLP: it is an estimate for gated MLPs and GQA. We add the logits, s*b*V*4 bytes
 (fp32 for the loss), which dominate for 128k-256k vocabularies, unless the loss is fused with
-the head (engine.fused_loss: the logits exist one chunk at a time, negligible). Fragmentation, communication
-buffers and the CUDA context (1-3 GB) are not included.
+the head (engine.fused_loss: the logits exist one chunk at a time, negligible). Fragmentation, NCCL's
+own buffers and the CUDA context (1-3 GB) are not included.
 """
 
 from __future__ import annotations
@@ -109,6 +112,34 @@ def zero3_gathered_bytes(model: ModelDims, trainable: Literal["all", "embeddings
     return {"weights": 2.0 * (head + 2.0 * block), "gradients": 2.0 * (block if trainable == "all" else head)}
 
 
+DEEPSPEED_GRADIENT_BYTES = {1: 6.0, 2: 4.0, 3: 4.0}
+"""Gradient bytes per trainable parameter under DeepSpeed ZeRO-1/2/3 with bf16 weights and fp32
+accumulation (DeepSpeed 0.19.8). ZeRO-1 runs DeepSpeed's BF16_Optimizer: every parameter's bf16
+gradient plus a whole fp32 copy it accumulates into (not partitioned: ZeRO-1 partitions only the
+optimizer), 2 + 4. ZeRO-2 and ZeRO-3 keep only their fp32 partition (divided over the ranks)."""
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+"""DeepSpeed's default `zero_optimization.reduce_bucket_size`, in elements."""
+
+
+def deepspeed_buffer_bytes(stage: int, trainable: float, reduce_bucket: float = DEEPSPEED_REDUCE_BUCKET,
+                           overlap_comm: bool | None = None) -> float:
+    """Bytes of DeepSpeed's gradient-reduction buffers per GPU (0.19.8, fp32 reduction), beside the
+    model states. ZeRO-1: the fp32 gradients are all-reduced through a flattened copy of at most one
+    bucket. ZeRO-2: a bf16 staging bucket allocated whole at its configured size however small the
+    model (two with `overlap_comm`, off by default at this stage), and the fp32 copy of a full one that
+    is reduced. ZeRO-3: one fp32 bucket allocated whole (`overlap_comm` on by default changes
+    streams, not buffers). At the default bucket size that is 2, 3 and 2 GB: on a small GPU set
+    `engine.deepspeed_config.zero_optimization.reduce_bucket_size` lower (5e7: 0.2-0.3 GB)."""
+    filled = min(float(reduce_bucket), trainable)
+    if stage == 1:
+        return 4.0 * filled
+    if stage == 2:
+        return 2.0 * reduce_bucket * (2 if overlap_comm else 1) + 4.0 * filled
+    if stage == 3:
+        return 4.0 * reduce_bucket
+    return 0.0
+
+
 def layer_activation_bytes(
     seq_len: int, micro_batch: int, hidden: int, heads: int, flash: bool = False
 ) -> float:
@@ -146,21 +177,28 @@ def memory_per_gpu(
     *,
     reshard_after_forward: bool = True,
     cpu_offload: bool = False,
+    reduce_bucket: float = DEEPSPEED_REDUCE_BUCKET,
+    overlap_comm: bool | None = None,
 ) -> dict[str, float]:
-    """GB per GPU: weights, gradients, optimizer, activations and their total.
+    """GB per GPU: weights, gradients, optimizer, buffers, activations and their total.
 
-    `stage`: a ZeRO stage 0-3, or "fsdp" (FSDP2; the keyword-only settings are engine.fsdp's)."""
+    `stage`: a ZeRO stage 0-3 (0: the torch engine; 1-3: DeepSpeed, whose `reduce_bucket` and
+    `overlap_comm` size its buffers), or "fsdp" (FSDP2; `reshard_after_forward` and `cpu_offload`
+    are engine.fsdp's)."""
+    buffers = 0.0
     if stage == "fsdp":
         states = fsdp_model_states(model, trainable, num_gpus, reshard_after_forward, cpu_offload)
     else:
         train = model.num_params() if trainable == "all" else model.embedding_params()
-        states = zero_model_states(model.num_params(), train, stage, num_gpus)
+        states = zero_model_states(model.num_params(), train, stage, num_gpus,
+                                   grad_bytes=DEEPSPEED_GRADIENT_BYTES.get(stage, 2.0))
         if stage == 3:
             gathered = zero3_gathered_bytes(model, trainable)
             states = {k: states[k] + gathered.get(k, 0.0) for k in ("weights", "gradients", "optimizer")}
-            states["total"] = sum(states.values())
+        buffers = deepspeed_buffer_bytes(stage, train, reduce_bucket, overlap_comm)
     activations = activation_bytes(model, seq_len, micro_batch, checkpointing, fused_loss)
-    out = {k: v / GB for k, v in states.items() if k != "total"}
+    out = {k: states[k] / GB for k in ("weights", "gradients", "optimizer")}
+    out["buffers"] = buffers / GB
     out["activations"] = activations / GB
-    out["total"] = (states["total"] + activations) / GB
+    out["total"] = sum(out.values())
     return out

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from langadapt.errors import LangadaptError
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.hardware import Hardware, co2_kg, energy_kwh, get_hardware, gpu_hours, grid_intensity
-from langadapt.planning.memory import Checkpointing, memory_per_gpu
+from langadapt.planning.memory import DEEPSPEED_REDUCE_BUCKET, Checkpointing, memory_per_gpu
 from langadapt.planning.models import ModelDims
 from langadapt.planning.render import render_plan
 from langadapt.recipe.base import Config
@@ -44,6 +44,10 @@ class StagePlanInput(Config):
     """The ZeRO stage the recipe uses (all four are reported; this one is marked)."""
     fsdp: FSDPConfig | None = None
     """engine.fsdp when the stage runs engine.kind: fsdp (an FSDP2 row is added and marked); None: ZeRO."""
+    reduce_bucket_size: float = Field(default=DEEPSPEED_REDUCE_BUCKET, gt=0)
+    """DeepSpeed's zero_optimization.reduce_bucket_size (elements): sizes its reduction buffers."""
+    overlap_comm: bool | None = None
+    """DeepSpeed's zero_optimization.overlap_comm (None: its default); ZeRO-2 doubles its staging bucket."""
     activation_checkpointing: bool = False
     """Recompute each layer in the backward pass instead of storing its activations."""
     flash_attention: bool = True
@@ -92,10 +96,11 @@ def _memory_by_zero_stage(
     memory = {}
     layouts: list[int | Literal["fsdp"]] = [0, 1, 2, 3, "fsdp"]
     for layout in layouts:
-        fsdp = (stage.fsdp or FSDPConfig()).model_dump() if layout == "fsdp" else {}
+        settings = ((stage.fsdp or FSDPConfig()).model_dump() if layout == "fsdp"
+                    else {"reduce_bucket": stage.reduce_bucket_size, "overlap_comm": stage.overlap_comm})
         mem = memory_per_gpu(
             model, layout, num_gpus, stage.seq_len, stage.micro_batch, stage.trainable, checkpointing,
-            stage.fused_loss, **fsdp,
+            stage.fused_loss, **settings,
         )
         memory[f"zero{layout}" if layout != "fsdp" else "fsdp"] = {**mem, "fits": mem["total"] <= hw.memory_gb}
     return memory

@@ -60,6 +60,12 @@ def stage_settings(recipe: Recipe, name: str, world_size: int) -> TrainingSettin
     return resolve_training(name, getattr(recipe, name), recipe.engine, world_size, "cuda", have_liger=True)
 
 
+def deepspeed_buckets(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings of a raw `engine.deepspeed_config` that size DeepSpeed's reduction buffers."""
+    zero = (raw or {}).get("zero_optimization") or {}
+    return {key: zero[key] for key in ("reduce_bucket_size", "overlap_comm") if key in zero}
+
+
 def _stage_input(recipe: Recipe, settings: TrainingSettings, entries: dict[str, dict],
                  measured: dict[str, float]) -> StagePlanInput:
     stage, engine = getattr(recipe, settings.stage), settings.engine
@@ -73,6 +79,7 @@ def _stage_input(recipe: Recipe, settings: TrainingSettings, entries: dict[str, 
         name=settings.stage, steps=stage.steps, seq_len=settings.seq_len, global_batch=settings.global_batch,
         micro_batch=settings.micro_batch, trainable=settings.trainable, zero_stage=engine.zero_stage,
         fsdp=engine.fsdp if engine.kind == "fsdp" else None, activation_checkpointing=engine.activation_checkpointing,
+        **deepspeed_buckets(engine.deepspeed_config),
         flash_attention=engine.attn_implementation != "eager", mixture=mixture, fused_loss=bool(engine.fused_loss))
 
 

@@ -111,6 +111,7 @@ def render_plan(plan: dict[str, Any]) -> str:
                     f"{v['weights']:.1f}",
                     f"{v['gradients']:.1f}",
                     f"{v['optimizer']:.1f}",
+                    f"{v['buffers']:.1f}",
                     f"{v['activations']:.1f}",
                     f"{v['total']:.1f}",
                     "yes" if v["fits"] else "NO",
@@ -118,7 +119,7 @@ def render_plan(plan: dict[str, Any]) -> str:
             )
     lines += ["", f"Memory per GPU, GB (* = the stage's engine setting; fits in {hw['memory_gb']:g} GB?)"]
     lines += _table(
-        ["stage", "sharding", "weights", "grads", "optim", "activ", "total", "fits"], mem, text_columns=2
+        ["stage", "sharding", "weights", "grads", "optim", "buffers", "activ", "total", "fits"], mem, text_columns=2
     )
     warnings = [f"{s['name']}: {w}" for s in plan["stages"] for w in s["warnings"]]
     rec = plan.get("recommendation") or {}
