@@ -213,7 +213,7 @@ class EngineConfig(Config):
     attn_implementation: str = "sdpa"
     """transformers attention kernel: sdpa, eager, flash_attention_2, ..."""
     deepspeed_config: dict[str, Any] | None = None
-    """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error."""
+    """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error. Under bf16 and ZeRO 1-3 gradients accumulate and reduce in fp32 unless it sets data_types.grad_accum_dtype / communication_data_type."""
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
     """FSDP2 settings (needs kind: fsdp)."""
     compile: bool | Literal["auto"] = "auto"
