@@ -23,7 +23,7 @@ status=0
 for preset in "${@:-gpu-1b gpu-7b-shape}"; do
   for name in $preset; do
     case "$name" in
-      gpu-1b) args=(--rounds 1 --skip-core --deepspeed 1 2 3 --fsdp --engine-stages stage1 stage2) ;;
+      gpu-1b) args=(--rounds 1 --skip-core --deepspeed 1 2 3 --deepspeed-bf16-gradients --fsdp --engine-stages stage1 stage2) ;;
       gpu-7b-shape) args=(--rounds 1 --deepspeed 1 2 3 --fsdp --engine-stages stage1 stage2) ;;
       *) echo "unknown preset $name (gpu-1b, gpu-7b-shape)"; exit 2 ;;
     esac

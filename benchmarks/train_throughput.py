@@ -245,6 +245,9 @@ def main() -> None:
     parser.add_argument("--levers", action="store_true", help="also ours with each fast-path lever off")
     parser.add_argument("--deepspeed", type=int, nargs="*", default=[], metavar="ZERO",
                         help="also our loop under DeepSpeed at these ZeRO stages (one process)")
+    parser.add_argument("--deepspeed-bf16-gradients", action="store_true",
+                        help="also each --deepspeed side with DeepSpeed's bf16 gradient accumulation and reduction "
+                             "(what langadapt's fp32 default costs)")
     parser.add_argument("--fsdp", action="store_true", help="also our loop under FSDP2 (engine.kind: fsdp, one process)")
     parser.add_argument("--engine-stages", nargs="+", choices=["stage1", "stage2"], default=["stage2"],
                         help="the stages the --deepspeed/--fsdp sides run (stage1: frozen body)")
@@ -259,6 +262,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
     preset = PRESETS[args.preset]
+    if args.deepspeed_bf16_gradients and preset["precision"] != "bf16":
+        parser.error(f"--deepspeed-bf16-gradients: preset {args.preset} trains in {preset['precision']}, not bf16")
     tokens = preset["micro"] * preset["accum"] * preset["seq"]
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     peak = peak_flops(device, preset["precision"])
@@ -289,7 +294,8 @@ def main() -> None:
         results[name]["flops_ratio"] = fpt1 / fpt2  # what stage 1's time per token can reach against stage 2's
         layouts = {"ours stage2": (0, "stage2"), "ours stage1": (0, "stage1"),
                    **{label: ("fsdp" if engine.kind == "fsdp" else engine.zero_stage, stage)
-                      for label, (engine, stage) in sides.items() if engine.kind != "torch"}}
+                      for label, (engine, stage) in sides.items()
+                      if engine.kind != "torch" and not engine.deepspeed_config}}  # the plan is of the defaults
         results[name]["plan"] = plan_prediction(model.config.to_dict(), preset, fpt2, peak, layouts)
         del model
         if args.profile:
@@ -316,6 +322,10 @@ def extra_sides(args: argparse.Namespace) -> dict[str, tuple[EngineConfig, str]]
         sides["ours, compile only"] = (EngineConfig(fused_loss=False), "stage2")
         sides["ours, fused loss only"] = (EngineConfig(compile=False), "stage2")
     engines = {f"DeepSpeed ZeRO-{zero}": EngineConfig(kind="deepspeed", zero_stage=zero) for zero in args.deepspeed}
+    if args.deepspeed_bf16_gradients:
+        bf16 = {"data_types": {"grad_accum_dtype": "bf16"}, "communication_data_type": "bf16"}
+        engines.update({f"DeepSpeed ZeRO-{zero}, bf16 gradients": EngineConfig(
+            kind="deepspeed", zero_stage=zero, deepspeed_config=bf16) for zero in args.deepspeed})
     if args.fsdp:  # last: its one-rank process group is then DeepSpeed's, not the other way round
         engines["FSDP2"] = EngineConfig(kind="fsdp")
     for label, engine in engines.items():
