@@ -322,15 +322,15 @@ def extra_sides(args: argparse.Namespace) -> dict[str, tuple[EngineConfig, str]]
         sides["ours, compile only"] = (EngineConfig(fused_loss=False), "stage2")
         sides["ours, fused loss only"] = (EngineConfig(compile=False), "stage2")
     engines = {f"DeepSpeed ZeRO-{zero}": EngineConfig(kind="deepspeed", zero_stage=zero) for zero in args.deepspeed}
-    if args.deepspeed_bf16_gradients:
-        bf16 = {"data_types": {"grad_accum_dtype": "bf16"}, "communication_data_type": "bf16"}
-        engines.update({f"DeepSpeed ZeRO-{zero}, bf16 gradients": EngineConfig(
-            kind="deepspeed", zero_stage=zero, deepspeed_config=bf16) for zero in args.deepspeed})
     if args.fsdp:  # last: its one-rank process group is then DeepSpeed's, not the other way round
         engines["FSDP2"] = EngineConfig(kind="fsdp")
     for label, engine in engines.items():
         for stage in args.engine_stages:
             sides[label if stage == "stage2" else f"{label} {stage}"] = (engine, stage)
+    if args.deepspeed_bf16_gradients:  # at stage 2, where every parameter has a gradient
+        bf16 = {"data_types": {"grad_accum_dtype": "bf16"}, "communication_data_type": "bf16"}
+        sides.update({f"DeepSpeed ZeRO-{zero}, bf16 gradients": (EngineConfig(
+            kind="deepspeed", zero_stage=zero, deepspeed_config=bf16), "stage2") for zero in args.deepspeed})
     return sides
 
 
