@@ -149,3 +149,20 @@ def test_refusals_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(LangadaptError, match=r"stage1\.train_rows: new, but the model's embedding matrices have 96"):
         fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0,
             stage_name="stage1", shared_rows=SharedRows(128, (0,)))
+
+
+@pytest.mark.slow
+def test_bf16_zero1_keeps_shared_rows_through_deepspeeds_bf16_optimizer(tmp_path: Path) -> None:
+    """Under bf16 ZeRO-1 runs DeepSpeed's BF16_Optimizer (fp32 gradient accumulation,
+    deepspeed_engine.FP32_GRADIENTS), which accumulates each gradient as the backward produces it:
+    the row mask must act before that. The model is bf16 there, so the reference is the initial
+    weights rounded to bf16: shared rows and the frozen body equal it bit for bit."""
+    out = tmp_path / "run"
+    mp.two_ranks(out, "--zero", "1", "--precision", "bf16", "--stage", "stage1", "--steps", str(STEPS),
+                 "--train-rows", "new")
+    before = {k: v.to(torch.bfloat16).float() for k, v in torch.load(out / "initial.pt").items()}
+    after = mp.weights(out)
+    for name in MATRICES:
+        kept, changed = shared_and_new(before[name], after[name].float())
+        assert kept and changed == 48, (name, changed)
+    assert all(torch.equal(before[k], after[k].float()) for k in after if k not in MATRICES)
