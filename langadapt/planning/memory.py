@@ -4,7 +4,9 @@ Model states follow the ZeRO paper (Rajbhandari et al. 2020, section 3.1 and fig
 precision Adam keeps 2 bytes of 16-bit weights, 2 of 16-bit gradients and K = 12 of optimizer
 state (fp32 master weights, momentum, variance) per parameter. Over Nd data-parallel GPUs,
 stage 1 partitions the optimizer states, stage 2 also the gradients, stage 3 also the weights.
-Their 7.5B-parameter example on 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB. Frozen parameters
+Their 7.5B-parameter example on 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB. The ZeRO-0 row is the
+torch engine: fp32 weights and gradients and AdamW's two moments, the same 16 bytes split
+otherwise; under DDP its gradients are views into the all-reduce buckets (no second copy). Frozen parameters
 (stage 1 of our method: the body) have weights but neither gradients nor optimizer state, which
 is why that stage rarely needs ZeRO-3 (it runs there as asked: a body too large to hold whole).
 The paper's per-GPU figures are the shards alone; ZeRO-3 also holds what it gathers to compute
