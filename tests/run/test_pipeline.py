@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers.recipes import scratch_recipe
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
@@ -17,20 +18,6 @@ from langadapt.run import layout as rundir
 from langadapt.run import pipeline
 from langadapt.run.pipeline import STAGES, Stage, run_pipeline
 from langadapt.runtime import signals
-
-RECIPE = """\
-name: stub
-run_root: {root}
-init: scratch
-base_model:
-  architecture: {{model_type: llama}}
-data:
-  sources:
-    - {{name: nb, path: {root}/nb.txt, lang: nb}}
-tokenizer:
-  vocab_size: 300
-"""
-
 
 SIGNALLED: set[str] = set()
 """Stub stages during which a SIGUSR1 (Slurm's time-limit warning) arrives."""
@@ -42,7 +29,7 @@ def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # enough distinct words that a 300-token vocabulary is learnable (the preflight check)
     (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path))
+    path.write_text(scratch_recipe(tmp_path, "stub"))
     calls: list[str] = []
     failing: set[str] = set()
     SIGNALLED.clear()
@@ -180,7 +167,7 @@ def test_unknown_stage_name(stub) -> None:
 def test_fetched_sources_do_not_change_the_fingerprint_once_fetched(tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     target = tmp_path / "nb.jsonl.gz"
-    recipe.write_text(RECIPE.format(root=tmp_path).replace(
+    recipe.write_text(scratch_recipe(tmp_path, "stub").replace(
         f"path: {tmp_path}/nb.txt, lang: nb", f"path: {target}, lang: nb, fetch: {{debian_package: x, locale: nb}}"))
     loaded = load_recipe(recipe)
     before = pipeline.fingerprints(loaded, pipeline.stage_table(loaded.recipe))
@@ -198,7 +185,7 @@ def test_watching_and_saving_keys_leave_the_training_fingerprints(tmp_path: Path
     """Checkpoint cadence, logging, validation and profiling do not change the trained model: editing
     them mid-run must resume the stage (a changed print discards its partial work), not re-train it."""
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path))
+    path.write_text(scratch_recipe(tmp_path, "stub"))
     prints = [pipeline.fingerprints(loaded, pipeline.stage_table(loaded.recipe))
               for loaded in (load_recipe(path), load_recipe(path, [change]))]
     assert prints[0]["stage1"] == prints[1]["stage1"]
@@ -308,7 +295,7 @@ def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatc
     import langadapt.tokenizer.stage as tokenizer_stage
 
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path))
+    path.write_text(scratch_recipe(tmp_path, "stub"))
     seen: dict[str, int | None] = {}
     monkeypatch.setattr(tokenizer_stage, "run", lambda config, ctx, num_workers=None: seen.update(n=num_workers))
     stages = {s.name: s for s in pipeline.stage_table(load_recipe(path, ["data.num_workers=3"]).recipe)}

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from helpers.recipes import scratch_recipe
 
 from langadapt.recipe import load_recipe
 from langadapt.run import layout as rundir
@@ -25,19 +26,6 @@ JOB = {"SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURM_NTASKS": "16", "SLURM
 """What the batch shell of `sbatch --nodes=2 --ntasks-per-node=8` has (no srun step)."""
 SRUN_RANK_9 = {**JOB, "SLURM_STEP_ID": "0", "SLURM_PROCID": "9", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
                "SLURM_STEP_NUM_TASKS": "16", "SLURM_STEP_TASKS_PER_NODE": "8(x2)"}
-
-RECIPE = """\
-name: stub
-run_root: {root}
-init: scratch
-base_model:
-  architecture: {{model_type: llama}}
-data:
-  sources:
-    - {{name: nb, path: {root}/nb.txt, lang: nb}}
-tokenizer:
-  vocab_size: 300
-"""
 
 
 @pytest.mark.parametrize("step", [None, "4294967291", "batch", "4294967292", "4294967290"])
@@ -68,7 +56,7 @@ def stub_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, lis
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(root=tmp_path))
+    path.write_text(scratch_recipe(tmp_path, "stub"))
     calls: list[str] = []
 
     def fake_table(recipe):
