@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import decompressing, decompression_errors, open_input, read_input_text
 from langadapt.evaluation.bpb import model_device, prefix_token_id, sequence_loglikelihoods
 from langadapt.evaluation.config import EvaluationConfig, GenerateOptions
+from langadapt.ioerrors import decompressing, decompression_errors, open_input, read_input_text
 
 
 def read_texts(paths: list[str]) -> list[str]:

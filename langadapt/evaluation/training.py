@@ -117,9 +117,9 @@ def _joules(value: float) -> str:
 
 def planned_energy(layout: RunLayout) -> dict | None:
     """`langadapt plan`'s joules per step per training stage for the run's resolved recipe, or None."""
+    from langadapt.planning.plan import plan_joules_per_step
     from langadapt.planning.recipe_plan import plan_recipe
     from langadapt.recipe import load_recipe
-    from langadapt.planning.plan import plan_joules_per_step
 
     if not layout.resolved_recipe.is_file():
         return None

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from langadapt.run import layout as run_layout
 from langadapt.recipe import LoadedRecipe
+from langadapt.run import layout as run_layout
 from langadapt.run.base_model import resolve_base_model
 from langadapt.run.contenthash import HashCache
 

@@ -118,8 +118,8 @@ def test_export_encodes_like_the_run_and_keeps_the_bases_files_and_flags(name, k
 @pytest.mark.parametrize("kind", ["keep_base", "inherit"])
 def test_the_tokenizer_stage_writes_the_bases_flags(kind, bases, nb_texts, tmp_path):
     """The run's own tokenizer folder (what every later stage and a user reads) keeps them too."""
-    from langadapt.run.context import StageContext
     from langadapt.data.documents import write_documents
+    from langadapt.run.context import StageContext
     from langadapt.tokenizer.stage import run
 
     base = bases("mistral-sp-legacy")  # add_bos_token, add_eos_token and legacy: true

@@ -13,8 +13,8 @@ import torch
 
 from langadapt.planning.models import ModelDims
 from langadapt.planning.plan import StagePlanInput, build_plan, plan_joules_per_step
-from langadapt.train.monitoring import energy, metrics
 from langadapt.train.config import TrainStageConfig
+from langadapt.train.monitoring import energy, metrics
 from langadapt.train.monitoring.energy import (
     AmdSmiCounter,
     NvmlCounter,
