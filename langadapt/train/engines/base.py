@@ -44,7 +44,10 @@ def build_optimizer(selection: TrainableParams, config: OptimizerConfig, device:
     """AdamW over the trainable parameters only (decay groups from the policy)."""
     return SkippableAdamW(
         param_groups(selection, config), lr=config.lr, betas=config.betas, eps=config.eps,
-        fused=device.type == "cuda" or None,  # fused kernels exist for CUDA and ROCm
+        # CUDA and ROCm: one kernel, no full-size temporaries. Not on CPU, although PyTorch has one
+        # there: its results depend on the tensors' memory alignment (a parameter copied into a new
+        # tensor steps differently), which breaks bit-identical resume; foreach is deterministic.
+        fused=device.type == "cuda" or None,
     )
 
 

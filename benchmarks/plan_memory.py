@@ -1,0 +1,143 @@
+"""`langadapt plan`'s memory per GPU against what training allocates, per engine and stage, on CPU.
+
+On a GPU, train_throughput.py compares the plan with `torch.cuda.max_memory_allocated`. Without
+one, this measures the same quantity on CPU: the peak of bytes held by live tensors (PyTorch's
+profiler memory timeline, which counts a tensor's bytes when it is allocated, touched or not, as
+the CUDA allocator does; RSS would miss DeepSpeed's untouched bucket buffers). Each side runs in
+its own process: the engine built around a fresh model (`build_engine`), then STEPS optimizer
+steps in bf16, as on a GPU. Measured = the peak during the steps (the running total starts when
+the model is created, so it holds the model states the build left); the plan is
+`planning.memory.memory_per_gpu` for one GPU. The build's own transient (the fp32 model beside
+its bf16 copy on CPU, where a GPU only ever receives the bf16 one) is left out.
+
+What CPU cannot show: CUDA context, NCCL buffers and allocator fragmentation (the plan leaves
+them out too), and fused or compiled kernels (off on CPU, so the plan is asked without them).
+
+    python benchmarks/plan_memory.py              # every side, a table, the JSON last line
+    python benchmarks/plan_memory.py --sides zero2:stage2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPE = {"vocab_size": 32768, "hidden": 512, "layers": 8, "intermediate_size": 1376}
+"""A small Llama with a real vocabulary (embeddings and head ~57% of 59M parameters)."""
+SEQ, MICRO, STEPS = 512, 2, 2
+SIDES = [f"{layout}:{stage}" for layout in ("zero0", "zero1", "zero2", "zero3", "fsdp") for stage in ("stage2", "stage1")]
+"""layout (zero0: the torch engine; zero1-3: DeepSpeed; fsdp: FSDP2) and stage (stage1: frozen body)."""
+
+
+def peak_bytes(prof) -> tuple[int, int]:
+    """(peak, final) bytes held by tensors allocated while `prof` recorded: the running total the
+    profiler attaches to every allocation and free (what its memory timeline is built from,
+    without the stack-walking analysis that took minutes per side)."""
+    from torch._C._profiler import _EventType
+
+    def walk(nodes):
+        for node in nodes:
+            yield node
+            yield from walk(node.children)
+
+    events = sorted((n.start_time_ns, n.extra_fields.total_allocated)
+                    for n in walk(prof.profiler.kineto_results.experimental_event_tree())
+                    if n.tag == _EventType.Allocation)
+    totals = [total for _, total in events] or [0]
+    return max(totals), totals[-1]
+
+
+def measure(side: str) -> dict[str, float]:
+    """In this process: build the side's engine, train STEPS steps, return measured and planned GB."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from langadapt.planning.memory import memory_per_gpu
+    from langadapt.planning.models import dims_from_config
+    from langadapt.runtime.distributed import DistInfo
+    from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, resolve_training
+    from langadapt.train.engines import build_engine
+    from langadapt.train.policy import select_trainable
+    from langadapt.train.synthetic import SyntheticStream, tiny_llama
+
+    from langadapt.train.engines import base
+
+    # The optimizer as a GPU runs it: build_optimizer picks the fused AdamW there, and foreach on CPU
+    # (see its comment), whose full-size temporaries (8 bytes per trainable parameter at the step)
+    # no GPU run holds.
+    foreach_init = base.SkippableAdamW.__init__
+    base.SkippableAdamW.__init__ = lambda self, *a, **kw: foreach_init(self, *a, **{**kw, "fused": True})
+    layout, stage_name = side.split(":")
+    kind = {"zero0": "torch", "fsdp": "fsdp"}.get(layout, "deepspeed")
+    zero = int(layout[-1]) if kind == "deepspeed" else 0
+    stage = TrainStageConfig(steps=STEPS, micro_batch_size=MICRO, grad_accum_steps=1, seq_len=SEQ,
+                             optimizer=OptimizerConfig(lr=1e-4))
+    engine_config = resolve_training(stage_name, stage, EngineConfig(kind=kind, zero_stage=zero, precision="bf16"),
+                                     1, "cpu").engine
+    stream = SyntheticStream(SHAPE["vocab_size"], SEQ, seed=0)
+    activities = [ProfilerActivity.CPU]
+    with profile(activities=activities, profile_memory=True) as build:
+        model = tiny_llama(vocab_size=SHAPE["vocab_size"], hidden=SHAPE["hidden"], layers=SHAPE["layers"],
+                           intermediate_size=SHAPE["intermediate_size"])
+        selection = select_trainable(model, stage.trainable_patterns(stage_name))
+        engine = build_engine(model, selection, stage, engine_config, DistInfo.from_env(), stage_name)
+    _, built = peak_bytes(build)  # the running total carries over: the steps' peak includes this
+    with engine, profile(activities=activities, profile_memory=True) as steps:
+        for _ in range(STEPS):
+            row = torch.from_numpy(stream.next_batch(MICRO))
+            engine.micro_step(row[:, :-1], row[:, 1:])
+            engine.step(lr=1e-4, skip=False)
+    peak, _ = peak_bytes(steps)
+    dims = dims_from_config(model.config.to_dict())
+    planned = memory_per_gpu(dims, zero if kind == "deepspeed" else ("fsdp" if kind == "fsdp" else 0), 1, SEQ, MICRO,
+                             "all" if stage_name == "stage2" else "embeddings", "flash", fused_loss=False)
+    return {"measured_gb": peak / 1e9, "built_gb": built / 1e9, "planned_gb": planned["total"],
+            "planned_states_gb": planned["weights"] + planned["gradients"] + planned["optimizer"],
+            "planned_buffers_gb": planned["buffers"], "planned_activations_gb": planned["activations"]}
+
+
+def run_side(side: str) -> dict[str, float] | str:
+    """One side in a fresh process (no allocator state or DeepSpeed globals shared between sides)."""
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
+    done = subprocess.run([sys.executable, __file__, "--worker", side], capture_output=True, text=True, env=env,
+                          check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        return f"failed ({done.returncode}): {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sides", nargs="+", default=SIDES, choices=SIDES)
+    parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(measure(args.worker)))
+        return
+    results = {side: run_side(side) for side in args.sides}
+    print(f"{'side':<14} {'measured GB':>11} {'planned GB':>10} {'ratio':>6}   plan: states + buffers + activations")
+    ratios = {}
+    for side, r in results.items():
+        if isinstance(r, str):
+            print(f"{side:<14} {r}")
+            continue
+        ratios[side] = r["measured_gb"] / r["planned_gb"]
+        print(f"{side:<14} {r['measured_gb']:>11.3f} {r['planned_gb']:>10.3f} {ratios[side]:>6.2f}   "
+              f"{r['planned_states_gb']:.3f} + {r['planned_buffers_gb']:.3f} + {r['planned_activations_gb']:.3f}")
+    worst = max(ratios.values(), key=lambda x: abs(x - 1), default=None)
+    print(json.dumps({"benchmark": "plan_memory", "metric": "measured_over_planned_peak", "value": worst,
+                      "baseline": None, "ratio": worst, "unit": "ratio", "device": "cpu",
+                      "shape": SHAPE, "seq": SEQ, "micro": MICRO,
+                      "sides": {s: round(v, 3) for s, v in ratios.items()},
+                      "measured_gb": {s: round(r["measured_gb"], 3) for s, r in results.items() if not isinstance(r, str)},
+                      "planned_gb": {s: round(r["planned_gb"], 3) for s, r in results.items() if not isinstance(r, str)}}))
+
+
+if __name__ == "__main__":
+    main()
