@@ -41,8 +41,9 @@ FP32_GRADIENTS = {"data_types.grad_accum_dtype": "fp32", "communication_data_typ
 torch engine's fp32 gradients are (DDP reduces them as they are) and FSDP2's (`reduce_dtype`), and
 as Megatron-LM forces for bf16 (`accumulate_allreduce_grads_in_fp32`). DeepSpeed's default under
 bf16 does both in bf16: measured on CPU (tiny Llama, 2 ranks, ZeRO-1/2/3), the gradient of 16
-accumulated micro-steps was 4.4e-3 (relative norm) away from its fp32 sum, and a bf16 reduce over
-2 ranks alone added 1.3e-3 (tests/train/test_train_deepspeed_precision.py). The cost: fp32
+accumulated micro-steps lay 4.2e-3 to 4.3e-3 (relative norm) from the exact sum of the same
+micro-gradients, against 2.7e-9 with fp32 (tests/train/test_train_deepspeed_precision.py); one
+micro-step reduced in bf16 over 2 ranks alone was 1.3e-3 off. The cost: fp32
 gradient partitions (ZeRO-2/3: 4 bytes per parameter over the ranks instead of 2; ZeRO-1 keeps a
 whole fp32 copy beside the bf16 gradients, DeepSpeed's BF16_Optimizer) and twice the bytes in the
 gradient reduction; `planning.memory` counts them. Not under ZeRO-0: DeepSpeed has no fp32
