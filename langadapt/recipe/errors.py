@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import re
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +172,10 @@ def override_for(key: str, overrides: dict[str, str]) -> str | None:
     return None
 
 
+KEYED_LINE = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)+): (.+)$", re.DOTALL)
+"""A problem line that starts with a dotted recipe key and a colon."""
+
+
 class Report:
     """Collects located problems; `raise_first` turns them into one error line."""
 
@@ -192,7 +197,12 @@ class Report:
         flag = override_for(dotted(loc), self.overrides)
         line = None if flag else yaml_line(self.root, loc)
         where = f"--set {flag}" if flag else f"{self.path}:{line}" if line else str(self.path)
-        self.problems.append((where, f"{key}: {what}"))
+        self._append((where, f"{key}: {what}"))
+
+    def _append(self, problem: tuple[str, str]) -> None:
+        """One problem, once: checks run per stage find a recipe-wide one (engine.*) once per stage."""
+        if problem not in self.problems:
+            self.problems.append(problem)
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
@@ -204,8 +214,14 @@ class Report:
             self.add_line(str(exc))
 
     def add_line(self, line: str) -> None:
-        """A problem that is already one located line (another check's own error)."""
-        self.problems.append(("", line))
+        """A problem that is already one line (another check's own error); one that starts with a
+        dotted recipe key (`engine.zero_stage: ...`, as the training settings' checks write them) is
+        located like `add`'s: the `--set` flag or the recipe line that wrote the key."""
+        keyed = KEYED_LINE.match(line)
+        if keyed:
+            self.add(tuple(keyed[1].split(".")), keyed[2])
+        else:
+            self._append(("", line))
 
     def lines(self) -> list[str]:
         """Each problem as the one line a user reads: `file:line: key: what`."""

@@ -25,6 +25,7 @@ from langadapt.recipe.errors import Report
 from langadapt.run.base_model import hub_cached, hub_offline, hub_repo_id, not_cached_line, weights_problem
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
+from langadapt.train.config import resolve_training
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""
@@ -68,9 +69,12 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
         with report.guard():
             _check_embedding_files(recipe, report)
     if training:
+        world = world_size or training_world_size(recipe.cluster.world_size)
         with report.guard():
-            world = world_size or training_world_size(recipe.cluster.world_size)
             check_epochs(recipe, training, world, report)
+        for name in training:  # the engine refusals that do not depend on this machine's device
+            with report.guard():
+                resolve_training(name, getattr(recipe, name), recipe.engine, world, "cuda", have_liger=True)
     if "evaluate" in will:
         with report.guard():
             _check_suites(recipe, report)

@@ -246,11 +246,28 @@ def check_engine(
     if engine.precision == "fp16" and device_type == "cpu":
         raise LangadaptError("engine.precision: fp16 needs a GPU; use bf16 or fp32 on CPU")
     _check_fsdp(engine)
+    _check_gradient_dtype(engine, zero, zkey)
     if zero == 3 and engine.activation_checkpointing and stage.trainable_patterns(stage_name) != ["all"]:
         _check_zero3_recompute(zkey, stage_name)
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
     return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type, have_liger)})
+
+
+DTYPE_NAMES = {"fp32": {"fp32", "float32", "float"}, "bf16": {"bf16", "bfloat16"}, "fp16": {"fp16", "float16", "half"}}
+"""The names DeepSpeed's config accepts for each engine.precision (its DtypeEnum)."""
+
+
+def _check_gradient_dtype(engine: EngineConfig, zero: int, zkey: str) -> None:
+    """DeepSpeed accumulates gradients in another dtype than the model's only through a ZeRO
+    optimizer: without one, its initialize fails (NotImplementedError) after the earlier stages ran."""
+    raw = (engine.deepspeed_config or {}).get("data_types") or {}
+    accum = raw.get("grad_accum_dtype") if isinstance(raw, dict) else None
+    if engine.kind == "deepspeed" and zero == 0 and accum is not None \
+            and str(accum).removeprefix("torch.") not in DTYPE_NAMES[engine.precision]:
+        raise LangadaptError(f"engine.deepspeed_config.data_types.grad_accum_dtype: {accum} under {zkey} 0 with "
+                             f"engine.precision {engine.precision}: DeepSpeed accumulates in another dtype only "
+                             "with ZeRO 1-3; use a ZeRO stage, or engine.kind: torch (fp32 gradients)")
 
 
 def _check_fsdp(engine: EngineConfig) -> None:

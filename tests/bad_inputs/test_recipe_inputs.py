@@ -213,3 +213,24 @@ def test_an_unknown_code_in_the_card_languages(recipe: Path, capsys) -> None:
 def test_the_repo_recipes_still_load(path: Path, tmp_path: Path) -> None:
     shutil.copy(path, tmp_path / path.name)
     assert load_recipe(tmp_path / path.name).recipe.name
+
+
+# --- engine settings that training would refuse ------------------------------------------------
+
+def test_an_engine_setting_training_refuses_is_refused_before_any_stage(recipe: Path, capsys) -> None:
+    """The training settings' own checks (`train.config.check_engine`) ran only when a training
+    stage started: after the data, tokenizer and embeddings stages (and the base model's build).
+    Now preflight runs them, located like every recipe key, once although both stages find it."""
+    line = refused(recipe, capsys, "engine.kind=torch", "engine.zero_stage=2")
+    assert line == ("langadapt: error: --set engine.zero_stage=2: engine.zero_stage: ZeRO stage 2 needs "
+                    "engine.kind: deepspeed (torch runs DDP)")
+
+
+def test_a_gradient_dtype_deepspeed_cannot_accumulate_in(recipe: Path, capsys) -> None:
+    """fp32 accumulation of bf16 gradients needs a ZeRO optimizer: without one DeepSpeed's
+    initialize raised NotImplementedError (a traceback) at stage 1."""
+    key = "engine.deepspeed_config.data_types.grad_accum_dtype"
+    line = refused(recipe, capsys, "engine.kind=deepspeed", "engine.precision=bf16", f"{key}=fp32")
+    assert line.startswith(f"langadapt: error: --set {key}=fp32: {key}: fp32 under engine.zero_stage 0 with "
+                           "engine.precision bf16: DeepSpeed accumulates in another dtype only with ZeRO 1-3")
+    assert "more" not in line

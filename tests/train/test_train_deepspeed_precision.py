@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from helpers import multiproc as mp
 
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.errors import LangadaptError
+from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
 from langadapt.train.engines.deepspeed_engine import deepspeed_config
-
-pytestmark = pytest.mark.slow
 
 WORKER = mp.HELPERS / "grad_accum_worker.py"
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])
+@pytest.mark.slow
 def test_accumulated_bf16_gradients_equal_their_exact_sum(zero: int, tmp_path: Path) -> None:
     out = tmp_path / "run"
     mp.two_ranks(out, "--zero", str(zero), worker=WORKER)
@@ -48,6 +48,7 @@ def test_fp32_gradients_are_a_default_the_recipe_can_override() -> None:
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])
+@pytest.mark.slow
 def test_a_bf16_run_resumes_bit_identical_and_at_another_world_size(zero: int, tmp_path: Path) -> None:
     """With fp32 accumulation ZeRO-1 runs DeepSpeed's BF16_Optimizer, whose checkpoint differs
     (`bf16_zero_*` files, an fp32 gradient buffer): stopped at step 6 and run again to 10, a bf16
@@ -68,3 +69,19 @@ def test_a_bf16_run_resumes_bit_identical_and_at_another_world_size(zero: int, t
     assert mp.max_weight_diff(mp.weights(stopped), mp.weights(whole)) == 0.0
     assert max(abs(a - b) for a, b in zip(mp.losses(moved).values(), mp.losses(whole).values())) < 2e-3
     assert mp.max_weight_diff(mp.weights(moved), mp.weights(whole)) <= 0.0625
+
+
+def test_a_gradient_dtype_other_than_the_models_needs_a_zero_stage() -> None:
+    """DeepSpeed's initialize raises NotImplementedError for it under ZeRO-0; its own names for
+    the model's dtype ("float32", "torch.bfloat16") are the model's dtype, not another."""
+    stage = TrainStageConfig()
+
+    def engine(zero: int, precision: str, accum: str) -> EngineConfig:
+        return EngineConfig(kind="deepspeed", zero_stage=zero, precision=precision,
+                            deepspeed_config={"data_types": {"grad_accum_dtype": accum}})
+
+    with pytest.raises(LangadaptError, match="grad_accum_dtype: fp32 under engine.zero_stage 0"):
+        check_engine("stage2", stage, engine(0, "bf16", "fp32"), "cuda")
+    for zero, precision, accum in [(0, "fp32", "float32"), (0, "bf16", "torch.bfloat16"), (1, "bf16", "fp32"),
+                                   (2, "bf16", "bf16")]:
+        check_engine("stage2", stage, engine(zero, precision, accum), "cuda")
