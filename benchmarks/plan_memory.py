@@ -34,10 +34,11 @@ SIDES = [f"{layout}:{stage}" for layout in ("zero0", "zero1", "zero2", "zero3", 
 """layout (zero0: the torch engine; zero1-3: DeepSpeed; fsdp: FSDP2) and stage (stage1: frozen body)."""
 
 
-def peak_bytes(prof) -> tuple[int, int]:
-    """(peak, final) bytes held by tensors allocated while `prof` recorded: the running total the
-    profiler attaches to every allocation and free (what its memory timeline is built from,
-    without the stack-walking analysis that took minutes per side)."""
+def peak_bytes(prof) -> int:
+    """The peak of bytes held by tensors allocated since profiling first began in this process:
+    the running total the profiler attaches to every allocation and free (what its memory
+    timeline is built from, without the stack-walking analysis that took minutes per side). The
+    total carries over from one profiler session to the next."""
     from torch._C._profiler import _EventType
 
     def walk(nodes):
@@ -45,11 +46,9 @@ def peak_bytes(prof) -> tuple[int, int]:
             yield node
             yield from walk(node.children)
 
-    events = sorted((n.start_time_ns, n.extra_fields.total_allocated)
-                    for n in walk(prof.profiler.kineto_results.experimental_event_tree())
-                    if n.tag == _EventType.Allocation)
-    totals = [total for _, total in events] or [0]
-    return max(totals), totals[-1]
+    totals = [n.extra_fields.total_allocated for n in walk(prof.profiler.kineto_results.experimental_event_tree())
+              if n.tag == _EventType.Allocation]
+    return max(totals, default=0)
 
 
 def measure(side: str) -> dict[str, float]:
@@ -61,11 +60,9 @@ def measure(side: str) -> dict[str, float]:
     from langadapt.planning.models import dims_from_config
     from langadapt.runtime.distributed import DistInfo
     from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, resolve_training
-    from langadapt.train.engines import build_engine
+    from langadapt.train.engines import base, build_engine
     from langadapt.train.policy import select_trainable
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
-
-    from langadapt.train.engines import base
 
     # The optimizer as a GPU runs it: build_optimizer picks the fused AdamW there, and foreach on CPU
     # (see its comment), whose full-size temporaries (8 bytes per trainable parameter at the step)
@@ -73,30 +70,30 @@ def measure(side: str) -> dict[str, float]:
     foreach_init = base.SkippableAdamW.__init__
     base.SkippableAdamW.__init__ = lambda self, *a, **kw: foreach_init(self, *a, **{**kw, "fused": True})
     layout, stage_name = side.split(":")
-    kind = {"zero0": "torch", "fsdp": "fsdp"}.get(layout, "deepspeed")
-    zero = int(layout[-1]) if kind == "deepspeed" else 0
+    planned_layout = "fsdp" if layout == "fsdp" else int(layout[-1])  # memory_per_gpu's name for it
+    kind = "fsdp" if layout == "fsdp" else "deepspeed" if planned_layout else "torch"
+    zero = planned_layout if kind == "deepspeed" else 0
     stage = TrainStageConfig(steps=STEPS, micro_batch_size=MICRO, grad_accum_steps=1, seq_len=SEQ,
                              optimizer=OptimizerConfig(lr=1e-4))
     engine_config = resolve_training(stage_name, stage, EngineConfig(kind=kind, zero_stage=zero, precision="bf16"),
                                      1, "cpu").engine
     stream = SyntheticStream(SHAPE["vocab_size"], SEQ, seed=0)
     activities = [ProfilerActivity.CPU]
-    with profile(activities=activities, profile_memory=True) as build:
+    with profile(activities=activities, profile_memory=True):  # starts the running total before the model
         model = tiny_llama(vocab_size=SHAPE["vocab_size"], hidden=SHAPE["hidden"], layers=SHAPE["layers"],
                            intermediate_size=SHAPE["intermediate_size"])
         selection = select_trainable(model, stage.trainable_patterns(stage_name))
         engine = build_engine(model, selection, stage, engine_config, DistInfo.from_env(), stage_name)
-    _, built = peak_bytes(build)  # the running total carries over: the steps' peak includes this
     with engine, profile(activities=activities, profile_memory=True) as steps:
         for _ in range(STEPS):
             row = torch.from_numpy(stream.next_batch(MICRO))
             engine.micro_step(row[:, :-1], row[:, 1:])
             engine.step(lr=1e-4, skip=False)
-    peak, _ = peak_bytes(steps)
+    peak = peak_bytes(steps)  # includes the model states the build left
     dims = dims_from_config(model.config.to_dict())
-    planned = memory_per_gpu(dims, zero if kind == "deepspeed" else ("fsdp" if kind == "fsdp" else 0), 1, SEQ, MICRO,
+    planned = memory_per_gpu(dims, planned_layout, 1, SEQ, MICRO,
                              "all" if stage_name == "stage2" else "embeddings", "flash", fused_loss=False)
-    return {"measured_gb": peak / 1e9, "built_gb": built / 1e9, "planned_gb": planned["total"],
+    return {"measured_gb": peak / 1e9, "planned_gb": planned["total"],
             "planned_states_gb": planned["weights"] + planned["gradients"] + planned["optimizer"],
             "planned_buffers_gb": planned["buffers"], "planned_activations_gb": planned["activations"]}
 

@@ -26,11 +26,11 @@ import torch
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, resolve_training
 from langadapt.train.engines import build_engine
+from langadapt.train.engines.deepspeed_engine import BF16_GRADIENTS
 from langadapt.train.policy import select_trainable
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ, HIDDEN, MICRO_STEPS = 256, 32, 64, 16
-BF16_GRADIENTS = {"data_types": {"grad_accum_dtype": "bf16"}, "communication_data_type": "bf16"}
 
 
 def full_gradient(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -48,6 +48,9 @@ gradient partitions (ZeRO-2/3: 4 bytes per parameter over the ranks instead of 2
 whole fp32 copy beside the bf16 gradients, DeepSpeed's BF16_Optimizer) and twice the bytes in the
 gradient reduction; `planning.memory` counts them. Not under ZeRO-0: DeepSpeed has no fp32
 accumulation without a ZeRO optimizer (the torch engine is the unsharded path)."""
+BF16_GRADIENTS = {"data_types": {"grad_accum_dtype": "bf16"}, "communication_data_type": "bf16"}
+"""What `engine.deepspeed_config` sets to keep DeepSpeed's own bf16 accumulation and reduction
+(half the reduced bytes, less exact: see FP32_GRADIENTS)."""
 UNIVERSAL_TAG = "universal"
 """Sub-folder holding the same checkpoint in DeepSpeed's universal (world-size-free) format,
 written the first time it is resumed at another world size."""
