@@ -15,14 +15,14 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from langadapt.recipe.base import Config
 from langadapt.recipe.languages import LanguageCode
 
-TokenizerKind = Literal["inherit", "byte_bpe", "sentencepiece_bpe", "unigram", "keep_base"]
+TokenizerKind = Literal["inherit", "byte_bpe", "sentencepiece_bpe", "unigram", "keep_base", "extend"]
 
 
 class TokenizerConfig(Config):
     """How to train the target-language tokenizer."""
 
     kind: TokenizerKind = "inherit"
-    """inherit: the base tokenizer's family and conventions; byte_bpe: GPT-2/Llama-3 style; sentencepiece_bpe: Llama-2/Mistral style (▁ + byte fallback); unigram: SentencePiece unigram with byte fallback; keep_base: no new tokenizer (plain continual pretraining)."""
+    """inherit: the base tokenizer's family and conventions; byte_bpe: GPT-2/Llama-3 style; sentencepiece_bpe: Llama-2/Mistral style (▁ + byte fallback); unigram: SentencePiece unigram with byte fallback; keep_base: no new tokenizer (plain continual pretraining); extend: the base tokenizer with the language's own tokens appended by continued BPE training (every base token keeps its id, every base merge its rank; vocab_size is the final size)."""
     special_tokens: list[str] | None = None
     """Special tokens placed at ids 0.. in this order; None keeps the base tokenizer's (scratch: <s>, </s>, <pad>; plus <unk> first for the SentencePiece-style kinds)."""
     added_tokens: list[str] = Field(default_factory=list)
@@ -86,6 +86,18 @@ class TokenizerConfig(Config):
         if value <= fixed:
             raise ValueError(f"vocab_size={value} is not larger than the {fixed} special and added tokens")
         return value
+
+    @model_validator(mode="after")
+    def _extension_keeps_the_base(self) -> TokenizerConfig:
+        """extend keeps the base's special tokens and pre-tokeniser: settings that change them are refused."""
+        if self.kind != "extend":
+            return self
+        changed = [key for key in ("special_tokens", "split_digits") if getattr(self, key) is not None]
+        changed += ["added_tokens"] if self.added_tokens else []
+        if changed:
+            raise ValueError(f"{changed[0]} cannot be set with kind extend: every base token, special token and "
+                             "pre-tokenisation rule stays as the base has it (use kind inherit to change them)")
+        return self
 
     @model_validator(mode="after")
     def _roles_are_special(self) -> TokenizerConfig:

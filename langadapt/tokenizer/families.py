@@ -78,12 +78,17 @@ def blueprint(config: TokenizerConfig, base: Any | None) -> Blueprint:
     if config.split_digits is not None:
         parts["pre_tokenizer"] = with_digit_splitting(parts["pre_tokenizer"], config.split_digits)
     if base is not None:
-        if getattr(base, "chat_template", None):
-            kwargs["chat_template"] = base.chat_template
-        kwargs["model_max_length"] = base.model_max_length
-        kwargs["padding_side"] = base.padding_side
+        kwargs.update(usage_kwargs(base))
     return Blueprint(family, parts["normalizer"], parts["pre_tokenizer"], post, parts["decoder"],
                      specials, roles, kwargs, flags)
+
+
+def usage_kwargs(base: Any) -> dict[str, Any]:
+    """What a tokenizer made from `base` keeps of how the base is used: chat template, length, padding side."""
+    kwargs = {"model_max_length": base.model_max_length, "padding_side": base.padding_side}
+    if getattr(base, "chat_template", None):
+        kwargs["chat_template"] = base.chat_template
+    return kwargs
 
 
 def family_of(tokenizer_json: dict, strict: bool = True) -> str | None:

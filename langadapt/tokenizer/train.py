@@ -44,6 +44,12 @@ def train_tokenizer(
         if base_tokenizer is None:
             raise LangadaptError("tokenizer.kind=keep_base needs a base model with a tokenizer (not init: scratch)")
         return base_tokenizer
+    if config.kind == "extend":
+        if base_tokenizer is None:
+            raise LangadaptError("tokenizer.kind=extend needs a base model with a tokenizer (not init: scratch)")
+        from langadapt.tokenizer.extend import extend_tokenizer
+
+        return extend_tokenizer(config, texts, base_tokenizer, seed)
     bp = blueprint(config, base_tokenizer)
     _check_size(config, bp)
     start = time.perf_counter()
