@@ -19,8 +19,10 @@ Results shape (stable; `models` and per-language `bits_per_byte` are read by oth
      "windows": {MODEL: {"window", "stride"}},   the ones used (capped at each model's context length)
      "reference": MODEL, "notes": [str], "meta": {...}}   meta's window/stride: the values used
 
-The evaluate stage adds "target_langs" (its run's `role: target` languages) and `write_report`
-adds "tradeoff" ({MODEL: target gain and largest forgetting}, `langadapt.evaluation.tradeoff`).
+The evaluate stage adds "target_langs" (its run's `role: target` languages) and "tokens_per_byte"
+(its tokenizer stage's held-out tokens per byte, the run's tokenizer and the base's:
+`langadapt.evaluation.token_cost`), and `write_report` adds "tradeoff" ({MODEL: target gain and
+largest forgetting}, `langadapt.evaluation.tradeoff`).
 """
 
 from __future__ import annotations

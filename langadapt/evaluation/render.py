@@ -11,6 +11,7 @@ import unicodedata
 from pathlib import Path
 
 from langadapt.evaluation import tables
+from langadapt.evaluation.token_cost import cost_line
 from langadapt.evaluation.tradeoff import tradeoff
 
 Block = tuple
@@ -75,11 +76,11 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
 
 
 def _tradeoff_blocks(results: dict) -> list[Block]:
-    """The answer, as the first table: the target's gain and the largest forgetting (`tradeoff`)."""
-    found = tradeoff(results)
-    if found is None:
-        return []
-    return [("p", found.headline()), ("table", *found.table())]
+    """The answer, as the first table: the target's gain and the largest forgetting (`tradeoff`),
+    then what a target token costs with the run's tokenizer (`token_cost`)."""
+    found, cost = tradeoff(results), cost_line(results)
+    blocks: list[Block] = [("p", found.headline()), ("table", *found.table())] if found is not None else []
+    return blocks + ([("p", cost)] if cost else [])
 
 
 def _training_blocks(results: dict, figures: set[str]) -> list[Block]:

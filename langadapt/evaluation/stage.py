@@ -30,6 +30,7 @@ from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
 from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
+from langadapt.evaluation.token_cost import token_costs
 from langadapt.evaluation.training import planned_energy
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
@@ -142,6 +143,7 @@ def run(config: EvaluationConfig, ctx: StageContext, extra: dict[str, Path] | No
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
     results["target_langs"] = target_langs(ctx.layout)
+    results["tokens_per_byte"] = token_costs(ctx.layout)
     write_report(results, ctx.out, training_metrics(ctx.layout), title=f"langadapt evaluation: {ctx.run_dir.name}",
                  planned_energy=planned_energy(ctx.layout))
     return _summary(results)
@@ -203,6 +205,8 @@ def evaluate_cli(
                               reference=next(iter(references), None))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
     results["target_langs"] = target_langs(RunLayout(data_dir)) if data_dir is not None else []
+    if run_dir is not None:
+        results["tokens_per_byte"] = token_costs(RunLayout(run_dir))
     if run_dir is not None and (shortfall := vocabulary_shortfall(RunLayout(run_dir).stage_summary("tokenizer"))):
         results.setdefault("tokenizers", {})["shortfall"] = shortfall
     metrics = training_metrics(RunLayout(run_dir)) if run_dir is not None else {}

@@ -37,7 +37,9 @@ import yaml
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.plots import plot_frontier
-from langadapt.evaluation.tradeoff import pareto, tradeoff
+from langadapt.evaluation.tables import fmt
+from langadapt.evaluation.token_cost import BASE, RUN, token_costs
+from langadapt.evaluation.tradeoff import pareto, target_langs, tradeoff
 from langadapt.recipe import LoadedRecipe, load_recipe
 from langadapt.recipe.schema import apply_overrides
 from langadapt.run import layout as run_layout
@@ -173,7 +175,8 @@ def share_stages(point: Point, done: list[Point]) -> list[str]:
 
 
 def measure(point: Point, recipe: str | Path) -> dict:
-    """One point of frontier.json: grid values, how to run it, gain, largest forgetting, cost."""
+    """One point of frontier.json: grid values, how to run it, gain, largest forgetting, what a token
+    costs (`token_cost`: the point's tokenizer and the base's, per held-out language), training cost."""
     layout = point.layout
     try:
         results = json.loads(layout.evaluation_results.read_text(encoding="utf-8"))
@@ -191,6 +194,7 @@ def measure(point: Point, recipe: str | Path) -> dict:
         "command": f"langadapt run {shlex.quote(str(recipe))}"
                    + "".join(f" --set {shlex.quote(s)}" for s in point.sets),
         **sides, "headline": found.headline() if found else None,
+        "target_langs": target_langs(results), "tokens_per_byte": token_costs(layout),
         "train_tokens": sum(int(s.get("tokens") or 0) for s in summaries.values()),
         "train_seconds": round(sum(json.loads(m.read_text()).get("wall_seconds", 0) for m in manifests), 1),
     }
@@ -213,24 +217,46 @@ def mark_pareto(rows: list[dict]) -> list[dict]:
     return [{**row, "pareto": i in on} for i, row in enumerate(rows)]
 
 
+def cost_langs(rows: list[dict]) -> list[str]:
+    """The target languages whose tokens per byte the table shows (every point's, in order)."""
+    return list(dict.fromkeys(lang for r in rows for lang in r.get("target_langs") or []))
+
+
+def base_costs(rows: list[dict], langs: list[str]) -> str:
+    """`nb 0.333`: the base tokenizer's tokens per byte, for the note above the table. One value per
+    language unless the grid changes the base model; then every value found is listed."""
+    found: dict[str, list[str]] = {lang: [] for lang in langs}
+    for r in rows:
+        base = (r.get("tokens_per_byte") or {}).get(BASE) or {}
+        for lang in langs:
+            if lang in base and fmt(base[lang]) not in found[lang]:
+                found[lang].append(fmt(base[lang]))
+    return ", ".join(f"{lang} {' or '.join(values)}" for lang, values in found.items() if values) or "not measured"
+
+
 def render_markdown(frontier: dict) -> str:
     """frontier.md: the plot, the table (Pareto points marked), how to run each point."""
     rows = frontier["points"]
-    keys = list(frontier["grid"])
+    keys, langs = list(frontier["grid"]), cost_langs(rows)
     lines = [f"# Frontier of {frontier['recipe']}", "",
              ("Relative change of held-out bits per byte vs the base model (negative = better): the target "
               "language that gained least, and the largest rise among the other languages scored (source, "
               "replay, neighbours). ★ = Pareto front: no other point forgets less and gains more. Every point "
               f"ran with {', '.join(FIXED_SETS)} and stopped after evaluate."), "",
+             *([("tok/byte: the target's held-out tokens per UTF-8 byte with the point's tokenizer (what a token "
+                 f"costs at inference; lower is cheaper); with the base tokenizer: {base_costs(rows, langs)}."), ""]
+               if langs else []),
              f"![gain vs forgetting]({PLOT_FILE})", "",
-             "| point | " + " | ".join(keys) + (" | target (bpb vs base) | largest forgetting (bpb vs base) | "
-                                               "training tokens | training s | Pareto |"),
-             "|---" * (len(keys) + 6) + "|"]
+             "| point | " + " | ".join(keys) + " | target (bpb vs base) | "
+             + "".join(f"{lang} tok/byte | " for lang in langs)
+             + "largest forgetting (bpb vs base) | training tokens | training s | Pareto |",
+             "|---" * (len(keys) + len(langs) + 6) + "|"]
     for r in rows:
         gain = "–" if r["gain"] is None else f"{r['target_lang']} {r['target_change']:+.1%}"
         forgot = "–" if r["forgetting"] is None else f"{r['forgetting_lang']} {r['forgetting']:+.1%}"
-        cells = [r["id"], *(r["grid"][k] for k in keys), gain, forgot, f"{r['train_tokens']:,}",
-                 f"{r['train_seconds']:.0f}", "★" if r["pareto"] else ""]
+        own = (r.get("tokens_per_byte") or {}).get(RUN) or {}
+        cells = [r["id"], *(r["grid"][k] for k in keys), gain, *(fmt(own.get(lang)) for lang in langs), forgot,
+                 f"{r['train_tokens']:,}", f"{r['train_seconds']:.0f}", "★" if r["pareto"] else ""]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", "## Each point", ""]
     for r in rows:

@@ -67,6 +67,12 @@ def run_dir(tmp_path_factory, tiny_en_llama, shared_texts) -> Path:
     (root / "embeddings" / "manifest.json").write_text(
         json.dumps({"base_model": str(tiny_en_llama)}), "utf-8"
     )
+    # the tokenizer stage's record (bytes per token as it measured them; the report inverts them)
+    (root / "tokenizer").mkdir()
+    (root / "tokenizer" / "manifest.json").write_text(json.dumps({"summary": {"kind": "inherit"}}), "utf-8")
+    (root / "tokenizer" / "metrics.json").write_text(json.dumps({"languages": ["en", "nb"], "tokenizers": {
+        "base": {"nb": {"bytes_per_token": 2.5}, "en": {"bytes_per_token": 4.0}},
+        "new": {"nb": {"bytes_per_token": 4.0}, "en": {"bytes_per_token": 3.2}}}}), "utf-8")
     for stage, n in (("stage1", 3), ("stage2", 4)):
         rows = [{"step": 10 * (i + 1), "loss": 6.0 - i, "lr": 1e-3, "tokens": 1000 * i} for i in range(n)]
         (root / stage / "metrics.jsonl").write_text(
@@ -154,6 +160,15 @@ def test_results_schema_deltas_tasks_tokenizers_samples(stage_results):
     assert results["langs"]["nb"]["bytes"] == 1500
 
 
+def test_the_targets_tokens_per_byte_from_the_tokenizer_stage(stage_results, run_dir):
+    """What a target token costs sits in results.json and under the report's first table (issue 29)."""
+    _, results = stage_results
+    assert results["tokens_per_byte"] == {"run": {"en": 0.3125, "nb": 0.25}, "base": {"en": 0.25, "nb": 0.4}}
+    markdown = (run_dir / "evaluate" / "report.md").read_text("utf-8")
+    assert "with the run's tokenizer (what a token costs at inference: lower is cheaper): nb 0.250 " \
+           "(base tokenizer 0.400)." in markdown
+
+
 def test_report_files_are_written_and_self_contained(run_dir):
     out = run_dir / "evaluate"
     for name in (
@@ -205,3 +220,4 @@ def test_evaluate_cli_on_a_run_directory_finds_base_and_compares(run_dir, tmp_pa
     base, again = results["models"]["base"]["nb"], results["models"]["tiny-en-llama"]["nb"]
     assert base["bits_per_byte"] == pytest.approx(again["bits_per_byte"], abs=1e-6)
     assert (tmp_path / "out" / "plots" / "training.png").is_file()
+    assert results["tokens_per_byte"]["run"]["nb"] == 0.25  # the run's tokenizer stage, as in its pipeline

@@ -1,6 +1,7 @@
 """`langadapt frontier` (issue 24 item 1) end to end on a tiny warm recipe: a 2x2 grid (a tokenizer
 key x a training key), every point its own run, shared stages linked, a second invocation runs
-nothing, the report written; and the grid's bad inputs as one error line."""
+nothing, the report written; a grid over the vocabulary road (`tokenizer.kind`) with each point's
+tokens per byte (issue 29 item 4); and the grid's bad inputs as one error line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from langadapt import cli
-from langadapt.runtime.frontier import parse_grid, point_id, split_values
+from langadapt.runtime.frontier import parse_grid, point_id, render_markdown, split_values
 
 RECIPE = """\
 name: tiny_frontier
@@ -54,10 +55,12 @@ SUITE = "name: bpb\ntasks:\n  - {kind: bpb, langs: [nb, en, sv]}\n"
 GRID = ["--grid", "tokenizer.vocab_size=768,1024", "--grid", "stage2.optimizer.lr=1e-3,4e-3"]
 
 
-@pytest.fixture(scope="module")
-def frontier(tmp_path_factory: pytest.TempPathFactory, tiny_en_llama: Path) -> tuple[Path, Path, str]:
-    """The frontier run once: (recipe, output folder, what the command printed)."""
-    root = tmp_path_factory.mktemp("frontier")
+KIND_GRID = ["--grid", "tokenizer.kind=keep_base,inherit"]
+"""The vocabulary roads as a grid (extend joins it once the schema has it)."""
+
+
+def run_frontier(root: Path, tiny_en_llama: Path, grid: list[str]) -> tuple[Path, Path]:
+    """The tiny recipe's frontier over `grid` in `root`: (recipe, output folder)."""
     shutil.copytree(tiny_en_llama, root / "base")
     (root / "bpb.yaml").write_text(SUITE)
     recipe = root / "tiny.yaml"
@@ -65,11 +68,23 @@ def frontier(tmp_path_factory: pytest.TempPathFactory, tiny_en_llama: Path) -> t
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # two threads on the shared 2-core box spin against each other
     try:
-        code = cli.main(["frontier", str(recipe), *GRID, "--out", str(root / "out")])
+        code = cli.main(["frontier", str(recipe), *grid, "--out", str(root / "out")])
     finally:
         torch.set_num_threads(threads)
     assert code == 0
-    return recipe, root / "out", ""
+    return recipe, root / "out"
+
+
+@pytest.fixture(scope="module")
+def frontier(tmp_path_factory: pytest.TempPathFactory, tiny_en_llama: Path) -> tuple[Path, Path, str]:
+    """The frontier run once: (recipe, output folder, what the command printed)."""
+    return (*run_frontier(tmp_path_factory.mktemp("frontier"), tiny_en_llama, GRID), "")
+
+
+def own_tokens_per_byte(run_dir: Path, lang: str, tokenizer: str = "new") -> float:
+    """1 / the bytes per token the point's tokenizer stage measured (what the report must show)."""
+    metrics = json.loads((run_dir / "tokenizer" / "metrics.json").read_text())
+    return 1 / metrics["tokenizers"][tokenizer][lang]["bytes_per_token"]
 
 
 def stage_dirs(out: Path, stage: str) -> tuple[list[Path], list[Path]]:
@@ -129,9 +144,62 @@ def test_the_report_files(frontier) -> None:
     points = json.loads((out / "frontier.json").read_text())["points"]
     assert "![gain vs forgetting](frontier.png)" in markdown and "★" in markdown
     for p in points:
-        assert f"| {p['id']} | {p['grid']['tokenizer.vocab_size']} | {p['grid']['stage2.optimizer.lr']} |" in markdown
+        tok_byte, base = (own_tokens_per_byte(Path(p["run_dir"]), "nb", name) for name in ("new", "base"))
+        assert p["tokens_per_byte"]["run"]["nb"] == pytest.approx(tok_byte)
+        assert p["tokens_per_byte"]["base"]["nb"] == pytest.approx(base)
+        assert (f"| {p['id']} | {p['grid']['tokenizer.vocab_size']} | {p['grid']['stage2.optimizer.lr']} | "
+                f"nb {p['target_change']:+.1%} | {tok_byte:.3f} | {p['forgetting_lang']} ") in markdown
         assert p["command"] in markdown
+    assert "| target (bpb vs base) | nb tok/byte | largest forgetting (bpb vs base) |" in markdown
     assert (out / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_a_grid_over_the_vocabulary_road(tmp_path: Path, tiny_en_llama: Path) -> None:
+    """keep_base vs inherit (replace): a tokenizer stage each, the kind in each label, and what a
+    Bokmål token costs with each: keep_base's is the base tokenizer's own."""
+    _, out = run_frontier(tmp_path, tiny_en_llama, KIND_GRID)
+    points = {p["grid"]["tokenizer.kind"]: p for p in json.loads((out / "frontier.json").read_text())["points"]}
+    assert {kind: p["label"] for kind, p in points.items()} == {kind: f"kind={kind}" for kind in points}
+    assert set(points) == {"keep_base", "inherit"}
+    for stage, owned in {"data": 1, "tokenizer": 2, "embeddings": 2, "stage2": 2}.items():
+        real, links = stage_dirs(out, stage)
+        assert (len(real), len(links)) == (owned, 2 - owned), stage
+    kept, replaced = points["keep_base"]["tokens_per_byte"], points["inherit"]["tokens_per_byte"]
+    measured = own_tokens_per_byte(Path(points["keep_base"]["run_dir"]), "nb")  # the stage's only tokenizer
+    assert kept["run"]["nb"] == kept["base"]["nb"] == pytest.approx(measured)
+    assert replaced["base"]["nb"] == pytest.approx(kept["base"]["nb"])  # one base model, measured twice
+    assert replaced["run"]["nb"] < replaced["base"]["nb"]  # a Bokmål vocabulary: fewer tokens per byte
+    markdown = (out / "frontier.md").read_text()
+    assert f"with the base tokenizer: nb {kept['base']['nb']:.3f}." in markdown
+    for kind, p in points.items():
+        own = p["tokens_per_byte"]["run"]["nb"]
+        assert f"| {p['id']} | {kind} | nb {p['target_change']:+.1%} | {own:.3f} |" in markdown
+        results = json.loads((Path(p["run_dir"]) / "evaluate" / "results.json").read_text())
+        assert results["tokens_per_byte"] == p["tokens_per_byte"]
+
+
+def test_the_table_shows_each_targets_tokens_per_byte() -> None:
+    """The column a reader decides by, from frontier.json's numbers (a point without them shows a dash)."""
+    def point(kind: str, run: dict, base: dict, targets: list[str]) -> dict:
+        return {"id": kind[:4], "label": f"kind={kind}", "grid": {"tokenizer.kind": kind}, "gain": 0.5,
+                "target_lang": targets[0], "target_change": -0.5, "forgetting_lang": "en", "forgetting": 0.05,
+                "target_langs": targets, "tokens_per_byte": {"run": run, "base": base}, "train_tokens": 640,
+                "train_seconds": 3.0, "pareto": True, "headline": "h", "recipe_lines": "", "command": "c"}
+
+    rows = [point("keep_base", {"nb": 1 / 3}, {"nb": 1 / 3}, ["nb"]),
+            point("inherit", {"nb": 0.25, "nn": 0.3}, {"nb": 1 / 3}, ["nb", "nn"]),
+            point("byte_bpe", {}, {}, ["nb"])]  # its tokenizer stage recorded no metrics
+    markdown = render_markdown({"recipe": "r.yaml", "grid": {"tokenizer.kind": ["keep_base", "inherit"]},
+                                "points": rows})
+    assert ("| point | tokenizer.kind | target (bpb vs base) | nb tok/byte | nn tok/byte | largest forgetting"
+            in markdown)
+    assert "| keep | keep_base | nb -50.0% | 0.333 | – | en +5.0% |" in markdown
+    assert "| inhe | inherit | nb -50.0% | 0.250 | 0.300 | en +5.0% |" in markdown
+    assert "| byte | byte_bpe | nb -50.0% | – | – | en +5.0% |" in markdown
+    assert "with the base tokenizer: nb 0.333." in markdown
+    header = next(line for line in markdown.splitlines() if line.startswith("| point"))
+    assert markdown.count("|---") == header.count("|") - 1
 
 
 @pytest.mark.parametrize(("grid", "fragment"), [
