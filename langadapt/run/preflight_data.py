@@ -60,6 +60,12 @@ def check_vocab_size(recipe: Recipe, base_tokenizer: dict | None, report: Report
     cfg = recipe.tokenizer
     if cfg.kind == "keep_base":
         return
+    if cfg.kind == "extend":
+        from langadapt.tokenizer.extend import extension_problem
+
+        if base_tokenizer is not None and (problem := extension_problem(base_tokenizer, cfg.vocab_size)):
+            report.add_line(problem)
+        return  # the new tokens' shortfall on a small corpus is the tokenizer stage's warning
     family = cfg.kind if cfg.kind != "inherit" else _family(base_tokenizer)
     if cfg.special_tokens is not None:
         specials = len(cfg.special_tokens)

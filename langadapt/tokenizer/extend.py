@@ -23,11 +23,7 @@ from __future__ import annotations
 
 import heapq
 import json
-import logging
-import time
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tokenizers import Tokenizer
@@ -39,9 +35,6 @@ from langadapt.tokenizer.saving import convention_flags
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
-
-log = logging.getLogger("langadapt.tokenizer")
-
 
 class UnreachableCharacter(LangadaptError):
     """A character of the training sample that the base tokenizer cannot encode at all."""
@@ -62,63 +55,42 @@ def base_size(tokenizer_json: dict) -> int:
 
 
 def extension_problem(tokenizer_json: dict, vocab_size: int) -> str | None:
-    """Why `tokenizer_json` cannot be extended to `vocab_size` ids (None: it can).
-
-    One function for the library call and preflight, so both refuse the same bases with the same line."""
-    model_type = tokenizer_json.get("model", {}).get("type")
-    if model_type != "BPE":
-        return (f"tokenizer.kind=extend continues BPE merges, but the base tokenizer's model is {model_type} "
-                "(continued training works on byte-level BPE, SentencePiece-style BPE and Tekken); "
-                "use tokenizer.kind=inherit for a new vocabulary or keep_base")
-    model = tokenizer_json["model"]
-    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-        affix = model.get("continuing_subword_prefix") or model.get("end_of_word_suffix")
-        return (f"tokenizer.kind=extend: the base's BPE marks word pieces with {affix!r}, which continued training "
-                "does not support (byte-level, SentencePiece-style BPE and Tekken do not use it); use kind inherit")
+    """Why `tokenizer_json` cannot be extended to `vocab_size` ids (None: it can), as one line that
+    starts with the recipe key to blame. One function for the library call and preflight, so both
+    refuse the same bases with the same line."""
+    model = tokenizer_json.get("model", {})
+    if model.get("type") != "BPE":
+        return (f"tokenizer.kind: extend continues BPE merges, but the base tokenizer's model is {model.get('type')} "
+                "(continued training works on byte-level BPE, SentencePiece-style BPE and Tekken); use inherit "
+                "for a new vocabulary, or keep_base")
+    if affix := model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return (f"tokenizer.kind: extend cannot continue a BPE that marks word pieces with {affix!r} (byte-level, "
+                "SentencePiece-style BPE and Tekken do not); use inherit for a new vocabulary")
     size = base_size(tokenizer_json)
     if vocab_size <= size:
-        return (f"tokenizer.vocab_size={vocab_size:,} is not above the base's {size:,} ids: with kind extend it is the "
-                f"FINAL size (base + new tokens), e.g. {size + 8192:,} for 8,192 new tokens")
+        return (f"tokenizer.vocab_size: {vocab_size:,} is not above the base's {size:,} ids: with kind extend it is "
+                f"the FINAL size (base + new tokens), e.g. {size + 8192:,} for 8,192 new tokens")
     return None
 
 
-@dataclass
-class Extension:
-    """The learned part of an extended vocabulary."""
-
-    merges: list[tuple[str, str]]
-    """New merges in rank order, as token strings; merge i creates token `base_size + i`."""
-    words: int
-    """Distinct words in the training sample."""
-
-
-def extend_tokenizer(
-    config: TokenizerConfig, texts: Iterable[tuple[str, str]], base: PreTrainedTokenizerFast, seed: int = 0
-) -> PreTrainedTokenizerFast:
-    """The base tokenizer with `config.vocab_size - len(base)` tokens learned on (lang, text) pairs appended."""
+def extend_tokenizer(config: TokenizerConfig, words: Counter[str], base: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """The base tokenizer with `config.vocab_size - len(base)` tokens learned on counted `words`
+    (`counting`, cut by `word_rules`) appended."""
     from transformers import PreTrainedTokenizerFast
-
-    from langadapt.tokenizer.train import check_reached_size, count_words
 
     base_json = json.loads(base.backend_tokenizer.to_str())
     if problem := extension_problem(base_json, config.vocab_size):
         raise LangadaptError(problem)
-    start = time.perf_counter()
-    words = count_words(config, _word_rules(base_json), texts, seed)
-    extension = learn_merges(base_json["model"], words, config.vocab_size - base_size(base_json),
-                             config.min_frequency, config.max_token_length)
-    data = extended_json(base_json, extension.merges)
+    merges = learn_merges(base_json["model"], words, config.vocab_size - base_size(base_json),
+                          config.min_frequency, config.max_token_length)
+    data = extended_json(base_json, merges)
     roles = {role: getattr(base, role) for role in ROLES if getattr(base, role, None) is not None}
-    tokenizer = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_str(json.dumps(data)), clean_up_tokenization_spaces=False,
         **roles, **convention_flags(base), **usage_kwargs(base))
-    log.info("tokenizer: extended the base's %d ids by %d tokens (continued BPE on %d distinct words) in %.1f s",
-             base_size(base_json), len(extension.merges), len(words), time.perf_counter() - start)
-    check_reached_size(config, len(tokenizer), words)
-    return tokenizer
 
 
-def _word_rules(base_json: dict) -> Blueprint:
+def word_rules(base_json: dict) -> Blueprint:
     """The base's normaliser and pre-tokeniser, which cut the training sample into the words the
     base's model sees (everything else of the base is kept as it is, not rebuilt)."""
     family = family_of(base_json, strict=False) or "byte_bpe"  # a plain BPE's own pre-tokeniser cuts words
@@ -130,6 +102,15 @@ def extended_json(base_json: dict, merges: list[tuple[str, str]]) -> dict:
     data = json.loads(json.dumps(base_json))  # a deep copy that stays plain JSON
     model = data["model"]
     next_id = base_size(base_json)
+    # Added tokens beyond the model's vocabulary (GPT-2's <|endoftext|>, Llama-3's 256 specials)
+    # would leave a hole in the model's ids below the new ones; `tokenizers` gives a token added
+    # later (transformers re-adds special roles) the id `model size`, which is then a new token's.
+    # Listed in the model's vocabulary as well, they keep their ids and the ids stay dense; the
+    # added-token matching still runs before the model, so encoding is unchanged.
+    taken = set(model["vocab"].values())
+    for entry in base_json.get("added_tokens", []):
+        if entry["id"] not in taken and entry["content"] not in model["vocab"]:
+            model["vocab"][entry["content"]] = entry["id"]
     as_strings = bool(model["merges"]) and isinstance(model["merges"][0], str)  # tokenizers < 0.20 wrote "a b"
     for offset, (left, right) in enumerate(merges):
         model["vocab"][left + right] = next_id + offset
@@ -139,8 +120,9 @@ def extended_json(base_json: dict, merges: list[tuple[str, str]]) -> dict:
 
 def learn_merges(
     model: dict[str, Any], words: Counter[str], budget: int, min_frequency: int = 2, max_length: int | None = None
-) -> Extension:
-    """Continue the BPE merge loop of a base `model` (tokenizer.json's model) on counted `words`.
+) -> list[tuple[str, str]]:
+    """Continue the BPE merge loop of a base `model` (tokenizer.json's model) on counted `words`;
+    returns the new merges in rank order (merge i creates the token `base_size + i`).
 
     Words are in the model's own alphabet (normalised and pre-tokenised by the base) and are
     first split by the base model itself. A merge joins two adjacent tokens into a token the
@@ -189,7 +171,7 @@ def learn_merges(
                 if other in pair_counts:
                     heapq.heappush(heap, (-pair_counts[other], strings[other[0]], strings[other[1]], other))
         pair_counts.pop(pair, None)
-    return Extension(merges, len(words))
+    return merges
 
 
 def _merge_word(splits: list[list[int]], counts: list[int], w: int, pair: tuple[int, int], new: int,

@@ -9,11 +9,14 @@ training (`layout.tokenizer.tokens`, via `langadapt.data.shards`).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from langadapt.data.documents import iter_split, texts_by_lang
+from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
 from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.tokenizer.extend import UnreachableCharacter
 from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
 from langadapt.tokenizer.saving import check_written_flags, save_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
@@ -32,7 +35,10 @@ def run(config: TokenizerConfig, ctx: StageContext, num_workers: int | None = No
     # neighbour sources would otherwise take vocabulary away from it.
     roles = None if config.language_weights else {"target"}
     texts = ((doc["lang"], doc["text"]) for doc in iter_split(data_dir, "train", roles=roles))
-    tokenizer = train_tokenizer(config, texts, base, seed=ctx.seed)
+    try:
+        tokenizer = train_tokenizer(config, texts, base, seed=ctx.seed)
+    except UnreachableCharacter as exc:
+        raise LangadaptError(f"{exc} (first seen in {first_source_with(data_dir, exc.char)})") from None
     save_tokenizer(tokenizer, paths.tokenizer)
 
     candidates = {"base": base, "new": tokenizer} if base is not None and config.kind != "keep_base" else {
@@ -52,6 +58,14 @@ def run(config: TokenizerConfig, ctx: StageContext, num_workers: int | None = No
         "train_tokens": sum(meta["num_tokens"] for meta in shards["sources"].values()),
         "encode_workers": shards["workers"],
     }
+
+
+def first_source_with(data_dir: Path, char: str) -> str:
+    """Where a character of the training sample comes from: its source and the run's file of it."""
+    for doc in iter_split(data_dir, "train"):
+        if char in doc["text"]:
+            return f"source {doc['source']}, document {doc['id']} of {data_dir / 'train'}"
+    return f"the training documents in {data_dir / 'train'}"
 
 
 def load_base_tokenizer(base_model: str | None) -> Any | None:

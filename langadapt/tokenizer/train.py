@@ -22,6 +22,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from langadapt.errors import LangadaptError
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.counting import ChunkCounter, feed, separator_for
+from langadapt.tokenizer.extend import extend_tokenizer, word_rules
 from langadapt.tokenizer.families import Blueprint, blueprint, remap_post_processor, training_pre_tokenizer
 from langadapt.tokenizer.sample import sample_documents
 
@@ -44,20 +45,21 @@ def train_tokenizer(
         if base_tokenizer is None:
             raise LangadaptError("tokenizer.kind=keep_base needs a base model with a tokenizer (not init: scratch)")
         return base_tokenizer
+    start = time.perf_counter()
     if config.kind == "extend":
         if base_tokenizer is None:
             raise LangadaptError("tokenizer.kind=extend needs a base model with a tokenizer (not init: scratch)")
-        from langadapt.tokenizer.extend import extend_tokenizer
-
-        return extend_tokenizer(config, texts, base_tokenizer, seed)
-    bp = blueprint(config, base_tokenizer)
-    _check_size(config, bp)
-    start = time.perf_counter()
-    words = count_words(config, bp, texts, seed)
-    model = train_model(config, bp, words)
-    tokenizer = assemble(bp, model)
-    log.info("tokenizer: trained %s, %d tokens from %d distinct words in %.1f s", bp.family,
-             len(tokenizer), len(words), time.perf_counter() - start)
+        words = count_words(config, word_rules(json.loads(base_tokenizer.backend_tokenizer.to_str())), texts, seed)
+        tokenizer = extend_tokenizer(config, words, base_tokenizer)
+        what = f"extended the base's {len(base_tokenizer)} ids to"
+    else:
+        bp = blueprint(config, base_tokenizer)
+        _check_size(config, bp)
+        words = count_words(config, bp, texts, seed)
+        tokenizer = assemble(bp, train_model(config, bp, words))
+        what = f"trained {bp.family},"
+    log.info("tokenizer: %s %d tokens from %d distinct words in %.1f s", what, len(tokenizer), len(words),
+             time.perf_counter() - start)
     check_reached_size(config, len(tokenizer), words)
     return tokenizer
 
