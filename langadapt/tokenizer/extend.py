@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections import Counter
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from tokenizers import Tokenizer
@@ -141,7 +142,7 @@ def learn_merges(
     pair_counts: Counter[tuple[int, int]] = Counter()
     where: dict[tuple[int, int], set[int]] = {}
     for w, (split, n) in enumerate(zip(splits, counts)):
-        for pair in zip(split, split[1:]):
+        for pair in pairwise(split):
             pair_counts[pair] += n
             where.setdefault(pair, set()).add(w)
     heap = [(-n, strings[a], strings[b], (a, b)) for (a, b), n in pair_counts.items()]
@@ -190,7 +191,7 @@ def _merge_word(splits: list[list[int]], counts: list[int], w: int, pair: tuple[
     if len(merged) == len(old):
         return set()
     n = counts[w]
-    before, after = Counter(zip(old, old[1:])), Counter(zip(merged, merged[1:]))
+    before, after = Counter(pairwise(old)), Counter(pairwise(merged))
     for p, k in before.items():
         pair_counts[p] -= k * n
         if pair_counts[p] <= 0:
