@@ -10,7 +10,8 @@ manifests recorded. The card cannot claim more than the run measured.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ class Exported:
     """The training stages this run completed, in order."""
     verification: dict[str, Any]
     """What `verify.verify_folder` measured (max logit difference, prompt, sample)."""
+    dropped_vocabulary_files: Mapping[str, str] = field(default_factory=dict)
+    """The base's vocabulary files the folder leaves out, and why (`export.vocabulary`)."""
 
 
 def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:
@@ -139,6 +142,12 @@ def fertility_table(layout: RunLayout) -> str:
     return "\n".join(lines)
 
 
+def dropped_files_text(dropped: Mapping[str, str]) -> str:
+    """One sentence per base vocabulary file a user may look for and not find (empty: none left out)."""
+    return "".join(f"\n\nThe base model's `{name}` is not included: {why}; `tokenizer.json` is this "
+                   "model's tokenizer." for name, why in dropped.items())
+
+
 def results_table(results: dict[str, Any]) -> str:
     """Bits-per-byte per language for every evaluated model (lower is better)."""
     models = results.get("models", {})
@@ -219,7 +228,7 @@ Epochs are passes over a source's unique tokens, summed over the training stages
 
 ## Tokenizer
 
-{fertility_table(layout)}
+{fertility_table(layout)}{dropped_files_text(exported.dropped_vocabulary_files)}
 
 ## Evaluation (bits per byte on held-out text, lower is better)
 

@@ -6,27 +6,23 @@ Everything is written by transformers' own `save_pretrained`; what is added by h
 trained on its own has none, so transformers writes 1e30), whether the base model's chat
 template still makes sense for the new vocabulary, the flags and special-token map transformers 5
 no longer writes (`tokenizer.saving`), and the base's own vocabulary files (tokenizer.model,
-tekken.json) when, and only when, the run kept the base's vocabulary.
+tekken.json) as far as they can agree with the run's vocabulary (`export.vocabulary`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.export.vocabulary import carry_vocabulary_files
 from langadapt.tokenizer.saving import save_tokenizer
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-VOCABULARY_FILES = ("tokenizer.model", "tekken.json")
-"""A base's vocabulary in its own library's format, which some readers prefer to tokenizer.json."""
-TOKENIZER_PARTS = ("model", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder")
-"""The parts of tokenizer.json that decide which ids a text gets and how ids decode."""
 
 log = logging.getLogger("langadapt")
 
@@ -69,26 +65,9 @@ def carried_chat_template(base: Any | None, vocab: dict[str, int]) -> str | dict
     return template
 
 
-def same_vocabulary(tokenizer: Any, base: Any) -> bool:
-    """Whether two fast tokenizers are the same vocabulary and pipeline (tokenizer.kind keep_base)."""
-    ours, theirs = (json.loads(t.backend_tokenizer.to_str()) for t in (tokenizer, base))
-    return all(ours.get(key) == theirs.get(key) for key in TOKENIZER_PARTS)
-
-
-def carry_vocabulary_files(tokenizer: Any, base: Any | None, base_folder: str | None, folder: Path) -> list[str]:
-    """Copy the base's own vocabulary files (SentencePiece's tokenizer.model, Mistral's tekken.json)
-    into the export, ONLY when the run's vocabulary is the base's. A new vocabulary must never ship
-    them: sentencepiece, llama.cpp, vLLM and AutoTokenizer (with mistral-common installed, it
-    prefers tekken.json) read them before tokenizer.json, and would silently encode and decode
-    with the base's ids, which the new embedding rows do not mean."""
-    if base is None or not base_folder:
-        return []
-    present = [Path(base_folder) / name for name in VOCABULARY_FILES if (Path(base_folder) / name).is_file()]
-    if not present or not same_vocabulary(tokenizer, base):
-        return []
-    for path in present:
-        shutil.copy2(path, folder / path.name)
-    return [path.name for path in present]
+def backend_json(tokenizer: Any | None) -> dict | None:
+    """A fast tokenizer's tokenizer.json as a dict (None for no tokenizer)."""
+    return None if tokenizer is None else json.loads(tokenizer.backend_tokenizer.to_str())
 
 
 def _portable_tokenizer_config(folder: Path) -> None:
@@ -145,9 +124,9 @@ def write_model_folder(model: torch.nn.Module, tokenizer_source: Path, base_fold
     model.generation_config = generation
     model.to(DTYPES[dtype]).save_pretrained(folder, max_shard_size=max_shard_size)
     save_tokenizer(tokenizer, folder)
-    carried = carry_vocabulary_files(tokenizer, base, base_folder, folder)
+    carried = carry_vocabulary_files(backend_json(tokenizer), backend_json(base), base_folder, folder)
     _portable_tokenizer_config(folder)
     _portable_model_config(folder)
     shards = sorted(p.name for p in folder.glob("*.safetensors"))
     return {"model_max_length": length, "chat_template": template is not None, "shards": len(shards),
-            "index": (folder / "model.safetensors.index.json").is_file(), "base_vocabulary_files": carried}
+            "index": (folder / "model.safetensors.index.json").is_file(), **carried}

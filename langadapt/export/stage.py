@@ -108,7 +108,8 @@ def export_model(paths: ExportPaths, layout: RunLayout, config: ExportConfig, fa
     log.info("export: %s reloads with plain transformers; logits max abs diff %.3g (allowed %.3g); "
              "generates from %r: %r", folder, verification["max_abs_logit_diff"], verification["allowed"],
              prompt, verification["sample"][:120])
-    build_card(layout, facts, config, Exported(name, stages, verification)).save(folder / REPOCARD_NAME)
+    exported = Exported(name, stages, verification, written["dropped_vocabulary_files"])
+    build_card(layout, facts, config, exported).save(folder / REPOCARD_NAME)
     return {"source": str(source), "folder": str(folder), "dtype": config.dtype, **written,
             "verification": verification, "files": file_hashes(folder)}
 

@@ -17,8 +17,9 @@ import pytest
 import torch
 from helpers.real_bases import BASES
 
-from langadapt.export.folder import VOCABULARY_FILES, write_model_folder
+from langadapt.export.folder import write_model_folder
 from langadapt.export.verify import probe, verify_folder
+from langadapt.export.vocabulary import VOCABULARY_FILES
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer, special_token_flags
