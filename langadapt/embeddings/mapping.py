@@ -48,6 +48,12 @@ class VocabMapping:
     def new_size(self) -> int:
         return len(self.new_tokens)
 
+    @property
+    def extends_base(self) -> bool:
+        """Whether every old token is the same token at the same id (tokenizer.kind extend, or the base itself)."""
+        return self.new_size >= self.old_size and all(
+            self.status[i] in ("copied", "special") and self.pieces[i] == [i] for i in range(self.old_size))
+
     def ids_with(self, status: Status) -> list[int]:
         """New ids with one status, in id order."""
         return [i for i, s in enumerate(self.status) if s == status]

@@ -22,14 +22,17 @@ def random_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
     """Baseline: every non-special row drawn from N(mean, cov) of the matrix it replaces.
 
     Overlapping tokens are drawn too, so the baseline measures what an initialisation carries
-    over from the source model; special tokens keep their rows so generation still stops.
+    over from the source model; special tokens keep their rows so generation still stops. An
+    extended vocabulary (every base token at its id) keeps all base rows and draws only the new
+    ones: randomising the base's own rows would not be another initialisation of the new tokens
+    but another model.
     """
     mapping = inputs.mapping
     builder = PlanBuilder(inputs.rows, inputs.old_rows)
-    specials = mapping.ids_with("special")
-    mapping_rows(builder, mapping, specials)
-    special_set = set(specials)
-    builder.mark_random([i for i in range(mapping.new_size) if i not in special_set])
+    kept = list(range(mapping.old_size)) if mapping.extends_base else mapping.ids_with("special")
+    mapping_rows(builder, mapping, kept)
+    kept_set = set(kept)
+    builder.mark_random([i for i in range(mapping.new_size) if i not in kept_set])
     return builder.build(), {}
 
 

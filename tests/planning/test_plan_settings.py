@@ -20,7 +20,7 @@ ENGINES = {
 }
 
 
-@pytest.mark.parametrize("recipe_file", ["norwegian_warm.yaml", "normistral_11b_warm.yaml"])
+@pytest.mark.parametrize("recipe_file", ["norwegian_warm.yaml", "norwegian_extend.yaml", "normistral_11b_warm.yaml"])
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_plan_reports_what_training_resolves(recipe_file: str, engine: str) -> None:
     recipe = load_recipe(REPO / "recipes" / recipe_file, ENGINES[engine]).recipe
@@ -87,7 +87,7 @@ def test_recommend_picks_the_fastest_layout_that_fits_with_margin() -> None:
     assert rec["engine"] is None and "no engine fits" in rec["reason"]
 
 
-@pytest.mark.parametrize("recipe_file", ["norwegian_warm.yaml", "normistral_11b_warm.yaml"])
+@pytest.mark.parametrize("recipe_file", ["norwegian_warm.yaml", "norwegian_extend.yaml", "normistral_11b_warm.yaml"])
 def test_the_real_recipes_use_the_recommendation(recipe_file: str) -> None:
     recipe = load_recipe(REPO / "recipes" / recipe_file).recipe
     rec = plan_recipe(recipe)["recommendation"]
@@ -95,3 +95,12 @@ def test_the_real_recipes_use_the_recommendation(recipe_file: str) -> None:
     assert recipe.engine.kind == rec["engine"]
     assert {s: getattr(recipe, s).zero_stage or recipe.engine.zero_stage for s in rec["layouts"]} == {
         s: int(layout[-1]) for s, layout in rec["layouts"].items()}
+
+
+def test_the_extension_recipe_plans_the_final_vocabulary() -> None:
+    """tokenizer.kind extend: vocab_size is the final size (Mistral's 32,000 + 8,192 Norwegian tokens),
+    a multiple of 64, and the embeddings and head are planned at that size."""
+    recipe = load_recipe(REPO / "recipes/norwegian_extend.yaml").recipe
+    model = plan_recipe(recipe)["model"]
+    assert recipe.tokenizer.kind == "extend" and model["vocab"] == 40192 == 32000 + 8192 and model["vocab"] % 64 == 0
+    assert model["embedding_params"] == 2 * 40192 * 4096  # untied: input matrix and head
