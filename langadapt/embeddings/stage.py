@@ -73,7 +73,7 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     (ctx.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     summary = {
         key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")
-    } | {"rows_copied": report["rows_copied"]}
+    } | {"rows_copied": report["rows_copied"], "rows": report["new_rows"]}
     ctx.log.info("embeddings: %s init done: %s", config.method, summary)
     return {
         "method": config.method,

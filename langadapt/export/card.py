@@ -95,6 +95,19 @@ def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported:
         datasets=datasets or None, eval_results=evals or None)
 
 
+def vocabulary_text(tokenizer: dict, embeddings: dict) -> str:
+    """How the run's vocabulary relates to the base's, in the words of the three roads (keep, extend, replace)."""
+    vocab, kind, method = tokenizer.get("vocab_size", "?"), tokenizer.get("kind", "?"), embeddings.get("method", "?")
+    if kind == "keep_base":
+        return f"keeping its own {vocab}-token tokenizer (`keep_base`): every embedding row is the base's."
+    if kind == "extend":
+        return (f"with its tokenizer extended to {vocab} tokens (`extend`: BPE training continued on the target "
+                "language, every base token and merge kept at its id and rank, the new tokens appended); the base's "
+                f"embedding and LM-head rows are kept, the new tokens' rows were initialised with `{method}`.")
+    return (f"with a new {vocab}-token tokenizer (`{kind}`) trained on the target language; its input embeddings "
+            f"and LM head were initialised for the new vocabulary with the `{method}` embedding transfer method.")
+
+
 def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
     tokenizer = layout.stage_summary("tokenizer")
     embeddings = layout.stage_summary("embeddings")
@@ -105,9 +118,11 @@ def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
     else:
         base = (f"[`{facts.base_hub_id}`](https://huggingface.co/{facts.base_hub_id})" if facts.base_hub_id
                 else f"the local model `{facts.base_label}`")
-        lines = [(f"Adapted from {base} with a new {vocab}-token tokenizer (`{tokenizer.get('kind', '?')}`) trained "
-                  f"on the target language; its input embeddings and LM head were initialised for the new "
-                  f"vocabulary with the `{embeddings.get('method', '?')}` embedding transfer method.")]
+        lines = [f"Adapted from {base} {vocabulary_text(tokenizer, embeddings)}"]
+    rows = embeddings.get("rows")
+    if isinstance(rows, int) and isinstance(vocab, int) and rows > vocab:
+        lines.append(f"The embedding matrix and LM head have {rows:,} rows: the {rows - vocab:,} after the "
+                     f"tokenizer's {vocab:,} ids are padding (a multiple for GPU kernels) that no text encodes to.")
     if shortfall := vocabulary_shortfall(tokenizer):
         lines.append(f"Note: {shortfall}.")
     for stage in exported.training_stages:

@@ -299,3 +299,17 @@ def test_a_bfloat16_export_passes_within_its_own_bound(built: Path) -> None:
     assert 0 < check["max_abs_logit_diff"] <= check["allowed"] < 1.0  # a real cast, checked, not waved through
     with safe_open(paths.model / "model.safetensors", "pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("keep_base", "keeping its own 4096-token tokenizer (`keep_base`): every embedding row is the base's."),
+    ("extend", "with its tokenizer extended to 8192 tokens (`extend`"),
+    ("inherit", "with a new 8192-token tokenizer (`inherit`) trained on the target language"),
+])
+def test_the_card_names_the_vocabulary_road(kind, expected):
+    from langadapt.export.card import vocabulary_text
+
+    vocab = 4096 if kind == "keep_base" else 8192
+    text = vocabulary_text({"kind": kind, "vocab_size": vocab}, {"method": "mean"})
+    assert text.startswith(expected)
+    assert ("new tokens' rows were initialised with `mean`" in text) == (kind == "extend")
