@@ -100,3 +100,39 @@ def test_every_stage_on_the_mistral_sentencepiece_base_and_a_fixed_point(tmp_pat
     again = langadapt("run", str(recipe))
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("skip (complete, inputs unchanged)") == 7
+
+
+@pytest.mark.slow
+def test_extension_of_the_nemo_hub_base_through_every_stage(tmp_path, shared_dir):
+    """tokenizer.kind extend on Tekken's 131,072 ids, as a user runs it: a size not above the base's
+    is one located line before anything runs; then every stage with stage 1 training only the new
+    rows, the export's regenerated tekken.json encoding as the run's tokenizer, and a fixed point."""
+    import torch
+    from safetensors.torch import load_file
+
+    recipe = write_recipe(tmp_path, "nemo-tekken-hub", shared_dir)
+    text = recipe.read_text().replace("kind: inherit\n  vocab_size: 3072", "kind: extend\n  vocab_size: 131072")
+    recipe.write_text(text.replace("stage1:\n", "embeddings: {pad_vocab_to_multiple_of: 64}\nstage1:\n  train_rows: new\n"))
+    refused = langadapt("run", str(recipe))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    line = recipe.read_text().splitlines().index("  vocab_size: 131072") + 1
+    assert f"{recipe}:{line}: tokenizer.vocab_size: 131,072 is not above the base's 131,072 ids" in refused.stderr
+
+    recipe.write_text(recipe.read_text().replace("vocab_size: 131072", "vocab_size: 131600"))
+    result = langadapt("run", str(recipe))
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = tmp_path / "runs" / "nemo-tekken-hub"
+    base_rows = load_file(tmp_path / "base" / "model.safetensors")["model.embed_tokens.weight"]
+    stage1 = load_file(run / "stage1" / "model" / "model.safetensors")["model.embed_tokens.weight"]
+    assert stage1.shape[0] == 131648  # 131,600 padded to a multiple of 64
+    assert torch.equal(stage1[:131072], base_rows) and not torch.equal(stage1[131072:131600], base_rows[:528])
+
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    ours = load_tokenizer(run / "tokenizer" / "tokenizer")
+    tekken = Tekkenizer.from_file(str(run / "export" / "model" / "tekken.json"))
+    for sample in ("Pakkebehandleren åpner /etc/apt/sources.list 😀", "Systemadministratoren installerer pakkene."):
+        assert tekken.encode(sample, bos=False, eos=False) == ours(sample, add_special_tokens=False)["input_ids"]
+    assert any(i >= 131072 for i in ours("Systemadministratoren installerer pakkene.")["input_ids"])
+    again = langadapt("run", str(recipe))
+    assert again.returncode == 0 and again.stderr.count("skip (complete, inputs unchanged)") == 7
