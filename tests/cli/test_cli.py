@@ -93,8 +93,9 @@ def test_vocab_smaller_than_special_tokens(tmp_path: Path) -> None:
 def test_dry_run_of_the_demo_recipe_prints_the_stages() -> None:
     result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run")
     assert result.returncode == 0, result.stderr
-    # planned from the recipe that builds the base, or from the base once built: the same 1.79M model
-    assert "1.79M parameters" in result.stdout
+    # planned from the recipe that builds the base, or from the base once built: the same model, its
+    # 4,096-token vocabulary extended to 8,192 (tokenizer.kind extend)
+    assert "2.84M parameters" in result.stdout and "vocab 8,192" in result.stdout
     for stage in ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export"):
         assert f"  {stage}" in result.stdout
 
