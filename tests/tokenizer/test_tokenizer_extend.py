@@ -145,3 +145,24 @@ def test_what_extension_refuses(base, tmp_path):
 def test_settings_that_would_change_the_base_are_refused_with_extend(key, value):
     with pytest.raises(ValueError, match=f"{key} cannot be set with kind extend"):
         TokenizerConfig(kind="extend", vocab_size=9000, **{key: value})
+
+
+def test_the_stage_names_where_an_unreachable_character_comes_from(tmp_path):
+    """The one-line refusal points at the source and document, not at the tokenizer's internals."""
+    from langadapt.data.documents import write_documents
+    from langadapt.run.context import StageContext
+    from langadapt.tokenizer.stage import run
+
+    ascii_only = Tokenizer(models.BPE())
+    ascii_only.pre_tokenizer = pre_tokenizers.Whitespace()
+    ascii_only.train_from_iterator(["plain ascii text only, no more"] * 10,
+                                   trainers.BpeTrainer(vocab_size=60, show_progress=False))
+    save_tokenizer(PreTrainedTokenizerFast(tokenizer_object=ascii_only, eos_token="only"), tmp_path / "base")
+    texts = {"train": ["plain text", "text only", "no more plain text: å"], "valid": ["plain"]}
+    for split, docs in texts.items():
+        write_documents(tmp_path / "run" / "data" / split / "nb.src.jsonl.gz", (
+            {"id": f"{split}-{i}", "text": t, "lang": "nb", "source": "nb.src", "role": "target"}
+            for i, t in enumerate(docs)))
+    ctx = StageContext(run_dir=tmp_path / "run", stage="tokenizer", seed=0, base_model=str(tmp_path / "base"))
+    with pytest.raises(LangadaptError, match=r"cannot encode 'å'.*\(first seen in source nb\.src, document train-2 of "):
+        run(TokenizerConfig(kind="extend", vocab_size=90), ctx)
