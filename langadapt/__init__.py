@@ -11,6 +11,8 @@ The library's entry points, importable from here (each is documented where it li
     checkpoint_model                                        a checkpoint's weights as a model folder
     bits_per_byte, evaluate_models, load_suite              evaluation
     planning                                                FLOPs, memory, GPU-hours, energy
+    load_recipe                                             a recipe YAML, validated (`.recipe`;
+                                                              assignments to it are validated too)
 
 Names are imported on first use (PEP 562): `import langadapt` stays cheap, loads neither torch
 nor deepspeed and touches no CUDA state (tests/cli/test_library_api.py checks it in a fresh process).
@@ -43,13 +45,14 @@ _EXPORTS = {
     "bits_per_byte": "langadapt.evaluation.bpb",
     "evaluate_models": "langadapt.evaluation.evaluate",
     "load_suite": "langadapt.evaluation.suite",
+    "load_recipe": "langadapt.recipe.schema",
 }
 _SUBMODULES = ("planning",)
 __all__ = [  # _EXPORTS and _SUBMODULES, spelled out for linters and `from langadapt import *`
     "EmbeddingConfig", "EngineConfig", "PackedIterableDataset", "PackedStream", "TokenizerConfig", "TrainResult",
     "TrainStageConfig", "bits_per_byte", "build_mapping", "build_stream", "checkpoint_model", "encode_texts",
-    "evaluate_models", "fit", "load_suite", "planning", "stream_from_texts", "tokenizer_metrics", "train_tokenizer",
-    "transfer_embeddings",
+    "evaluate_models", "fit", "load_recipe", "load_suite", "planning", "stream_from_texts", "tokenizer_metrics",
+    "train_tokenizer", "transfer_embeddings",
 ]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
@@ -63,6 +66,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from langadapt.evaluation.bpb import bits_per_byte
     from langadapt.evaluation.evaluate import evaluate_models
     from langadapt.evaluation.suite import load_suite
+    from langadapt.recipe.schema import load_recipe
     from langadapt.tokenizer.config import TokenizerConfig
     from langadapt.tokenizer.metrics import tokenizer_metrics
     from langadapt.tokenizer.train import train_tokenizer

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from os import PathLike
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -22,6 +23,10 @@ from langadapt.embeddings.methods import PlanInputs, build_plan
 from langadapt.embeddings.plan import USE_MEAN, USE_RANDOM, RowPlan, apply_plan, copied_rows
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
+from langadapt.tokenizer.loading import load_tokenizer
+
+TokenizerOrPath = PreTrainedTokenizerBase | str | PathLike[str]
+"""A tokenizer object, or a folder `load_tokenizer` reads one from (a model folder or a saved tokenizer)."""
 
 
 def _check_mapping(mapping: VocabMapping, old_rows: int) -> None:
@@ -44,10 +49,23 @@ def apply_to_matrices(plan: RowPlan, old: EmbeddingMatrices, seed: int) -> Embed
     )
 
 
+def tokenizer_object(tokenizer: TokenizerOrPath, what: str) -> PreTrainedTokenizerBase:
+    """`tokenizer` itself, or the fast tokenizer of the folder it names; anything else is one clear error.
+
+    Both tokenizers are read for their vocabularies and pipelines (`build_mapping`), which a path
+    does not have: without this a path fails deep inside with an AttributeError on `str`."""
+    if isinstance(tokenizer, str | PathLike):
+        return load_tokenizer(tokenizer, f"transfer_embeddings: {what}")
+    if not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise LangadaptError(f"transfer_embeddings: {what} is {type(tokenizer).__name__}; pass a transformers "
+                             "tokenizer (e.g. AutoTokenizer.from_pretrained(...)) or the path of its folder")
+    return tokenizer
+
+
 def transfer_embeddings(
     model: PreTrainedModel,
-    old_tokenizer: PreTrainedTokenizerBase,
-    new_tokenizer: PreTrainedTokenizerBase,
+    old_tokenizer: TokenizerOrPath,
+    new_tokenizer: TokenizerOrPath,
     config: EmbeddingConfig,
     corpus: Iterable[str] | None = None,
     seed: int = 0,
@@ -59,8 +77,11 @@ def transfer_embeddings(
     that already built (and saved) one skip rebuilding it. Modifies `model` in place and returns
     it with a JSON-serialisable report (mapping summary, method, row counts, timings, and
     `shared_rows`: the ids of the rows copied bit for bit from a base row, the ones a training
-    with `train_rows: new` keeps; see `plan.copied_rows`).
+    with `train_rows: new` keeps; see `plan.copied_rows`). Either tokenizer may be given as the
+    path of its folder (read with `langadapt.tokenizer.loading.load_tokenizer`).
     """
+    old_tokenizer = tokenizer_object(old_tokenizer, "old_tokenizer")
+    new_tokenizer = tokenizer_object(new_tokenizer, "new_tokenizer")
     start = time.perf_counter()
     mapping = mapping or build_mapping(old_tokenizer, new_tokenizer)
     timings = {"mapping_s": time.perf_counter() - start}

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +180,7 @@ def sequence_loglikelihoods(
     `window` is capped at the model's context length (and `stride` at the window) so a long
     default never silently runs past the positions the model was trained on.
     """
+    texts = text_list(texts, "sequence_loglikelihoods")
     window, stride = scoring_window(model, window, stride)
     device = torch.device(device) if device is not None else model_device(model)
     batch_size = batch_size or default_batch_size(device)
@@ -235,6 +236,23 @@ def _batches(windows: list[Window], token_budget: int) -> Iterator[list[Window]]
         yield batch
 
 
+def text_list(texts: Iterable[str], where: str) -> list[str]:
+    """`texts` as a list of documents, refusing a lone string.
+
+    A string is itself an iterable of strings, so `f(model, tok, "some text")` would score every
+    character as its own document and return a plausible, wrong number (10.31 bits per byte
+    instead of 4.51 for the demo export); a bytes object or a non-string document would fail later
+    and obscurely. Both are refused here, naming the call."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{where}: texts must be a list of documents, not a single {type(texts).__name__}; "
+                        f"pass [text] to score one text")
+    listed = list(texts)
+    for i, text in enumerate(listed):
+        if not isinstance(text, str):
+            raise TypeError(f"{where}: texts[{i}] is a {type(text).__name__}, not a str")
+    return listed
+
+
 def count_words(text: str) -> int:
     """Words as lm-eval counts them for `word_perplexity` (whitespace splits, empty ends count)."""
     return len(re.split(r"\s+", text))
@@ -243,19 +261,20 @@ def count_words(text: str) -> int:
 def bits_per_byte(
     model: torch.nn.Module,
     tokenizer,
-    texts: list[str],
+    texts: Iterable[str],
     window: int = DEFAULT_WINDOW,
     stride: int = DEFAULT_STRIDE,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
 ) -> dict:
-    """Pooled bits-per-byte and word perplexity of `texts` (empty texts are ignored).
+    """Pooled bits-per-byte and word perplexity of `texts`, a list of documents (empty ones are
+    ignored; a single string is a TypeError, see `text_list`).
 
     Returns `bits_per_byte`, `nll_nats` (summed negative log-likelihood), `bytes`, `tokens`
     (scored tokens), `words`, `word_perplexity`, `tokens_per_second` (scored tokens over the
     wall time of the call, tokenisation included).
     """
-    texts = [t for t in texts if t]
+    texts = [t for t in text_list(texts, "bits_per_byte") if t]
     if not texts:
         raise ValueError("bits_per_byte needs at least one non-empty text")
     started = time.perf_counter()

@@ -113,9 +113,9 @@ def _score_model(
     for key, (task, pairs) in plan.pairs.items():
         results["tasks"].setdefault(key, {"kind": "minimal_pairs", "lang": task.lang})
         results["tasks"][key][name] = minimal_pairs_accuracy(model, tok, pairs, config)
-    for key, task in plan.lm_eval.items():
+    for key, (task, manager) in plan.lm_eval.items():
         results["tasks"].setdefault(key, {"kind": "lm_eval"})
-        results["tasks"][key][name] = run_lm_eval(model, tok, task, config)
+        results["tasks"][key][name] = run_lm_eval(model, tok, task, config, manager)
     if plan.prompts:
         results["samples"][name] = generate_samples(model, tok, plan.prompts, config.generate)
 

@@ -3,12 +3,21 @@
 lm-eval is an optional extra (`pip install 'langadapt[eval]'`): it pulls in a large dependency
 tree that the core toolkit does not need. `require_lm_eval` is called while planning, so a suite
 that asks for lm-eval tasks fails before the first model is loaded, with the install hint.
+
+Hub datasets: `prepare_lm_eval` indexes the tasks once (the index is reused for every model) and
+checks that each Hub dataset they read is cached or reachable, also before the first model loads.
+A compute node without the Hub (HF_HUB_OFFLINE=1, or no route to it) would otherwise load the
+model, then end in a ConnectionError traceback from `datasets`; it gets one line naming the
+dataset and the two-step route instead: fill a cache where there is network, run from the copy.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
@@ -30,21 +39,113 @@ def require_lm_eval(where: str) -> None:
         ) from None
 
 
-def run_lm_eval(model: Any, tokenizer: Any, task: LmEvalTask, config: EvaluationConfig) -> dict[str, dict]:
+def prepare_lm_eval(task: LmEvalTask, where: str) -> Any:
+    """lm-eval's task index for `task`, after checking that every Hub dataset it reads can be had.
+
+    Called while planning: indexing lm-eval's built-in tasks takes seconds, so it is done once per
+    task rather than once per model, and a dataset that cannot be had fails before any model loads.
+    """
+    require_lm_eval(where)
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=task.include_path, include_defaults=task.include_defaults)
+    offline = hub_offline()
+    reachable: bool | None = None  # probed once, on the first dataset that is not cached
+    for name, (path, config_name) in hub_datasets(manager, task.tasks):
+        if hub_cached(path):
+            continue
+        if not offline and reachable is None:
+            reachable = hub_reachable(path)
+        if offline or not reachable:
+            why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub cannot be reached"
+            raise LangadaptError(
+                f"{where}: lm-eval task {name!r} reads the Hub dataset {path}, which is not cached here "
+                f"and {why}; {fetch_hint(path, config_name)}"
+            )
+    return manager
+
+
+def fetch_hint(path: str, config_name: str | None) -> str:
+    """How to run a Hub dataset offline: the same two steps as for a base model."""
+    args = f"'{path}'" + (f", '{config_name}'" if config_name else "")
+    return (f"where there is network run HF_HOME=DIR python -c \"import datasets; datasets.load_dataset({args})\", "
+            "then copy DIR here and run with HF_HOME=DIR HF_HUB_OFFLINE=1 (eval/README.md)")
+
+
+def hub_offline() -> bool:
+    """Whether the Hub is switched off, read now (the libraries read their flags once, at import)."""
+    from huggingface_hub import constants
+
+    flags = (os.environ.get(name, "") for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return constants.HF_HUB_OFFLINE or any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
+
+
+def hub_cached(path: str) -> bool:
+    """Whether `datasets` has a copy of Hub dataset `path`: prepared (its cache) or downloaded (the Hub's)."""
+    from datasets import config
+    from huggingface_hub import constants
+
+    prepared = Path(config.HF_DATASETS_CACHE) / path.replace("/", "___")
+    downloaded = Path(constants.HF_HUB_CACHE) / f"datasets--{path.replace('/', '--')}" / "snapshots"
+    return any(folder.is_dir() and any(folder.iterdir()) for folder in (prepared, downloaded))
+
+
+def hub_reachable(path: str, timeout: float = 5.0) -> bool:
+    """Whether the Hub answers about `path`: any HTTP answer counts (a gated or missing dataset is
+    lm-eval's to report), any failure short of one (DNS, refused, timeout) does not."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        HfApi().dataset_info(path, timeout=timeout)
+    except HfHubHTTPError:
+        return True
+    except Exception:  # noqa: BLE001  the HTTP client's transport errors share no base class with OSError
+        return False
+    return True
+
+
+def hub_datasets(manager: Any, names: list[str]) -> Iterator[tuple[str, tuple[str, str | None]]]:
+    """(lm-eval task, (Hub dataset, config)) for the tasks, groups and tags `names`, from the index
+    alone (no task is built: building one downloads its data). Local loaders (`json`, a folder,
+    a `custom_dataset` function) are not Hub datasets; a name the index lacks is lm-eval's to report."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop(0)
+        entry = manager.task_index.get(name) if isinstance(name, str) else None
+        if entry is None or name in seen:
+            continue
+        seen.add(name)
+        cfg = entry.cfg or {}
+        children = cfg.get("task") if isinstance(cfg.get("task"), list) else []
+        todo += [c if isinstance(c, str) else c.get("task") for c in children] + sorted(entry.tags)
+        path = cfg.get("dataset_path")
+        if (isinstance(path, str) and not children and "custom_dataset" not in cfg
+                and path not in _PACKAGED_DATASETS_MODULES and not Path(path).exists()):
+            yield name, (path, cfg.get("dataset_name"))
+
+
+def run_lm_eval(
+    model: Any, tokenizer: Any, task: LmEvalTask, config: EvaluationConfig, manager: Any = None
+) -> dict[str, dict]:
     """{lm-eval task name: {metric: value}} for `task.tasks` on this model.
 
     The model is wrapped as `HFLM(pretrained=model, tokenizer=tokenizer)`, so the weights already
     in memory are evaluated (no reload, no Hub access for the model). `max_length` is our scoring
-    window, so lm-eval's rolling-loglikelihood tasks use the same windows as our bpb.
+    window, so lm-eval's rolling-loglikelihood tasks use the same windows as our bpb. `manager` is
+    `prepare_lm_eval`'s index (built here when absent); a Hub that drops away after planning is
+    still one line.
     """
     import lm_eval
     from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm-eval").setLevel(logging.WARNING)
+    manager = manager if manager is not None else prepare_lm_eval(task, f"lm_eval task {task.name!r}")
     batch_size = config.batch_size or default_batch_size(model_device(model))
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=config.window)
-    manager = TaskManager(include_path=task.include_path, include_defaults=task.include_defaults)
     limit = int(task.limit) if task.limit is not None and task.limit >= 1 else task.limit
     try:
         out = lm_eval.simple_evaluate(
@@ -59,7 +160,28 @@ def run_lm_eval(model: Any, tokenizer: Any, task: LmEvalTask, config: Evaluation
         )
     except (KeyError, ValueError) as exc:  # lm-eval reports unknown task names this way
         raise LangadaptError(f"lm_eval task {task.name!r}: {exc}".replace("\n", " ")) from None
+    except Exception as exc:
+        if not _connection_error(exc):
+            raise
+        hubs = sorted({(path, cfg) for _, (path, cfg) in hub_datasets(manager, task.tasks)}, key=str)
+        what = ", ".join(path for path, _ in hubs) or "its datasets"
+        hint = fetch_hint(*hubs[0]) if hubs else "see eval/README.md for running lm-eval tasks offline"
+        raise LangadaptError(
+            f"lm_eval task {task.name!r}: could not reach the Hugging Face Hub for {what} "
+            f"({' '.join(str(exc).split()) or type(exc).__name__}); {hint}"
+        ) from None
     return {name: _clean(metrics) for name, metrics in (out or {}).get("results", {}).items()}
+
+
+def _connection_error(exc: BaseException | None) -> bool:
+    """A network failure: the builtin kinds, or the HTTP client's transport errors (httpx's
+    `TransportError`, which derives from neither), wherever in the chain of causes."""
+    while exc is not None:
+        kinds = {cls.__name__ for cls in type(exc).__mro__}
+        if isinstance(exc, (ConnectionError, TimeoutError)) or "TransportError" in kinds:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _clean(metrics: dict) -> dict:

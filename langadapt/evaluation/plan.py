@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
-from langadapt.evaluation.lm_eval_bridge import require_lm_eval
+from langadapt.evaluation.lm_eval_bridge import prepare_lm_eval
 from langadapt.evaluation.suite import (
     BpbTask,
     GenerateTask,
@@ -36,8 +37,8 @@ class Plan:
     """Languages for tokenizer metrics."""
     pairs: dict[str, tuple[MinimalPairsTask, list[tuple[str, str]]]] = field(default_factory=dict)
     """Minimal-pair tasks by key, with their pairs."""
-    lm_eval: dict[str, LmEvalTask] = field(default_factory=dict)
-    """lm-eval tasks by key."""
+    lm_eval: dict[str, tuple[LmEvalTask, Any]] = field(default_factory=dict)
+    """lm-eval tasks by key, with lm-eval's task index for each (built once, datasets checked)."""
     prompts: dict[str, list[str]] = field(default_factory=dict)
     """Generation prompts per language (all generate tasks merged)."""
     suites: dict[str, dict] = field(default_factory=dict)
@@ -69,8 +70,7 @@ def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config
             elif isinstance(task, MinimalPairsTask):
                 plan.pairs[key] = (task, read_minimal_pairs(task.path))
             elif isinstance(task, LmEvalTask):
-                require_lm_eval(f"{suite.source}: task {task.name!r}")
-                plan.lm_eval[key] = task
+                plan.lm_eval[key] = (task, prepare_lm_eval(task, f"{suite.source}: task {task.name!r}"))
             elif isinstance(task, GenerateTask):
                 for lang, prompts in task.prompts.items():
                     plan.prompts.setdefault(lang, []).extend(prompts)

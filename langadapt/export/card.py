@@ -48,6 +48,8 @@ class Exported:
     """What `verify.verify_folder` measured (max logit difference, prompt, sample)."""
     dropped_vocabulary_files: Mapping[str, str] = field(default_factory=dict)
     """The base's vocabulary files the folder leaves out, and why (`export.vocabulary`)."""
+    folder: str = "model"
+    """The exported folder's name, which the card's "How to use" loads when `export.repo_id` is unset."""
 
 
 def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:
@@ -106,6 +108,22 @@ def vocabulary_text(tokenizer: dict, embeddings: dict) -> str:
                 f"embedding and LM-head rows are kept, the new tokens' rows were initialised with `{method}`.")
     return (f"with a new {vocab}-token tokenizer (`{kind}`) trained on the target language; its input embeddings "
             f"and LM head were initialised for the new vocabulary with the `{method}` embedding transfer method.")
+
+
+def usage_text(config: ExportConfig, exported: Exported) -> str:
+    """A snippet that loads the export with plain transformers and generates from the prompt the
+    export was checked with: where it will live (`export.repo_id`), else the folder as written."""
+    where = json.dumps(config.repo_id or exported.folder, ensure_ascii=False)
+    prompt = json.dumps(exported.verification.get("prompt") or config.prompt or "", ensure_ascii=False)
+    return f"""```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained({where})
+model = AutoModelForCausalLM.from_pretrained({where})
+inputs = tokenizer({prompt}, return_tensors="pt")
+output = model.generate(**inputs, max_new_tokens=50, do_sample=True, top_p=0.9)
+print(tokenizer.decode(output[0], skip_special_tokens=True))
+```"""
 
 
 def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
@@ -226,6 +244,10 @@ def build_card(layout: RunLayout, facts: RunFacts, config: ExportConfig, exporte
 # {layout.root.name}{"" if exported.name in ("adapted", "stage1") else f" ({exported.name})"}
 
 {config.description or "A language-adapted causal language model produced with langadapt."}
+
+## How to use
+
+{usage_text(config, exported)}
 
 ## Gain and forgetting (relative change of held-out bits per byte, lower is better)
 

@@ -108,7 +108,7 @@ def export_model(paths: ExportPaths, layout: RunLayout, config: ExportConfig, fa
     log.info("export: %s reloads with plain transformers; logits max abs diff %.3g (allowed %.3g); "
              "generates from %r: %r", folder, verification["max_abs_logit_diff"], verification["allowed"],
              prompt, verification["sample"][:120])
-    exported = Exported(name, stages, verification, written["dropped_vocabulary_files"])
+    exported = Exported(name, stages, verification, written["dropped_vocabulary_files"], folder.name)
     build_card(layout, facts, config, exported).save(folder / REPOCARD_NAME)
     return {"source": str(source), "folder": str(folder), "dtype": config.dtype, **written,
             "verification": verification, "files": file_hashes(folder)}

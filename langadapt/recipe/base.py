@@ -35,4 +35,7 @@ class Config(BaseModel):
         validate_default=True,
         protected_namespaces=(),
         allow_inf_nan=False,  # `.inf` / `.nan` (or a 400-digit float) is never a sensible setting
+        # A library caller edits a loaded recipe in Python (`recipe.stage2.steps = 2000`); without
+        # this, `= "many"` is stored as it is and fails far from the line that set it, or never.
+        validate_assignment=True,
     )

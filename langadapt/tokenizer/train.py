@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -40,7 +40,11 @@ def train_tokenizer(
     base_tokenizer: PreTrainedTokenizerFast | None,
     seed: int = 0,
 ) -> PreTrainedTokenizerFast:
-    """Train on (lang, text) pairs; `base_tokenizer` None means a scratch run (byte-level BPE default)."""
+    """Train on (lang, text) pairs; `base_tokenizer` None means a scratch run (byte-level BPE default).
+
+    `texts` is checked as it is consumed (`lang_text_pairs`), not materialised: a corpus may be
+    a generator over gigabytes."""
+    texts = lang_text_pairs(texts)
     if config.kind == "keep_base":
         if base_tokenizer is None:
             raise LangadaptError("tokenizer.kind=keep_base needs a base model with a tokenizer (not init: scratch)")
@@ -62,6 +66,30 @@ def train_tokenizer(
              time.perf_counter() - start)
     check_reached_size(config, len(tokenizer), words)
     return tokenizer
+
+
+def lang_text_pairs(texts: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """`texts` item by item, each checked to be a (lang, text) pair of strings.
+
+    Languages weight the sample (`tokenizer.language_weights`), so every text needs one. Plain
+    strings would otherwise fail deep in sampling with "too many values to unpack" (or, for
+    two-character strings, be read as a language and a text); a single string is refused
+    before anything is read.
+    """
+    hint = "pass (lang, text) pairs, e.g. (('nb', text) for text in texts)"
+    if isinstance(texts, (str, bytes)):
+        raise LangadaptError(f"train_tokenizer: texts is one {type(texts).__name__}; {hint}")
+    return _checked_pairs(texts, hint)
+
+
+def _checked_pairs(texts: Iterable[tuple[str, str]], hint: str) -> Iterator[tuple[str, str]]:
+    for index, item in enumerate(texts):
+        if not (isinstance(item, tuple | list) and len(item) == 2
+                and isinstance(item[0], str) and isinstance(item[1], str)):
+            shown = type(item).__name__ if isinstance(item, str | bytes) else repr(item)[:60]
+            raise LangadaptError(f"train_tokenizer: texts item {index} is {shown}, not a (lang, text) pair "
+                                 f"of strings; {hint}")
+        yield item[0], item[1]
 
 
 def check_reached_size(config: TokenizerConfig, reached: int, words: Counter[str]) -> None:

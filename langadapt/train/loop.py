@@ -62,12 +62,20 @@ class TrainResult:
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
-        out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str = "stage2",
+        out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str | None = None,
         tokenizer: Any = None, validation: Validation = NO_VALIDATION,
         shared_rows: SharedRows | None = None) -> TrainResult:
     """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`
     (with `tokenizer` saved beside the weights when given, so the folder loads on its own).
-    `shared_rows`: the embedding rows copied from the base, which `config.train_rows: new` keeps."""
+    `shared_rows`: the embedding rows copied from the base, which `config.train_rows: new` keeps.
+
+    `stage_name` decides what trains when `config.trainable` is unset, because a `TrainStageConfig`
+    does not know which stage it is: "stage1" trains the embeddings and head only, "stage2" the
+    whole model. None (the library's one-stage road: `transfer_embeddings`, then `fit`) trains
+    `config.trainable`, else the whole model, under the name "train", and says so in the log: it
+    used to pass for "stage2" in logs and trackers, and a caller who meant stage 1 trained the
+    body without a word. Any other name is refused (a "stage_1" would train the body as well)."""
+    stage_name = _stage_name(stage_name, config)
     dist = dist or DistInfo.from_env()
     settings = resolve_training(stage_name, config, engine_config, dist.world_size,
                                 "cuda" if torch.cuda.is_available() else "cpu")
@@ -116,6 +124,26 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
                        paths.model, metrics.summary())
+
+
+STAGE_NAMES = ("stage1", "stage2")
+"""The stages whose name sets the default `trainable` (TrainStageConfig.trainable_patterns)."""
+ONE_STAGE = "train"
+"""The name of a `fit` called without one (one stage of what `config.trainable` names, else all)."""
+
+
+def _stage_name(stage_name: str | None, config: TrainStageConfig) -> str:
+    """The stage's name for logs, metrics and error keys; see `fit` for why None is not "stage2"."""
+    if stage_name is None:
+        if config.trainable is None:
+            log.info("%s: no stage_name and no config.trainable: the whole model trains "
+                     "(stage_name='stage1' trains the embeddings and head only)", ONE_STAGE)
+        return ONE_STAGE
+    if stage_name not in STAGE_NAMES:
+        raise LangadaptError(f"fit: stage_name={stage_name!r}; pass 'stage1' (embeddings and head train), "
+                             "'stage2' (the whole model) or leave it out (config.trainable, else the whole "
+                             "model)")
+    return stage_name
 
 
 def _account(state: TrainState, loss: float, grad_norm: float, config: TrainStageConfig,

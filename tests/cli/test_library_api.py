@@ -84,3 +84,35 @@ def test_fit_with_a_tokenizer_writes_a_folder_that_loads_alone(tmp_path: Path) -
     step2 = AutoModelForCausalLM.from_pretrained(
         checkpoint_model(tmp_path / "checkpoints" / "step_00000002", result.model_dir, tmp_path / "step2"))
     assert not torch.equal(step2.lm_head.weight, loaded.lm_head.weight)  # an earlier point of training
+
+
+def test_train_tokenizer_refuses_plain_strings_with_what_to_pass() -> None:
+    """Plain strings used to fail deep in sampling with "too many values to unpack"."""
+    from langadapt import TokenizerConfig, train_tokenizer
+    from langadapt.errors import LangadaptError
+
+    config = TokenizerConfig(vocab_size=400)
+    with pytest.raises(LangadaptError, match=r"item 0 is str, not a \(lang, text\) pair .*\('nb', text\)"):
+        train_tokenizer(config, ["det er en tekst", "en til"], None)
+    with pytest.raises(LangadaptError, match="texts is one str"):
+        train_tokenizer(config, "det er en tekst", None)
+    consumed = []
+
+    def pairs():  # checked as it is read: the good items before the bad one were already consumed
+        for item in [("nb", "det er en tekst"), ("nb", "en til"), ("nb", 3)]:
+            consumed.append(item)
+            yield item
+    with pytest.raises(LangadaptError, match=r"item 2 is \('nb', 3\)"):
+        train_tokenizer(config, pairs(), None)
+    assert len(consumed) == 3
+    assert len(train_tokenizer(config, (("nb", "det er en tekst som er fin") for _ in range(30)), None)) > 256
+
+
+def test_load_recipe_is_exported_and_assignment_is_validated() -> None:
+    from pydantic import ValidationError
+
+    loaded = langadapt.load_recipe(REPO / "recipes" / "tiny_norwegian_warm.yaml")
+    with pytest.raises(ValidationError, match="valid integer"):
+        loaded.recipe.stage2.steps = "many"
+    loaded.recipe.stage2.steps = 700
+    assert loaded.recipe.stage2.steps == 700

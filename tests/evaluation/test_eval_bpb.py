@@ -220,3 +220,18 @@ def test_long_documents_score_without_a_false_indexing_error_warning(model_and_t
         lls, lengths = sequence_loglikelihoods(model, tok, [long], window=48, stride=48)
     assert lengths == [len(ids)] and math.isfinite(lls[0])
     assert "indexing errors" not in caplog.text
+
+
+def test_a_single_string_is_refused_not_scored_character_by_character(model_and_tok) -> None:
+    """A string is an iterable of one-character strings: before the check, each character was
+    scored as its own document (10.31 bits per byte for the demo export instead of 4.51)."""
+    model, tok = model_and_tok
+    text = "Debian er et operativsystem som brukes på mange tjenere."
+    with pytest.raises(TypeError, match=r"bits_per_byte: texts must be a list of documents, not a single str"):
+        bits_per_byte(model, tok, text, window=64, batch_size=2)
+    with pytest.raises(TypeError, match=r"sequence_loglikelihoods: .* not a single bytes"):
+        sequence_loglikelihoods(model, tok, text.encode(), window=64, batch_size=2)
+    with pytest.raises(TypeError, match=r"texts\[1\] is a int, not a str"):
+        bits_per_byte(model, tok, [text, 3], window=64, batch_size=2)
+    as_list = bits_per_byte(model, tok, [text], window=64, batch_size=2)
+    assert bits_per_byte(model, tok, (text,), window=64, batch_size=2)["bits_per_byte"] == as_list["bits_per_byte"]

@@ -105,7 +105,7 @@ def test_k_nonfinite_steps_in_a_row_stop_with_the_last_good_checkpoint_intact(tm
     nan_on_steps(model, set(range(5, 100)), accum=2)
     config = stage(20, max_nonfinite_steps=3)
     with pytest.raises(LangadaptError, match=r"stage2: loss or gradient not finite for 3 steps in a row \(up to step 7"):
-        fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0)
+        fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0, stage_name="stage2")
     root = tmp_path / "checkpoints"
     latest = root / (root / "latest").read_text()
     assert latest.name == "step_00000006" and not list(root.glob("*.tmp"))
