@@ -166,3 +166,12 @@ def test_the_stage_names_where_an_unreachable_character_comes_from(tmp_path):
     ctx = StageContext(run_dir=tmp_path / "run", stage="tokenizer", seed=0, base_model=str(tmp_path / "base"))
     with pytest.raises(LangadaptError, match=r"cannot encode 'å'.*\(first seen in source nb\.src, document train-2 of "):
         run(TokenizerConfig(kind="extend", vocab_size=90), ctx)
+
+
+def test_a_shortfall_is_measured_on_the_new_tokens(base):
+    """28 new tokens of 900 asked is 3%, not 99% of the final size: refused below min_vocab_fraction."""
+    texts = [("nb", "Dette er en setning på norsk, og enda en.")] * 20
+    with pytest.raises(LangadaptError, match=r"stopped at [\d,]+ tokens \(\d+ of the 900 new tokens, \d+%\)"):
+        train_tokenizer(TokenizerConfig(kind="extend", vocab_size=len(base) + 900), texts, base)
+    few = train_tokenizer(TokenizerConfig(kind="extend", vocab_size=len(base) + 900, min_vocab_fraction=0.0), texts, base)
+    assert len(base) < len(few) < len(base) + 450
