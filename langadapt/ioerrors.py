@@ -6,7 +6,10 @@ They surface in many shapes: `OSError(ENOSPC)` from Python, `SafetensorError` ("
 on device (os error 28)") from safetensors, a `RuntimeError` from torch's zip writer whose
 context is the OS error. `disk_error_line` recognises them along the exception chain, and
 `writing(path, what)` turns one into a `LangadaptError` naming the path being written; the CLI
-uses the same function for writes no `writing` block wraps.
+uses the same function for writes no `writing` block wraps. A folder the run writes into (the run
+folder under run_root, made by the run lock first) is made by `make_folder`, through the same
+`writing`: besides the disk failures, a folder this user may not write into (`EACCES`/`EPERM`,
+a run_root under a mode-555 folder) is one line naming the folder in the way, not a traceback.
 
 Reads: every input file (corpus, evaluation data, base model and tokenizer files) is opened by
 `open_input`, or checked by `input_problem` before a library opens it. A FIFO, device or socket
@@ -20,6 +23,7 @@ found by the preflight check, before any training.
 from __future__ import annotations
 
 import errno
+import getpass
 import gzip
 import io
 import os
@@ -111,16 +115,71 @@ def disk_error_line(exc: BaseException, path: Path | str | None = None) -> str |
             "completed stages and checkpoints are kept")
 
 
+ACCESS_ERRNOS = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted"}
+"""What a write into a folder this user may not write into fails with (mode 555, another owner)."""
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The first OSError along `exc`'s cause/context chain (a library may wrap it)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _user() -> str:
+    """This process's user name (its uid where the name cannot be looked up, as in a container)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.geteuid()}"
+
+
+def access_error_line(exc: BaseException, path: Path | str | None = None) -> str | None:
+    """One line for a write refused by permissions (None for anything else): the folder in the way
+    and what to do. The folder is the parent of what could not be made (mkdir, open for writing),
+    or the file itself when it exists and is read-only."""
+    error = _os_error(exc)
+    if error is None or error.errno not in ACCESS_ERRNOS:
+        return None
+    where = str(path) if path is not None else (str(error.filename) if error.filename else "a file of this run")
+    blocked = Path(str(error.filename)) if error.filename else Path(where)
+    if not blocked.exists():
+        blocked = blocked.parent
+    return (f"{where}: cannot write: {ACCESS_ERRNOS[error.errno]} ({blocked} is not writable by {_user()}); "
+            f"set run_root to a folder you can write, or get write access to {blocked}")
+
+
+def os_error_line(exc: BaseException, path: Path | str | None = None) -> str | None:
+    """One line for an OS failure the user fixes (a full or read-only disk, a folder not writable
+    by this user), or None for anything else: the one place such errors become lines."""
+    return disk_error_line(exc, path) or access_error_line(exc, path)
+
+
 @contextmanager
 def writing(path: Path, what: str) -> Iterator[None]:
-    """Turn a disk failure inside the block into a LangadaptError naming `path` (`what`: e.g. "checkpoint")."""
+    """Turn a disk or permission failure inside the block into a LangadaptError naming `path`
+    (`what`: e.g. "checkpoint")."""
     try:
         yield
     except Exception as exc:
-        line = disk_error_line(exc, path)
+        line = os_error_line(exc, path)
         if line is None:
             raise
         raise LangadaptError(f"{what} {line}") from exc
+
+
+def make_folder(path: Path, what: str) -> Path:
+    """Create the folder `path` (and its parents) as `writing` reports a failure: a run_root under
+    a folder this user cannot write, on a read-only or full file system, is one line naming the
+    folder, where a bare `mkdir` raised a traceback from wherever the folder was first needed."""
+    with writing(path, what):
+        path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # --- input files -----------------------------------------------------------------------------

@@ -120,13 +120,14 @@ def suggest(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
 
 def format_validation_error(
     error: ValidationError, model: type[BaseModel], source: Path | str, root: yaml.Node | None,
-    overrides: dict[str, str] | None = None,
+    overrides: dict[str, str] | None = None, set_values: dict[str, str] | None = None,
 ) -> str:
     """One line for the most telling error (plus a count of the others).
 
     An unknown key comes first: a typo'd `tokenzier:` also makes `tokenizer` missing, and the
     typo is what the user must fix. A key set by `--set` is blamed on that flag (`overrides`
-    maps its dotted key to the flag's text), never on a recipe line that does not contain it.
+    maps its dotted key to the flag's text), never on a recipe line that does not contain it;
+    `set_values` maps the same keys to the values as written (unshortened, for `boolean_trap`).
     """
     errors = error.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
@@ -143,12 +144,83 @@ def format_validation_error(
         what = "required key is missing"
     elif isinstance(problem, FieldProblem):
         what = str(problem)
+    elif (trap := boolean_trap(first, loc, root, _written_set(dotted(loc), overrides or {}, set_values or {}))):
+        what = trap
     else:
         what = first["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
         if "input" in first and not isinstance(first["input"], (dict, list)):
             what += f" (got {shorten(repr(first['input']))})"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return f"{where}: {dotted(loc) or '<recipe>'}: {what}{more}"
+
+
+YAML11_BOOLEAN_WORDS = ("yes", "no", "on", "off")
+"""Words YAML 1.1 (PyYAML) reads as booleans when unquoted, besides true/false: `lang: no` (Norwegian)
+is `False`, `name: on` is `True`."""
+_DOTTED_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _loc_of(key: str) -> tuple[Any, ...]:
+    """'data.sources[0].lang' -> ('data', 'sources', 0, 'lang'): the inverse of `dotted`."""
+    return tuple(int(index) if index else name for name, index in _DOTTED_PART.findall(key))
+
+
+def scalar_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.ScalarNode | None:
+    """The YAML scalar node at exactly `loc` (None when the path stops short or ends elsewhere)."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return None
+    return node if isinstance(node, yaml.ScalarNode) else None
+
+
+def _written_set(key: str, overrides: dict[str, str], set_values: dict[str, str]) -> tuple[str, str] | None:
+    """(dotted key, value as written) of the `--set` item that wrote `key`, as `override_for` finds it."""
+    flag = override_for(key, overrides)
+    written = next((k for k, item in reversed(list(overrides.items())) if item == flag), None)
+    if flag is None or written is None:
+        return None
+    return written, set_values.get(written, flag.partition("=")[2])
+
+
+def _set_word(loc: tuple[Any, ...], item: tuple[str, str]) -> tuple[yaml.ScalarNode | None, bool]:
+    """(the scalar the `--set` item (key, value) wrote at `loc`, whether it is the item's whole value)."""
+    key, raw = item
+    written = _loc_of(key)
+    if loc[:len(written)] != written:
+        return None, False
+    try:
+        root = parse_strict(raw, MAX_FILE_BYTES)[1]
+    except YamlProblem:
+        return None, False
+    return scalar_at(root, loc[len(written):]), len(loc) == len(written)
+
+
+def boolean_trap(error: Any, loc: tuple[Any, ...], root: yaml.Node | None,
+                 set_item: tuple[str, str] | None = None) -> str | None:
+    """The line for a string field that YAML 1.1 turned into a boolean, or None for any other error.
+
+    `lang: no` (Norwegian) reaches validation as `False`, and "Input should be a valid string (got
+    False)" reads as nonsense to someone who wrote `no`. When the value at `loc` is a bool that was
+    written as an unquoted yes/no/on/off (in the recipe file under `root`, or in the `--set` item
+    `set_item`: (dotted key, value as written)), the line names the trap and the quoting that
+    fixes it. Every recipe error goes through `format_validation_error`, so every string field
+    gets this, not only `lang`."""
+    if error.get("type") != "string_type" or not isinstance(error.get("input"), bool) or not loc:
+        return None
+    node, whole = _set_word(loc, set_item) if set_item else (scalar_at(root, loc), False)
+    if node is None or node.style is not None or node.value.lower() not in YAML11_BOOLEAN_WORDS:
+        return None
+    word, key = node.value, loc[-1]
+    if whole:  # the flag's whole value: quoted for YAML inside the shell's quotes
+        fix = f"""write --set '{dotted(loc)}="{word}"' (quoted)"""
+    else:
+        fix = f'write {key}: "{word}" (quoted)' if isinstance(key, str) else f'write "{word}" (quoted)'
+    return f"got the boolean {str(error['input']).lower()}: YAML reads an unquoted no/yes/on/off as a boolean; {fix}"
 
 
 def shorten(text: str, limit: int = 60) -> str:

@@ -336,5 +336,6 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedR
     try:
         recipe = Recipe.model_validate(tree)
     except ValidationError as exc:
-        raise LangadaptError(format_validation_error(exc, Recipe, path, root, written)) from None
+        values = {item.partition("=")[0].strip(): item.partition("=")[2] for item in overrides or []}
+        raise LangadaptError(format_validation_error(exc, Recipe, path, root, written, values)) from None
     return LoadedRecipe(recipe, path, tree, inheritance, written)

@@ -3,13 +3,16 @@
 The pipeline runs the base's own recipe first when its folder is missing (`base_build`), then
 resolves it before fingerprinting: a stage's fingerprint hashes the base model's
 files, so they must exist first (see `fingerprint`). `weights_problem` checks its safetensors
-weights from their headers and sizes (the preflight check, and every folder resolved here).
+weights from their headers and sizes, and `parts_problem` checks its parts against each other
+(config vocab_size, embedding rows, tokenizer ids), from the same headers: the preflight check,
+and every folder resolved here.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem, read_input_text
@@ -33,7 +36,7 @@ def resolve_base_model(recipe: Recipe, fetch: bool) -> str | None:
     machine yet. With fetch=True a missing folder is an error and a Hub id is downloaded, and the
     weights found are checked (`weights_problem`)."""
     folder = _resolve(recipe, fetch)
-    if folder is not None and fetch and (problem := weights_problem(Path(folder))):
+    if folder is not None and fetch and (problem := weights_problem(Path(folder)) or parts_problem(Path(folder))):
         raise LangadaptError(f"base_model.path: {problem}")
     return folder
 
@@ -156,4 +159,108 @@ def _safetensors_problem(path: Path) -> str | None:
             pass
     except Exception as exc:  # noqa: BLE001 - SafetensorError (a truncated or garbled header), OSError
         return f"{path} is truncated or corrupt ({' '.join(str(exc).split())}): copy or download it again"
+    return None
+
+
+EMBEDDING_NAMES = (
+    "model.embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, Phi-3, OLMo, ...
+    "model.language_model.embed_tokens.weight", "language_model.model.embed_tokens.weight",  # Gemma 3, Llava
+    "model.decoder.embed_tokens.weight",  # OPT
+    "transformer.wte.weight", "wte.weight",  # GPT-2, GPT-J, StarCoder (with and without the prefix)
+    "gpt_neox.embed_in.weight",  # Pythia, GPT-NeoX
+    "transformer.word_embeddings.weight", "word_embeddings.weight",  # BLOOM, Falcon
+    "model.tok_embeddings.weight",  # InternLM2
+    "embed_tokens.weight",  # a bare decoder saved without its LM head
+)
+"""Where the input embedding matrix lives in a Hugging Face checkpoint, per architecture family.
+A folder naming none of them is not checked (`embedding_rows` returns None): an unknown layout is
+the loader's to judge, not a reason to refuse."""
+
+
+def embedding_rows(folder: Path) -> tuple[str, int] | None:
+    """(tensor name, rows) of the input embedding, from the safetensors header alone (no tensor is
+    read): `model.safetensors`, or the shard the index names for it. None when the folder has no
+    safetensors weights or names no tensor of `EMBEDDING_NAMES`."""
+    from safetensors import safe_open
+
+    single, index = folder / SAFETENSORS, folder / SAFETENSORS_INDEX
+    try:
+        if single.exists():
+            files = {name: single for name in EMBEDDING_NAMES}
+        elif index.exists():
+            weight_map = json.loads(read_input_text(index, str(index)))["weight_map"]
+            files = {name: folder / weight_map[name] for name in EMBEDDING_NAMES if name in weight_map}
+        else:
+            return None
+        for name, path in files.items():
+            with safe_open(str(path), framework="np") as f:
+                if name in f.keys():  # noqa: SIM118 - a safe_open handle is not a dict
+                    return name, int(f.get_slice(name).get_shape()[0])
+    except Exception:  # noqa: BLE001 - an unreadable header or index: `weights_problem` says what is wrong
+        return None
+    return None
+
+
+def config_vocab_size(config: dict[str, Any]) -> int | None:
+    """`vocab_size` of a config.json, or of its `text_config` (multimodal wrappers keep it there)."""
+    for section in (config, config.get("text_config")):
+        if isinstance(section, dict) and isinstance(section.get("vocab_size"), int):
+            return int(section["vocab_size"])
+    return None
+
+
+def tokenizer_id_count(tokenizer: dict[str, Any]) -> int | None:
+    """One past the highest token id of a tokenizer.json (its vocabulary and its added tokens), the
+    number of rows it needs; None when it has no vocabulary to count (a stub, an unknown model type)."""
+    model = tokenizer.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if isinstance(vocab, dict):
+        ids = [v for v in vocab.values() if isinstance(v, int)]
+    elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], ids by position
+        ids = [len(vocab) - 1] if vocab else []
+    else:
+        return None
+    added = tokenizer.get("added_tokens")
+    if isinstance(added, list):
+        ids += [t["id"] for t in added if isinstance(t, dict) and isinstance(t.get("id"), int)]
+    return max(ids) + 1 if ids else None
+
+
+def _read_json_quietly(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(read_input_text(path, str(path)))
+    except (LangadaptError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def parts_problem(folder: Path, config: dict[str, Any] | None = None,
+                  tokenizer: dict[str, Any] | None = None) -> str | None:
+    """Why the base model's parts disagree with each other, from headers alone, or None.
+
+    A config.json `vocab_size` other than the input embedding's rows passes every existence check
+    and fails as a transformers size-mismatch traceback when stage 1 loads the model, after the
+    data and tokenizer stages; a tokenizer with ids past the last row fails as an index error
+    inside training. Rows beyond the tokenizer are normal (padding to a multiple of 64 or 128).
+    `config` and `tokenizer` are the parsed config.json and tokenizer.json where the caller has
+    them (the preflight check does); else they are read from `folder`. A folder whose embedding
+    tensor has none of the `EMBEDDING_NAMES` is not checked."""
+    found = embedding_rows(folder)
+    if found is None:
+        return None
+    name, rows = found
+    if config is None:
+        config = _read_json_quietly(folder / "config.json")
+    vocab_size = config_vocab_size(config) if config else None
+    if vocab_size is not None and vocab_size != rows:
+        return (f"{folder}/config.json has vocab_size {vocab_size:,} but the weights' {name} has {rows:,} rows: "
+                "config and weights are from different models (or a resized model was saved without its "
+                f"config); set vocab_size to {rows:,} if the weights are the right ones")
+    if tokenizer is None and (folder / "tokenizer.json").is_file():
+        tokenizer = _read_json_quietly(folder / "tokenizer.json")
+    needed = tokenizer_id_count(tokenizer) if tokenizer else None
+    if needed is not None and needed > rows:
+        return (f"{folder}/tokenizer.json has token ids up to {needed - 1:,} but the weights' {name} has only "
+                f"{rows:,} rows: ids {rows:,}.. have no embedding; use the tokenizer saved with these "
+                "weights (or resize the embeddings and save the model again)")
     return None

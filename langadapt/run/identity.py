@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import make_folder
 from langadapt.recipe import LoadedRecipe
 from langadapt.run.contenthash import file_sha256
 from langadapt.run.layout import RunLayout
@@ -48,7 +49,7 @@ def claim_run(loaded: LoadedRecipe, layout: RunLayout, take_over: bool, record: 
             f"name {loaded.recipe.name!r}: rename one (name:), or pass --force to give the folder to this "
             "recipe (every stage re-runs)")
     if record and owner != mine:
-        layout.root.mkdir(parents=True, exist_ok=True)
+        make_folder(layout.root, "run folder")
         tmp = layout.owner.with_name(layout.owner.name + ".tmp")
         tmp.write_text(json.dumps(mine, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, layout.owner)

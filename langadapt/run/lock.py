@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import make_folder
 
 log = logging.getLogger("langadapt")
 
@@ -48,7 +49,9 @@ class RunLock:
         self.held = False
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The run folder is made here, before anything else is written into it: a run_root this
+        # user cannot write (or a read-only one) is one line, not a traceback.
+        make_folder(self.path.parent, "run folder")
         me = {"pid": os.getpid(), "host": socket.gethostname(),
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         for _ in range(3):  # a takeover race with a third process: try again, then give up

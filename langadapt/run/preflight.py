@@ -22,7 +22,14 @@ from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
-from langadapt.run.base_model import hub_cached, hub_offline, hub_repo_id, not_cached_line, weights_problem
+from langadapt.run.base_model import (
+    hub_cached,
+    hub_offline,
+    hub_repo_id,
+    not_cached_line,
+    parts_problem,
+    weights_problem,
+)
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 from langadapt.train.config import resolve_training
@@ -96,6 +103,7 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     folder = Path(spec.path)
     if not folder.is_dir():
         return _model_to_come(recipe, report), None
+    weights_sound = False  # present and intact: then checked against config and tokenizer (`parts_problem`)
     for problem in irregular_files(folder):
         report.add(("base_model", "path"), problem)
     config = _read_json(folder / "config.json", ("base_model", "path"), report,
@@ -104,6 +112,8 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
         report.add(("base_model", "path"), f"{folder} has no weights ({' or '.join(WEIGHT_FILES[::2])})")
     elif recipe.init == "warm" and (problem := weights_problem(folder)):
         report.add(("base_model", "path"), problem)
+    else:
+        weights_sound = recipe.init == "warm"
     needs_tokenizer = recipe.init == "warm" or recipe.tokenizer.kind in ("inherit", "keep_base")
     if not needs_tokenizer:
         return config, None
@@ -120,6 +130,8 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     tokenizer = None
     if "tokenizer.json" in present:
         tokenizer = _read_json(folder / "tokenizer.json", ("base_model", "path"), report, missing="")
+    if weights_sound and (problem := parts_problem(folder, config or {}, tokenizer or {})):
+        report.add(("base_model", "path"), problem)  # config, weights and tokenizer disagree
     return config, tokenizer
 
 

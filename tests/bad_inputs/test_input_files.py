@@ -174,6 +174,73 @@ def test_truncated_base_weights_are_found_by_the_dry_run(tmp_path: Path) -> None
                    "names shard model-00002-of-00002.safetensors, which is missing")
 
 
+
+def _base_with_parts(base: Path, config_vocab: int, rows: int, tokenizer_ids: int, sharded: bool = False,
+                     embedding: str = "model.embed_tokens.weight") -> None:
+    """A base folder whose config.json, embedding rows and tokenizer.json ids are chosen apart."""
+    base.mkdir(exist_ok=True)
+    (base / "config.json").write_text(json.dumps({
+        "model_type": "llama", "max_position_embeddings": 128, "vocab_size": config_vocab, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1}))
+    vocab = {f"t{i}": i for i in range(tokenizer_ids - 2)}
+    added = [{"id": tokenizer_ids - 2 + i, "content": tok, "special": True} for i, tok in enumerate(("<s>", "</s>"))]
+    (base / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": []},
+                                                     "added_tokens": added}))
+    weights = safetensors_bytes({embedding: np.zeros((rows, 8), np.float32), "lm_head.weight": np.ones((rows, 8), np.float32)})
+    if sharded:
+        (base / "model-00001-of-00001.safetensors").write_bytes(weights)
+        index = {"weight_map": {embedding: "model-00001-of-00001.safetensors",
+                                "lm_head.weight": "model-00001-of-00001.safetensors"}}
+        (base / "model.safetensors.index.json").write_text(json.dumps(index))
+    else:
+        (base / "model.safetensors").write_bytes(weights)
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["single", "sharded"])
+def test_a_config_vocab_size_other_than_the_embedding_rows_is_found_by_the_dry_run(tmp_path: Path, sharded: bool) -> None:
+    """Before: passed preflight, then a transformers size-mismatch traceback when stage 1 loaded the base."""
+    corpus = tmp_path / "nb.jsonl"
+    corpus.write_bytes(jsonl(TEXTS))
+    _base_with_parts(tmp_path / "base", config_vocab=80, rows=64, tokenizer_ids=60, sharded=sharded)
+    line = assert_refused(langadapt("run", str(recipe(tmp_path, corpus, WARM)), "--dry-run"), tmp_path,
+                          "recipe.yaml:4: base_model.path: ", "config.json has vocab_size 80 but the weights' "
+                          "model.embed_tokens.weight has 64 rows", "set vocab_size to 64")
+    assert "Traceback" not in line
+
+
+def test_a_base_whose_parts_agree_passes_the_dry_run(tmp_path: Path) -> None:
+    """The same base with config, rows and tokenizer in agreement (rows past the tokenizer are padding)."""
+    corpus = tmp_path / "nb.jsonl"
+    corpus.write_bytes(jsonl(TEXTS))
+    _base_with_parts(tmp_path / "base", config_vocab=64, rows=64, tokenizer_ids=60)
+    result, _ = langadapt("run", str(recipe(tmp_path, corpus, WARM)), "--dry-run")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_tokenizer_with_ids_past_the_embedding_rows_is_found_by_the_dry_run(tmp_path: Path) -> None:
+    corpus = tmp_path / "nb.jsonl"
+    corpus.write_bytes(jsonl(TEXTS))
+    _base_with_parts(tmp_path / "base", config_vocab=64, rows=64, tokenizer_ids=70)
+    assert_refused(langadapt("run", str(recipe(tmp_path, corpus, WARM)), "--dry-run"), tmp_path,
+                   "recipe.yaml:4: base_model.path: ", "tokenizer.json has token ids up to 69 but the weights' "
+                   "model.embed_tokens.weight has only 64 rows")
+
+
+@pytest.mark.parametrize(("config_vocab", "rows", "tokenizer_ids", "embedding", "problem"), [
+    (64, 64, 60, "model.embed_tokens.weight", None),  # rows past the tokenizer: padding, normal
+    (64, 64, 64, "gpt_neox.embed_in.weight", None),
+    (80, 64, 60, "transformer.wte.weight", "config.json has vocab_size 80"),
+    (64, 64, 65, "gpt_neox.embed_in.weight", "tokenizer.json has token ids up to 64"),
+    (80, 64, 90, "some.unknown.embedding", None),  # no known name: not checked, no error
+])
+def test_parts_problem_reads_headers_only(tmp_path: Path, config_vocab: int, rows: int, tokenizer_ids: int,
+                                          embedding: str, problem: str | None) -> None:
+    from langadapt.run.base_model import parts_problem
+
+    _base_with_parts(tmp_path, config_vocab, rows, tokenizer_ids, embedding=embedding)
+    found = parts_problem(tmp_path)
+    assert found is None if problem is None else problem in (found or ""), found
+
 # --- 2. empty files, NUL characters, a byte order mark -----------------------------------------
 
 def test_an_empty_corpus_is_blamed_on_the_file_not_vocab_size(tmp_path: Path) -> None:

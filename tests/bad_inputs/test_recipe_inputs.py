@@ -158,6 +158,43 @@ def test_a_recipe_over_1_mb(recipe: Path, capsys) -> None:
     assert f"{recipe}: 1,1" in refused(recipe, capsys)  # "1,1xx,xxx bytes; a recipe is at most 1,000,000"
 
 
+
+TRAP = "YAML reads an unquoted no/yes/on/off as a boolean"
+
+
+def test_lang_no_names_the_yaml_boolean_trap_and_the_quoting(recipe: Path, capsys) -> None:
+    """YAML 1.1 reads `lang: no` (Norwegian) as False; before, the line said only "got False"."""
+    text = edit(recipe, lambda t: t.replace("      lang: nb\n", "      lang: no\n"))
+    line = refused(recipe, capsys)
+    assert (f"{recipe}:{line_of(text, '      lang: no')}: data.sources[0].lang: got the boolean false: "
+            f'{TRAP}; write lang: "no" (quoted)') in line
+
+
+def test_the_boolean_trap_in_a_set_value_says_how_to_quote_it_on_the_command_line(recipe: Path, capsys) -> None:
+    line = refused(recipe, capsys, "data.sources[0].lang=no")
+    assert f"""--set data.sources[0].lang=no: data.sources[0].lang: got the boolean false: {TRAP}; write --set 'data.sources[0].lang="no"' (quoted)""" in line
+
+
+@pytest.mark.parametrize(("item", "key", "fix"), [
+    ("export.license=on", "export.license: got the boolean true", """write --set 'export.license="on"'"""),
+    ("export.languages=[nb, no]", "export.languages[1]: got the boolean false", 'write "no" (quoted)'),
+    ("export.languages=[nb, NO]", "export.languages[1]: got the boolean false", 'write "NO" (quoted)'),
+])
+def test_the_boolean_trap_is_named_for_any_string_field(recipe: Path, capsys, item: str, key: str, fix: str) -> None:
+    line = refused(recipe, capsys, item)
+    assert f"{key}: {TRAP}; {fix}" in line
+
+
+def test_a_boolean_written_as_true_is_not_blamed_on_the_trap(recipe: Path, capsys) -> None:
+    """`true` means a boolean in every YAML: the plain type error stands."""
+    line = refused(recipe, capsys, "export.license=true")
+    assert TRAP not in line and "export.license: Input should be a valid string (got True)" in line
+
+
+def test_a_quoted_no_is_the_language_code(recipe: Path) -> None:
+    edit(recipe, lambda t: t.replace("      lang: nb\n", '      lang: "no"\n'))
+    assert load_recipe(recipe).recipe.data.sources[0].lang == "no"
+
 # --- 3. numbers ----------------------------------------------------------------------------------
 
 def test_a_4000_digit_integer_in_the_recipe(recipe: Path, capsys) -> None:

@@ -3,8 +3,11 @@ over, and the ranks of one multi-rank job do not lock each other out."""
 
 from __future__ import annotations
 
+import errno
+import getpass
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -127,3 +130,62 @@ def test_ranks_of_one_job_do_not_lock_each_other_out(recipe: Path, stubbed: list
         run_pipeline(load_recipe(recipe))
         assert stubbed == ["stage1", "stage2"]  # training only: the other stages are rank 0's
         assert layout.lock.exists()
+
+
+# --- a run_root the user cannot write (issue 32, item 3) --------------------------------------------
+
+def _unwritable(monkeypatch: pytest.MonkeyPatch, folder: Path, code: int) -> None:
+    """mkdir of anything directly inside `folder` fails with `code`, as for a mode-555 folder (EACCES)
+    or a read-only file system (EROFS) when not root; root's mkdir ignores the mode bits."""
+    real = Path.mkdir
+
+    def mkdir(self: Path, *args, **kwargs) -> None:
+        if self.parent == folder:
+            raise OSError(code, os.strerror(code), str(self))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+
+
+def _recipe_under(tmp_path: Path, folder: Path) -> Path:
+    (tmp_path / "nb.txt").write_text(" ".join(f"ord{i} hei{i * 7}" for i in range(3000)))
+    path = tmp_path / "r.yaml"
+    path.write_text(scratch_recipe(tmp_path, "locked").replace(f"run_root: {tmp_path}/runs", f"run_root: {folder}/runs"))
+    return path
+
+
+@pytest.mark.parametrize(("code", "problem"), [(errno.EACCES, "permission denied"),
+                                               (errno.EROFS, "read-only file system")])
+def test_a_run_root_the_user_cannot_write_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      stubbed: list[str], code: int, problem: str) -> None:
+    """Before: a PermissionError traceback from the run lock's mkdir (a read-only file system was
+    already one line, through the CLI's last resort). Both now go through `ioerrors.make_folder`."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = _recipe_under(tmp_path, folder)
+    _unwritable(monkeypatch, folder, code)
+    with pytest.raises(LangadaptError) as raised:
+        run_pipeline(load_recipe(path))
+    line = str(raised.value)
+    assert "\n" not in line and stubbed == []
+    assert line.startswith(f"run folder {folder / 'runs' / 'locked'}: cannot write: {problem}"), line
+    if code == errno.EACCES:
+        assert f"({folder} is not writable by " in line and "set run_root to a folder you can write" in line
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a mode-555 folder anyway: the monkeypatched "
+                    "test above stands in for it")
+def test_a_run_root_under_a_mode_555_folder_is_one_line_as_a_normal_user(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = _recipe_under(tmp_path, folder)
+    folder.chmod(0o555)
+    try:
+        result = subprocess.run([sys.executable, "-m", "langadapt.cli", "run", str(path)],
+                                check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
+    finally:
+        folder.chmod(0o755)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (f"langadapt: error: run folder {folder / 'runs' / 'locked'}: cannot write: "
+                                     f"permission denied ({folder} is not writable by {getpass.getuser()}); set "
+                                     f"run_root to a folder you can write, or get write access to {folder}")
