@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.documents import iter_split, texts_by_lang
+from langadapt.data.documents import iter_split, read_documents, split_files, texts_by_lang
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
 from langadapt.tokenizer.config import TokenizerConfig
@@ -61,11 +61,12 @@ def run(config: TokenizerConfig, ctx: StageContext, num_workers: int | None = No
 
 
 def first_source_with(data_dir: Path, char: str) -> str:
-    """Where a character of the training sample comes from: its source and the run's file of it."""
-    for doc in iter_split(data_dir, "train"):
-        if char in doc["text"]:
-            return f"source {doc['source']}, document {doc['id']} of {data_dir / 'train'}"
-    return f"the training documents in {data_dir / 'train'}"
+    """Where a character of the training sample comes from: its source, document and file."""
+    for path in split_files(data_dir, "train"):
+        for doc in read_documents(path):
+            if char in doc["text"]:
+                return f"source {doc['source']}, document {doc['id']} of {path}"
+    return f"the training documents of {data_dir}"
 
 
 def load_base_tokenizer(base_model: str | None) -> Any | None:

@@ -7,20 +7,17 @@ never produces; all base rows are the shared rows that `train_rows: new` keeps."
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.extension import expander
 from transformers import AutoModelForCausalLM
 
 from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tokenizer"))
-from test_tokenizer_extend import expander  # noqa: E402
 
 NEW = 500
 FOCUS = {"fasttext_dim": 16, "fasttext_epochs": 2, "fasttext_min_count": 3, "fasttext_workers": 1}

@@ -103,36 +103,40 @@ def test_every_stage_on_the_mistral_sentencepiece_base_and_a_fixed_point(tmp_pat
 
 
 @pytest.mark.slow
-def test_extension_of_the_nemo_hub_base_through_every_stage(tmp_path, shared_dir):
-    """tokenizer.kind extend on Tekken's 131,072 ids, as a user runs it: a size not above the base's
-    is one located line before anything runs; then every stage with stage 1 training only the new
-    rows, the export's regenerated tekken.json encoding as the run's tokenizer, and a fixed point."""
+def test_extension_of_mistral_through_every_stage(tmp_path, shared_dir):
+    """tokenizer.kind extend on Mistral-7B's 32,000 SentencePiece ids, as a user runs it: a size not
+    above the base's is one located line before anything runs; then every stage with stage 1 training
+    only the new rows, an export without the base's tokenizer.model (it cannot express the extension;
+    the card says so) that encodes as the run's tokenizer, and a fixed point. (Nemo's regenerated
+    tekken.json is tested in tests/export/test_export_extended_vocab.py: through every stage its
+    131k-row matrices made this test take minutes.)"""
     import torch
     from safetensors.torch import load_file
+    from transformers import AutoTokenizer
 
-    recipe = write_recipe(tmp_path, "nemo-tekken-hub", shared_dir)
-    text = recipe.read_text().replace("kind: inherit\n  vocab_size: 3072", "kind: extend\n  vocab_size: 131072")
+    recipe = write_recipe(tmp_path, "mistral-sp-legacy", shared_dir)
+    text = recipe.read_text().replace("kind: inherit\n  vocab_size: 3072", "kind: extend\n  vocab_size: 32000")
     recipe.write_text(text.replace("stage1:\n", "embeddings: {pad_vocab_to_multiple_of: 64}\nstage1:\n  train_rows: new\n"))
     refused = langadapt("run", str(recipe))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    line = recipe.read_text().splitlines().index("  vocab_size: 131072") + 1
-    assert f"{recipe}:{line}: tokenizer.vocab_size: 131,072 is not above the base's 131,072 ids" in refused.stderr
+    line = recipe.read_text().splitlines().index("  vocab_size: 32000") + 1
+    assert f"{recipe}:{line}: tokenizer.vocab_size: 32,000 is not above the base's 32,000 ids" in refused.stderr
 
-    recipe.write_text(recipe.read_text().replace("vocab_size: 131072", "vocab_size: 131600"))
+    recipe.write_text(recipe.read_text().replace("vocab_size: 32000", "vocab_size: 32528"))
     result = langadapt("run", str(recipe))
     assert result.returncode == 0, result.stderr[-3000:]
-    run = tmp_path / "runs" / "nemo-tekken-hub"
+    run = tmp_path / "runs" / "mistral-sp-legacy"
     base_rows = load_file(tmp_path / "base" / "model.safetensors")["model.embed_tokens.weight"]
     stage1 = load_file(run / "stage1" / "model" / "model.safetensors")["model.embed_tokens.weight"]
-    assert stage1.shape[0] == 131648  # 131,600 padded to a multiple of 64
-    assert torch.equal(stage1[:131072], base_rows) and not torch.equal(stage1[131072:131600], base_rows[:528])
+    assert stage1.shape[0] == 32576  # 32,528 padded to a multiple of 64
+    assert torch.equal(stage1[:32000], base_rows) and not torch.equal(stage1[32000:32528], base_rows[:528])
 
-    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-
+    export = run / "export" / "model"
+    assert not (export / "tokenizer.model").exists() and (tmp_path / "base" / "tokenizer.model").exists()
+    assert "tokenizer.model` is not included" in (export / "README.md").read_text()
     ours = load_tokenizer(run / "tokenizer" / "tokenizer")
-    tekken = Tekkenizer.from_file(str(run / "export" / "model" / "tekken.json"))
-    for sample in ("Pakkebehandleren åpner /etc/apt/sources.list 😀", "Systemadministratoren installerer pakkene."):
-        assert tekken.encode(sample, bos=False, eos=False) == ours(sample, add_special_tokens=False)["input_ids"]
-    assert any(i >= 131072 for i in ours("Systemadministratoren installerer pakkene.")["input_ids"])
+    sample = "Systemadministratoren installerer pakkene med apt-get 😀"
+    assert AutoTokenizer.from_pretrained(export)(sample)["input_ids"] == ours(sample)["input_ids"]
+    assert any(i >= 32000 for i in ours(sample)["input_ids"])
     again = langadapt("run", str(recipe))
     assert again.returncode == 0 and again.stderr.count("skip (complete, inputs unchanged)") == 7

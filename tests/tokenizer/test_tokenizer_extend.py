@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers.extension import expander
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -23,19 +24,6 @@ from langadapt.tokenizer.train import train_tokenizer
 def bpe_model(vocab: list[str], merges: list[tuple[str, str]], **flags) -> dict:
     return {"type": "BPE", "vocab": {t: i for i, t in enumerate(vocab)}, "merges": [list(m) for m in merges],
             "unk_token": None, "byte_fallback": False, "ignore_merges": False, **flags}
-
-
-def expander(tokenizer_json: dict, base_n: int):
-    """A function that replaces each new id by the base ids it was merged from (recursively)."""
-    model = tokenizer_json["model"]
-    vocab = model["vocab"]
-    parents = {vocab[a + b]: (vocab[a], vocab[b]) for a, b in model["merges"][-(len(vocab) - base_n):]
-               if vocab[a + b] >= base_n}
-
-    def leaves(i: int) -> list[int]:
-        return leaves(parents[i][0]) + leaves(parents[i][1]) if i in parents else [i]
-
-    return lambda ids: [leaf for i in ids for leaf in leaves(i)]
 
 
 def test_the_merge_loop_continues_from_the_bases_own_tokens():

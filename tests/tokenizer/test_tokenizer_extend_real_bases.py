@@ -14,8 +14,8 @@ import json
 import re
 
 import pytest
+from helpers.extension import expander
 from helpers.real_bases import BASES, build_tokenizer_folder
-from test_tokenizer_extend import expander
 
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.extend import base_size
