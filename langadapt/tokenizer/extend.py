@@ -37,6 +37,7 @@ from langadapt.tokenizer.saving import convention_flags
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
 
+
 class UnreachableCharacter(LangadaptError):
     """A character of the training sample that the base tokenizer cannot encode at all."""
 
@@ -74,7 +75,9 @@ def extension_problem(tokenizer_json: dict, vocab_size: int) -> str | None:
     return None
 
 
-def extend_tokenizer(config: TokenizerConfig, words: Counter[str], base: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+def extend_tokenizer(
+    config: TokenizerConfig, words: Counter[str], base: PreTrainedTokenizerFast
+) -> PreTrainedTokenizerFast:
     """The base tokenizer with `config.vocab_size - len(base)` tokens learned on counted `words`
     (`counting`, cut by `word_rules`) appended."""
     from transformers import PreTrainedTokenizerFast
