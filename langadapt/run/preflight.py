@@ -101,6 +101,10 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     if spec.path is None or not needs_model:
         return spec.architecture, None
     folder = Path(spec.path)
+    if folder.exists() and not folder.is_dir():  # e.g. the model.safetensors or config.json inside it
+        report.add(("base_model", "path"), f"{folder} is a file, not a model folder: name the folder that holds "
+                   "config.json, the weights and the tokenizer")
+        return None, None
     if not folder.is_dir():
         return _model_to_come(recipe, report), None
     weights_sound = False  # present and intact: then checked against config and tokenizer (`parts_problem`)

@@ -84,6 +84,12 @@ def test_missing_base_model_folder_fails_the_dry_run(warm, tmp_path: Path) -> No
     assert_refused(result, tmp_path, "recipe.yaml:4: base_model.path", "not found")
 
 
+def test_a_base_model_path_that_is_a_file_is_named_as_such(warm, tmp_path: Path, tiny_en_llama: Path) -> None:
+    """Pointing at config.json or the weights instead of their folder is a common slip: "not found" misled."""
+    result = langadapt("run", str(warm(base=tiny_en_llama / "config.json")), "--dry-run")
+    assert_refused(result, tmp_path, "recipe.yaml:4: base_model.path", "config.json is a file, not a model folder")
+
+
 def test_base_folder_without_config_json(warm, tmp_path: Path, tiny_en_llama: Path) -> None:
     base = tmp_path / "base"
     shutil.copytree(tiny_en_llama, base)
