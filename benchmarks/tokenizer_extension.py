@@ -60,30 +60,27 @@ def tokens_per_byte(encode, texts: list[str]) -> float:
 
 def coarsens(base_json: dict, new_json: dict, base_encode, new_encode, texts: list[str]) -> bool:
     """Every base id kept, and each text's new ids expand (new token -> its two parents) to the base's ids."""
+    from helpers.extension import expander
+
     old_vocab, vocab = base_json["model"]["vocab"], new_json["model"]["vocab"]
     if any(vocab.get(token) != i for token, i in old_vocab.items()):
         return False
     size = max([*old_vocab.values(), *(e["id"] for e in base_json["added_tokens"])]) + 1
-    parents = {vocab[a + b]: (vocab[a], vocab[b]) for a, b in
-               (m.split(" ") if isinstance(m, str) else m for m in new_json["model"]["merges"][len(base_json["model"]["merges"]):])}
-
-    def leaves(i: int) -> list[int]:
-        return leaves(parents[i][0]) + leaves(parents[i][1]) if i in parents and i >= size else [i]
-
-    return all([leaf for i in new_encode(t) for leaf in leaves(i)] == base_encode(t) for t in texts)
+    expand = expander(new_json, size)
+    return all(expand(new_encode(t)) == base_encode(t) for t in texts)
 
 
 def measure(name: str, side: str, build, base: Any, held_out: dict[str, list[str]]) -> dict:
     """One side: build it, time it, measure tokens per byte and the guarantees."""
     base_json = json.loads(base.backend_tokenizer.to_str())
-    base_encode = lambda t: base.backend_tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    base_encode = lambda t: base.backend_tokenizer.encode(t, add_special_tokens=False).ids
     start = time.perf_counter()
     try:
         backend = build()
-    except Exception as exc:  # a side that cannot extend this base is a result, not a crash
+    except Exception as exc:  # noqa: BLE001  (a side that cannot extend this base is a result, not a crash)
         return {"base": name, "side": side, "error": str(exc).splitlines()[0][:110]}
     seconds = time.perf_counter() - start
-    encode = lambda t: backend.encode(t, add_special_tokens=False).ids  # noqa: E731
+    encode = lambda t: backend.encode(t, add_special_tokens=False).ids
     row = {"base": name, "side": side, "seconds": round(seconds, 2), "vocab": backend.get_vocab_size()}
     for lang, texts in held_out.items():
         row[f"{lang}_tpb"] = round(tokens_per_byte(encode, texts), 4)

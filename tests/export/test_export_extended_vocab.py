@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.real_bases import BASES
+from test_real_bases_export import bases  # noqa: F401  (the fixture: real base folders, built once per module)
 
 from langadapt.export.card import Exported, build_card
 from langadapt.export.config import ExportConfig
@@ -180,21 +181,6 @@ def test_the_card_says_which_base_file_is_left_out_and_why(tmp_path: Path) -> No
 
 # --- real bases, extended, exported, read by every library (slow) --------------------------------
 
-@pytest.fixture(scope="module")
-def bases(tmp_path_factory: pytest.TempPathFactory, shared_dir: Path):
-    """name -> base model folder, built once per module on first use."""
-    from helpers.real_bases import build_base
-
-    root, built = tmp_path_factory.mktemp("real_bases_extended"), {}
-
-    def get(name: str) -> Path:
-        if name not in built:
-            built[name] = build_base(name, shared_dir, root / name)
-        return built[name]
-
-    return get
-
-
 def sentences(texts: list[str], count: int) -> list[str]:
     """The first `count` sentences (four words or more) of held-out documents."""
     found = [part for text in texts for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+", line)
@@ -265,7 +251,7 @@ def glued(tokenizer, first_new: int, count: int = GLUED, seed: int = 0) -> list[
 
 @pytest.mark.slow  # five real vocabularies (Tekken: 131,072 ids), each extended and exported: 2-3 minutes
 @pytest.mark.parametrize("name", list(BASES))
-def test_every_file_the_export_ships_encodes_like_the_run(name, bases, shared_texts, held_out, tmp_path):
+def test_every_file_the_export_ships_encodes_like_the_run(name, bases, shared_texts, held_out, tmp_path):  # noqa: F811
     from transformers import AutoModelForCausalLM
 
     base = bases(name)
