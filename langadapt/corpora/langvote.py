@@ -66,15 +66,6 @@ def stopword_scores(text: str) -> dict[str, float]:
     return scores
 
 
-def vote_language(text: str) -> str | None:
-    """The single best-scoring language, or None when no stopword occurs or the top score is tied."""
-    scores = stopword_scores(text)
-    ranked = sorted(scores.values(), reverse=True)
-    if ranked[0] == 0.0 or ranked[0] - ranked[1] < 1e-9:
-        return None
-    return max(scores, key=scores.__getitem__)
-
-
 def matches_language(text: str, lang: str, fallback: str = "en") -> bool:
     """True when `lang` has stopword evidence, no language has more, and it beats `fallback`.
 

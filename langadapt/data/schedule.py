@@ -108,21 +108,6 @@ class MixPlan:
         }
 
 
-def budgets_from_sources(sources: Sequence[Any], measured: Mapping[str, float] | None = None) -> list[SourceBudget]:
-    """Budgets for `SourceConfig`-like objects: measured token counts win over declared ones.
-
-    `measured` maps source name -> unique tokens (e.g. `num_tokens` of its shard's meta.json);
-    otherwise the source's declared `unique_tokens` is used (for `langadapt plan` before any data).
-    """
-    measured = measured or {}
-    budgets = []
-    for s in sources:
-        unique = measured.get(s.name, s.unique_tokens)
-        weight = None if s.epochs is not None else (1.0 if s.weight is None else s.weight)
-        budgets.append(SourceBudget(s.name, unique, weight, s.epochs, s.max_epochs))
-    return budgets
-
-
 def _as_budget(source: SourceBudget | Mapping[str, Any]) -> SourceBudget:
     if isinstance(source, SourceBudget):
         budget = source

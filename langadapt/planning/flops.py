@@ -25,11 +25,6 @@ from langadapt.planning.models import ModelDims
 Trainable = Literal["all", "embeddings"]
 
 
-def chinchilla_flops(params: float, tokens: float) -> float:
-    """C = 6 N D, the standard training-compute approximation (Chinchilla: 6 * 70e9 * 1.4e12 = 5.88e23)."""
-    return 6.0 * params * tokens
-
-
 def attention_flops_per_token(layers: int, attn_dim: int, seq_len: int) -> float:
     """12 L (H Q) T: PaLM appendix B's attention term for training (forward + backward)."""
     return 12.0 * layers * attn_dim * seq_len
@@ -58,11 +53,6 @@ def flops_per_token(
         raise ValueError(f"trainable must be 'all' or 'embeddings', got {trainable!r}")
     extra = attention_flops_per_token(model.layers, model.attn_dim, seq_len) if attention else 0.0
     return dense + extra
-
-
-def training_flops(model: ModelDims, tokens: float, seq_len: int, trainable: Trainable = "all") -> float:
-    """FLOPs to train on `tokens` tokens in sequences of `seq_len`."""
-    return flops_per_token(model, seq_len, trainable) * tokens
 
 
 def mfu(tokens_per_second: float, flops_per_tok: float, peak_flops: float) -> float:

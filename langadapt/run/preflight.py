@@ -30,6 +30,7 @@ from langadapt.run.base_model import (
     parts_problem,
     weights_problem,
 )
+from langadapt.run.layout import STAGES
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 from langadapt.train.config import resolve_training
@@ -38,7 +39,6 @@ POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length"
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.json")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-ALL_STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
 
 
 def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> None:
@@ -56,7 +56,7 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     under `Report.guard`, so one that stops on its own error does not hide the others.
     """
     recipe, report = loaded.recipe, Report(loaded.path, loaded.inheritance, loaded.overrides)
-    will = set(ALL_STAGES if stages is None else stages)
+    will = set(STAGES if stages is None else stages)
     training = [name for name in recipe.training_stages if name in will]
     model_config = base_tokenizer = None
     if "data" in will:

@@ -16,10 +16,8 @@ ranks it had to stop).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Literal
 
@@ -31,7 +29,7 @@ from langadapt.runtime.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
-__all__ = ["PRESETS", "ClusterPreset", "SbatchConfig", "render_sbatch", "submit", "write_sbatch"]
+__all__ = ["PRESETS", "ClusterPreset", "SbatchConfig", "render_sbatch", "write_sbatch"]
 
 class SbatchConfig(Config):
     """Everything in a generated sbatch script besides the recipe (the CLI's `launch` flags)."""
@@ -279,27 +277,6 @@ def build_config(**fields: object) -> SbatchConfig:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise LangadaptError(f"launch {where}: {err['msg']}") from None
-
-
-def submit(script: str | Path) -> str:
-    """`sbatch --parsable SCRIPT`; returns the job id.
-
-    sbatch hands the submitter's environment to the job: a process that ran a training engine
-    itself (a notebook, a test) carries RANK=0, WORLD_SIZE=1, MASTER_PORT=..., which the job's
-    tasks would read as their own place (one rank each, never forming the group). Those are
-    left out (runtime.distributed.EXPORTED_ENV_VARS)."""
-    from langadapt.runtime.distributed import EXPORTED_ENV_VARS  # here: that module imports torch
-
-    env = {name: value for name, value in os.environ.items() if name not in EXPORTED_ENV_VARS}
-    try:
-        done = subprocess.run(
-            ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=False, env=env
-        )
-    except FileNotFoundError:
-        raise LangadaptError(f"sbatch {script}: sbatch not found (not on a Slurm login node?)") from None
-    if done.returncode != 0:
-        raise LangadaptError(f"sbatch {script} failed: {done.stderr.strip()}")
-    return done.stdout.strip().split(";")[0]
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from langadapt.corpora.debian_docs import SOURCES, build_debian_corpus
-from langadapt.corpora.langvote import vote_language
 from langadapt.errors import LangadaptError
+from tests.helpers.langvote import vote_language
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "corpora"  # optional: only compared with when present

@@ -13,8 +13,9 @@ import pytest
 from langadapt.corpora import debian_docs
 from langadapt.corpora.debian_docs import build_debian_corpus, read_deb_package, resolve_locale
 from langadapt.corpora.html_text import html_paragraphs
-from langadapt.corpora.langvote import matches_language, stopword_scores, vote_language
+from langadapt.corpora.langvote import matches_language, stopword_scores
 from langadapt.errors import LangadaptError
+from tests.helpers.langvote import vote_language
 
 # One sentence each, about the same thing, in the six languages the vote knows.
 SAMPLES = {

@@ -52,7 +52,7 @@ def test_force_epochs_allows_more_than_16() -> None:
 
 def test_stream_mixture_and_plan_budgets_follow_the_config() -> None:
     from langadapt.data.config import stream_mixture
-    from langadapt.data.schedule import budgets_from_sources, plan_mixture
+    from langadapt.data.schedule import plan_mixture
 
     config = _data(
         {"name": "nb", "path": "a", "lang": "nb", "epochs": 6, "unique_tokens": 34e9},
@@ -60,5 +60,7 @@ def test_stream_mixture_and_plan_budgets_follow_the_config() -> None:
     )
     assert stream_mixture(config) == {"nb": {"epochs": 6}, "code": {"weight": 1.0, "max_epochs": 1}}
     assert stream_mixture(config, roles={"target"}) == {"nb": {"epochs": 6}}
-    plan = plan_mixture(budgets_from_sources(config.sources, measured={"nb": 30e9}), 240e9)
+    measured = {"nb": 30e9, "code": 1e12}  # the stream's sizes come from the token shards
+    plan = plan_mixture([{"name": name, "unique_tokens": measured[name], **mix}
+                         for name, mix in stream_mixture(config).items()], 240e9)
     assert plan.source("nb").tokens == 180e9 and plan.source("code").tokens == 60e9

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.runtime.launch import ClusterPreset, submit, write_sbatch
+from langadapt.runtime.launch import ClusterPreset, write_sbatch
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
+from tests.helpers.slurm import submit
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
