@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from langadapt.run.layout import RunLayout
+from langadapt.runtime.placement import DistInfo
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class StageContext:
     needed: dict[str, Path] = field(default_factory=dict)
     """What the runs this stage depends on produced, by role (`run.pipeline.Dependency`): the cold
     twin's model for evaluate. Empty for every other stage."""
+    dist: DistInfo = field(default_factory=DistInfo.from_env)
+    """This process's place in the job, read once by the pipeline (only training stages run on
+    more than one rank)."""
 
     def __post_init__(self) -> None:
         if self.layout is None:

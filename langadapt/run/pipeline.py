@@ -120,13 +120,13 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     def training(name: str) -> Callable[[StageContext], dict[str, Any]]:
         def run_training(ctx: StageContext) -> dict[str, Any]:
             from langadapt.data.replay import stage_mixture
-            from langadapt.train.stage import run
+            from langadapt.train.stage import TrainingSlice, run
 
             stage = getattr(recipe, name)
             after_stage1 = name == "stage2" and "stage1" in recipe.training_stages
-            return run(name, stage, recipe.engine, ctx, stage_mixture(recipe.data, name, stage),
-                       after_stage1=after_stage1, force_epochs=recipe.data.force_epochs,
-                       document_masking=recipe.data.document_masking)
+            return run(TrainingSlice(name, stage, recipe.engine, stage_mixture(recipe.data, name, stage),
+                                     after_stage1=after_stage1, force_epochs=recipe.data.force_epochs,
+                                     document_masking=recipe.data.document_masking), ctx)
 
         return run_training
 
@@ -303,7 +303,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
                 continue
             _honour_stop(f"before stage {stage.name}")
             ctx = StageContext(run_dir=layout.root, stage=stage.name, seed=recipe.seed, base_model=base_model,
-                               log=log, layout=layout, models=models, overwrite=overwrite)
+                               log=log, layout=layout, models=models, overwrite=overwrite, dist=place)
             if stage.needs is not None and (dependency := stage.needs(ctx)) is not None:
                 ctx = replace(ctx, needed={dependency.role: _run_dependency(dependency, stage.name)})
             _run_stage(stage, ctx, prints[stage.name], loaded, action, main)

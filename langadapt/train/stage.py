@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,15 +110,28 @@ def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineCo
                       position_ids)
 
 
-def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
-        mixture: dict[str, dict] | None = None, dist: DistInfo | None = None,
-        after_stage1: bool = False, force_epochs: bool = False, document_masking: bool = False) -> dict[str, Any]:
-    """Run training stage `stage_name` (stage1 or stage2) into ctx.out; returns its summary.
+@dataclass(frozen=True)
+class TrainingSlice:
+    """What a training stage reads of the recipe, bound by the pipeline's stage table."""
 
-    `after_stage1`: start from stage1/model (stage 2 of a run whose stage 1 is enabled), else
-    from embeddings/model. `force_epochs` (the recipe's data.force_epochs) allows more than 16
-    epochs of a source, as `langadapt plan` and the preflight check assume. `document_masking` (the
-    recipe's data.document_masking) keeps attention inside each packed document."""
+    name: str
+    """stage1 or stage2."""
+    config: TrainStageConfig
+    engine: EngineConfig
+    mixture: dict[str, dict] | None = None
+    """The data mixture with this stage's overrides and replay share applied (data.replay.stage_mixture)."""
+    after_stage1: bool = False
+    """Start from stage1/model (stage 2 of a run whose stage 1 is enabled), else from embeddings/model."""
+    force_epochs: bool = False
+    """The recipe's data.force_epochs: more than 16 epochs of a source, as `langadapt plan` and preflight assume."""
+    document_masking: bool = False
+    """The recipe's data.document_masking: attention stays inside each packed document."""
+
+
+def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
+    """Run training stage `job.name` (stage1 or stage2) into ctx.out on `ctx.dist`; returns its summary."""
+    stage_name, config, engine, mixture, dist = job.name, job.config, job.engine, job.mixture, ctx.dist
+    after_stage1, force_epochs, document_masking = job.after_stage1, job.force_epochs, job.document_masking
     if not config.enabled:
         ctx.out.mkdir(parents=True, exist_ok=True)
         (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
@@ -125,7 +139,6 @@ def run(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: St
     from langadapt.data.stream import build_stream
     from langadapt.tokenizer.loading import load_tokenizer
 
-    dist = dist or DistInfo.from_env()
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
     settings = resolve_training(stage_name, config, engine, dist.world_size, device_type)  # before any loading
     engine, global_batch = settings.engine, settings.global_batch

@@ -283,7 +283,7 @@ def test_training_streams_the_stage_mixture_with_its_replay_share(tmp_path: Path
     path = tmp_path / "r.yaml"
     path.write_text(WARM_MIX.format(root=tmp_path))
     seen: dict[str, dict] = {}
-    monkeypatch.setattr(train_stage, "run", lambda name, stage, engine, ctx, mixture, **kw: seen.update({name: mixture}))
+    monkeypatch.setattr(train_stage, "run", lambda job, ctx: seen.update({job.name: job.mixture}))
     stages = {s.name: s for s in pipeline.stage_table(load_recipe(path, [*WEIGHTED_EN, "stage2.replay=0.35"]).recipe)}
     stages["stage1"].run(SimpleNamespace())
     stages["stage2"].run(SimpleNamespace())

@@ -15,7 +15,7 @@ from langadapt.errors import LangadaptError
 from langadapt.run import layout as rundir
 from langadapt.run.context import StageContext
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
-from langadapt.train.stage import run
+from langadapt.train.stage import TrainingSlice, run
 
 
 def make_run(run_dir: Path, model: Path) -> None:
@@ -53,7 +53,7 @@ def test_stage1_then_stage2_chain_and_the_final_folder_loads_standalone(tmp_path
 
     make_run(tmp_path, tiny_en_llama)
     mixture = {"nb_wiki": {"weight": 3.0}, "en_replay": {"weight": 1.0}}
-    summary1 = run("stage1", config(), EngineConfig(), context(tmp_path, "stage1"), mixture)
+    summary1 = run(TrainingSlice("stage1", config(), EngineConfig(), mixture), context(tmp_path, "stage1"))
     assert summary1["init_model"] == str(tmp_path / "embeddings" / "model")
     assert summary1["trainable_params"] == 2 * 8192 * 256 and summary1["steps"] == 3
     base = load_file(tiny_en_llama / "model.safetensors")
@@ -62,7 +62,8 @@ def test_stage1_then_stage2_chain_and_the_final_folder_loads_standalone(tmp_path
     assert not torch.equal(base["lm_head.weight"], stage1["lm_head.weight"])
 
     (tmp_path / "stage1" / rundir.MARKER).write_text("")  # what the pipeline writes after stage 1
-    summary2 = run("stage2", config(steps=2), EngineConfig(), context(tmp_path, "stage2"), mixture, after_stage1=True)
+    summary2 = run(TrainingSlice("stage2", config(steps=2), EngineConfig(), mixture, after_stage1=True),
+                   context(tmp_path, "stage2"))
     assert summary2["init_model"] == str(tmp_path / "stage1" / "model")
     assert summary2["trainable_params"] == sum(t.numel() for t in base.values())
 
@@ -82,19 +83,19 @@ def test_stage2_without_stage1_starts_from_the_embeddings_model_even_if_an_old_s
     make_run(tmp_path, tiny_en_llama)
     shutil.copytree(tiny_en_llama, tmp_path / "stage1" / "model")
     (tmp_path / "stage1" / rundir.MARKER).write_text("")
-    summary = run("stage2", config(steps=1, trainable=["re:layers\\.5\\."]), EngineConfig(),
-                  context(tmp_path, "stage2"), None)
+    summary = run(TrainingSlice("stage2", config(steps=1, trainable=["re:layers\\.5\\."]), EngineConfig()),
+                  context(tmp_path, "stage2"))
     assert summary["init_model"] == str(tmp_path / "embeddings" / "model")
 
 
 def test_a_disabled_stage_writes_only_a_note(tmp_path: Path) -> None:
-    assert run("stage1", TrainStageConfig(enabled=False), EngineConfig(), context(tmp_path, "stage1")) == {"enabled": False}
+    assert run(TrainingSlice("stage1", TrainStageConfig(enabled=False), EngineConfig()), context(tmp_path, "stage1")) == {"enabled": False}
     assert [p.name for p in (tmp_path / "stage1").iterdir()] == ["NOTE.txt"]
 
 
 def test_missing_starting_model_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(LangadaptError, match="stage1: no complete starting model at .*embeddings/model"):
-        run("stage1", config(), EngineConfig(), context(tmp_path, "stage1"))
+        run(TrainingSlice("stage1", config(), EngineConfig()), context(tmp_path, "stage1"))
 
 
 def test_after_a_zero3_stage_the_same_process_loads_whole_models(tmp_path: Path, tiny_en_llama: Path,
@@ -108,7 +109,7 @@ def test_after_a_zero3_stage_the_same_process_loads_whole_models(tmp_path: Path,
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
     make_run(tmp_path, tiny_en_llama)
     engine = EngineConfig(kind="deepspeed", zero_stage=3)
-    run("stage2", config(steps=2), engine, context(tmp_path, "stage2"), {"nb_wiki": {"weight": 1.0}})
+    run(TrainingSlice("stage2", config(steps=2), engine, {"nb_wiki": {"weight": 1.0}}), context(tmp_path, "stage2"))
     assert not is_deepspeed_zero3_enabled()
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "stage2" / "model")
     assert reloaded.get_input_embeddings().weight.shape == (8192, 256)
@@ -131,7 +132,7 @@ def test_a_zero3_stage_loaded_partitioned_trains_through_the_fused_loss(tmp_path
         run_dir = tmp_path / f"fused-{fused}"
         make_run(run_dir, tiny_en_llama)
         engine = EngineConfig(kind="deepspeed", zero_stage=3, fused_loss=fused, deepspeed_config=partitioned)
-        summary = run("stage2", config(steps=2), engine, context(run_dir, "stage2"), {"nb_wiki": {"weight": 1.0}})
+        summary = run(TrainingSlice("stage2", config(steps=2), engine, {"nb_wiki": {"weight": 1.0}}), context(run_dir, "stage2"))
         assert summary["settings"]["fused_loss"] is fused and summary["settings"]["zero_stage"] == 3
         losses[fused] = summary["final_loss"]
     assert liger_stand_in.CALLS >= 2  # one per step (and any validation pass)
@@ -144,7 +145,7 @@ def test_the_stage_runs_and_records_the_settings_the_resolver_gives(tmp_path: Pa
 
     make_run(tmp_path, tiny_en_llama)
     stage, engine = config(steps=1, grad_accum_steps=2), EngineConfig()
-    summary = run("stage1", stage, engine, context(tmp_path, "stage1"), {"nb_wiki": {"weight": 1.0}})
+    summary = run(TrainingSlice("stage1", stage, engine, {"nb_wiki": {"weight": 1.0}}), context(tmp_path, "stage1"))
     expected = resolve_training("stage1", stage, engine, 1, "cpu").as_dict()
     assert summary["settings"] == expected
     assert expected["global_batch"] == summary["global_batch"] == 4 and expected["trainable"] == "embeddings"
