@@ -120,7 +120,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     def training(name: str) -> Callable[[StageContext], dict[str, Any]]:
         def run_training(ctx: StageContext) -> dict[str, Any]:
             from langadapt.data.replay import stage_mixture
-            from langadapt.train.stage import TrainingSlice, run
+            from langadapt.run.slices import TrainingSlice
+            from langadapt.train.stage import run
 
             stage = getattr(recipe, name)
             after_stage1 = name == "stage2" and "stage1" in recipe.training_stages

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from langadapt.embeddings.plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
+from langadapt.run.slices import TrainingSlice
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, resolve_training
 from langadapt.train.fastpath import check_document_masking
@@ -108,24 +108,6 @@ def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineCo
              ", ".join(f"{s.lang} ({s.windows.size - len(s.windows):,} tokens)" for s in sets))
     return Validation(sets, settings, config.micro_batch_size, engine.precision, dist.rank, dist.world_size,
                       position_ids)
-
-
-@dataclass(frozen=True)
-class TrainingSlice:
-    """What a training stage reads of the recipe, bound by the pipeline's stage table."""
-
-    name: str
-    """stage1 or stage2."""
-    config: TrainStageConfig
-    engine: EngineConfig
-    mixture: dict[str, dict] | None = None
-    """The data mixture with this stage's overrides and replay share applied (data.replay.stage_mixture)."""
-    after_stage1: bool = False
-    """Start from stage1/model (stage 2 of a run whose stage 1 is enabled), else from embeddings/model."""
-    force_epochs: bool = False
-    """The recipe's data.force_epochs: more than 16 epochs of a source, as `langadapt plan` and preflight assume."""
-    document_masking: bool = False
-    """The recipe's data.document_masking: attention stays inside each packed document."""
 
 
 def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:

@@ -14,8 +14,9 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as rundir
 from langadapt.run.context import StageContext
+from langadapt.run.slices import TrainingSlice
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
-from langadapt.train.stage import TrainingSlice, run
+from langadapt.train.stage import run
 
 
 def make_run(run_dir: Path, model: Path) -> None:
