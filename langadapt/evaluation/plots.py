@@ -1,5 +1,5 @@
-"""The report's figures (matplotlib, Agg backend, PNG): bpb, deltas, fertility, training loss,
-held-out bpb during training; and `langadapt frontier`'s gain-vs-forgetting figure.
+"""The report's figures (matplotlib, Agg backend, PNG): bpb, deltas, fertility, training loss of
+every trained model over tokens and over FLOPs, held-out bpb during training; and `langadapt frontier`'s gain-vs-forgetting figure.
 
 Each function takes the results dict (or the run directory) and a path, draws one figure and
 returns the path, or None when there is nothing to draw (so the report simply leaves it out).
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from langadapt.evaluation.tables import ordered_langs
-from langadapt.evaluation.training import epoch_marks, validation_points
+from langadapt.evaluation.training import TrainedRun, epoch_marks, validation_points
 
 GAIN, LOSS = "#2a9d4b", "#c8452c"
 """Bar colours for a lower (better) and a higher (worse) bpb than the reference."""
@@ -127,39 +127,72 @@ def read_metrics(path: Path) -> list[dict]:
     return [rows[s] for s in sorted(rows)]
 
 
-def plot_training(metrics: dict[str, Path], path: Path) -> Path | None:
-    """Loss (and LR) of each training stage (name -> its metrics.jsonl) in order on one step axis;
-    missing stages are left out."""
-    stages = [(name, read_metrics(Path(file))) for name, file in metrics.items()]
-    stages = [(name, rows) for name, rows in stages if rows]
-    if not stages:
+Curve = tuple[str, list[float], list[float], list[float], bool]
+"""(label, x, loss, lr, solid) of one training stage: solid for the evaluated run, dashed for others."""
+
+
+def loss_curves(runs: list[TrainedRun], per_token: bool) -> list[Curve]:
+    """A curve per stage of every run; x = tokens seen by the run (or training FLOPs
+    spent, `per_token`), continuing across its stages. With FLOPs, a run is drawn up to its first
+    stage whose FLOPs per token are unknown."""
+    curves = []
+    for index, run in enumerate(runs):
+        offset = 0.0
+        for record in run.stages:
+            scale = record.flops_per_token if per_token else 1.0
+            if not scale:
+                break
+            rows = [r for r in read_metrics(record.metrics) if isinstance(r.get("tokens"), (int, float))]
+            if not rows:
+                continue
+            x = [offset + r["tokens"] * scale for r in rows]
+            curves.append((f"{run.name}: {record.stage}", x, [r["loss"] for r in rows],
+                           [r.get("lr", np.nan) for r in rows], index == 0))
+            offset = x[-1]
+    return curves
+
+
+def _draw_curves(ax: plt.Axes, curves: list[Curve], lr_ax: plt.Axes | None = None) -> None:
+    """One colour per stage; the evaluated run's stages solid, other runs' (a twin, compared runs) dashed."""
+    for (label, x, loss, lr, solid), colour in zip(curves, plt.get_cmap("tab10").colors):
+        style = "-" if solid else "--"
+        ax.plot(x, loss, style, marker=".", markersize=3, color=colour, label=label)
+        if lr_ax is not None:
+            lr_ax.plot(x, lr, style, color=colour)
+
+
+def plot_training(runs: list[TrainedRun], path: Path) -> Path | None:
+    """Loss (and LR) of every trained model's stages against the tokens its run has seen: stage 2
+    continues where stage 1 stopped, a twin trained from scratch starts at 0 beside them."""
+    curves = loss_curves(runs, per_token=False)
+    if not curves:
         return None
-    has_lr = any("lr" in r for _, rows in stages for r in rows)
-    fig, axes = plt.subplots(
-        2 if has_lr else 1,
-        1,
-        figsize=(7.5, 4.8 if has_lr else 3.4),
-        sharex=True,
-        squeeze=False,
-        gridspec_kw={"height_ratios": [3, 1]} if has_lr else None,
-    )
-    offset = 0
-    for (name, rows), colour in zip(stages, ("#1f77b4", "#ff7f0e")):
-        steps = [offset + r["step"] for r in rows]
-        axes[0][0].plot(steps, [r["loss"] for r in rows], marker=".", color=colour, label=name)
-        if has_lr:
-            axes[1][0].plot(steps, [r.get("lr", np.nan) for r in rows], color=colour)
-        if offset:
-            for ax in axes[:, 0]:
-                ax.axvline(offset, color="grey", linestyle="--", linewidth=0.8)
-        offset = steps[-1]
+    has_lr = any(np.isfinite(np.asarray(curve[3], dtype=float)).any() for curve in curves)
+    fig, axes = plt.subplots(2 if has_lr else 1, 1, figsize=(7.5, 4.8 if has_lr else 3.4), sharex=True,
+                             squeeze=False, gridspec_kw={"height_ratios": [3, 1]} if has_lr else None)
+    _draw_curves(axes[0][0], curves, axes[1][0] if has_lr else None)
     axes[0][0].set_ylabel("training loss (nats/token)")
-    axes[0][0].set_title("Training loss: stage 1 (embeddings + head) then stage 2 (all weights)")
-    axes[0][0].legend()
+    axes[0][0].set_title("Training loss per model and stage over tokens seen")
+    axes[0][0].legend(fontsize=8)
     if has_lr:
         axes[1][0].set_ylabel("learning rate")
         axes[1][0].ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-    axes[-1][0].set_xlabel("optimizer step (stage 2 continues after stage 1)")
+    axes[-1][0].set_xlabel("tokens seen (a run's stage 2 continues after its stage 1)")
+    return _save(fig, path)
+
+
+def plot_training_flops(runs: list[TrainedRun], path: Path) -> Path | None:
+    """Loss against training FLOPs spent (`planning.flops`: a frozen-body stage 1 costs about 2/3 of
+    a full step per token): where a cold twin at equal compute ends level with the warm run."""
+    curves = loss_curves(runs, per_token=True)
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    _draw_curves(ax, curves)
+    ax.set_xlabel("training FLOPs spent (a run's stage 2 continues after its stage 1)")
+    ax.set_ylabel("training loss (nats/token)")
+    ax.set_title("Training loss per model and stage over compute")
+    ax.legend(fontsize=8)
     return _save(fig, path)
 
 

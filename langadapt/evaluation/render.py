@@ -16,6 +16,12 @@ from langadapt.evaluation.tradeoff import tradeoff
 
 Block = tuple
 """("h1"|"h2"|"h3"|"p", text) | ("ul", [(text, css class)]) | ("table", header, rows) | ("img", key, alt)."""
+TRAINING_NOTE = (
+    "tokens/s: over the training steps (checkpoints and validation excluded); wall time: the whole stage, "
+    "loading and saving included. FLOPs: 6N per token (+ attention) for all weights, 4N + 2N(head) with the "
+    "body frozen, as `langadapt plan` counts them."
+)
+"""What the training table's measures mean (under the table)."""
 SAMPLE_HEADER = ["model", "continuation"]
 """Header of the sample tables (their text cells are set in a monospace font)."""
 
@@ -84,11 +90,18 @@ def _tradeoff_blocks(results: dict) -> list[Block]:
 
 
 def _training_blocks(results: dict, figures: set[str]) -> list[Block]:
-    """Loss curves, the held-out curve during training with its verdict per language, energy."""
+    """Each stage's settings and speed, every trained model's loss curves, the held-out curve during
+    training with its verdict per language, energy."""
     training = results.get("training") or {}
     blocks: list[Block] = []
+    if training.get("stages"):
+        header, rows = training["stages"]
+        blocks += [("table", header, rows),
+                   ("p", TRAINING_NOTE)]
     if "training" in figures:
-        blocks.append(("img", "training", "training loss of stage 1 and stage 2"))
+        blocks.append(("img", "training", "training loss of every trained model over tokens seen"))
+    if "training_flops" in figures:
+        blocks.append(("img", "training_flops", "training loss of every trained model over training FLOPs"))
     if "validation" in figures:
         blocks += [("h3", "Held-out bits per byte during training"),
                    ("img", "validation", "held-out bits per byte per language over training steps"),

@@ -14,32 +14,36 @@ from pathlib import Path
 from langadapt.evaluation import plots
 from langadapt.evaluation.render import render_html, render_markdown
 from langadapt.evaluation.tradeoff import tradeoffs
-from langadapt.evaluation.training import training_section
+from langadapt.evaluation.training import TrainedRun, settings_rows, training_section
 
 RESULTS = "results.json"
 """The report folder's machine-readable results (what `langadapt eval` refuses to overwrite)."""
 
 
 def write_report(
-    results: dict, out: Path, training_metrics: dict[str, Path] | None = None,
+    results: dict, out: Path, runs: list[TrainedRun] | None = None,
     title: str = "langadapt evaluation", planned_energy: dict | None = None,
 ) -> dict:
     """Write results.json, plots/*.png, report.md and report.html into `out`; returns their paths.
 
-    `training_metrics`: each training stage's metrics.jsonl, for the loss and held-out curves and the
-    measured energy (when there are any); `planned_energy`: `training.planned_energy`, shown beside it."""
+    `runs`: the trained models' runs (`training.trained_runs`), the evaluated one first: every
+    run's loss curves and stage settings, the first's held-out curve and measured energy;
+    `planned_energy`: `training.planned_energy`, shown beside it."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results = {**results, "tradeoff": tradeoffs(results)}  # the card and `langadapt frontier` read it
-    if training_metrics:
-        results = {**results, "training": training_section(training_metrics, planned_energy)}
+    runs = runs or []
+    if runs:
+        results = {**results, "training": {**training_section(runs[0].metrics, planned_energy),
+                                           "stages": settings_rows(runs)}}
     (out / RESULTS).write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str), "utf-8")
     figures = {
         "bpb": plots.plot_bpb(results, out / "plots" / "bpb.png"),
         "deltas": plots.plot_deltas(results, out / "plots" / "deltas.png"),
         "fertility": plots.plot_fertility(results, out / "plots" / "fertility.png"),
-        "training": plots.plot_training(training_metrics or {}, out / "plots" / "training.png"),
-        "validation": plots.plot_validation(training_metrics or {}, out / "plots" / "validation.png"),
+        "training": plots.plot_training(runs, out / "plots" / "training.png"),
+        "training_flops": plots.plot_training_flops(runs, out / "plots" / "training_flops.png"),
+        "validation": plots.plot_validation(runs[0].metrics if runs else {}, out / "plots" / "validation.png"),
     }
     figures = {k: v for k, v in figures.items() if v is not None}
     (out / "report.md").write_text(render_markdown(results, figures, out, title), "utf-8")

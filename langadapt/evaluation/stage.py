@@ -31,9 +31,9 @@ from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.token_cost import token_costs
-from langadapt.evaluation.training import planned_energy
+from langadapt.evaluation.training import planned_energy, trained_runs
 from langadapt.run.context import StageContext
-from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
+from langadapt.run.layout import MODEL_STAGES, RunLayout
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
 
@@ -111,11 +111,6 @@ def target_langs(layout: RunLayout) -> list[str]:
     return sorted({s["lang"] for s in sources.values() if isinstance(s, dict) and s.get("role") == "target"})
 
 
-def training_metrics(layout: RunLayout) -> dict[str, Path]:
-    """Each training stage's metrics.jsonl, for the loss-curve figure."""
-    return {stage: layout.trained(stage).metrics for stage in TRAINING_STAGES}
-
-
 def _summary(results: dict) -> dict:
     return {
         "bits_per_byte": {
@@ -144,7 +139,7 @@ def run(config: EvaluationConfig, ctx: StageContext, extra: dict[str, Path] | No
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
     results["target_langs"] = target_langs(ctx.layout)
     results["tokens_per_byte"] = token_costs(ctx.layout)
-    write_report(results, ctx.out, training_metrics(ctx.layout), title=f"langadapt evaluation: {ctx.run_dir.name}",
+    write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
                  planned_energy=planned_energy(ctx.layout))
     return _summary(results)
 
@@ -209,7 +204,6 @@ def evaluate_cli(
         results["tokens_per_byte"] = token_costs(RunLayout(run_dir))
     if run_dir is not None and (shortfall := vocabulary_shortfall(RunLayout(run_dir).stage_summary("tokenizer"))):
         results.setdefault("tokenizers", {})["shortfall"] = shortfall
-    metrics = training_metrics(RunLayout(run_dir)) if run_dir is not None else {}
-    write_report(results, out, metrics, title=f"langadapt evaluation: {next(iter(models))}",
+    write_report(results, out, trained_runs(models), title=f"langadapt evaluation: {next(iter(models))}",
                  planned_energy=planned_energy(RunLayout(run_dir)) if run_dir is not None else None)
     return results

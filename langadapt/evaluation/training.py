@@ -1,9 +1,13 @@
-"""The report's view of training: the held-out curve during training, measured vs planned energy.
+"""The report's view of training: every trained model's curves, each stage's settings and speed,
+the held-out curve during training, measured vs planned energy.
 
-Both come from what the training stages wrote (`metrics.jsonl`: train rows with
-`epochs_by_source` and `joules_per_step`, validation rows with `valid`), plus `langadapt plan`'s
-estimate for the run's resolved recipe. Steps are put on one axis: stage 2's step s is plotted at
-(stage 1's last step + s), as in the training-loss figure.
+All of it comes from what the training stages wrote (`metrics.jsonl`: train rows with `tokens`,
+`tokens_per_second`, `epochs_by_source` and `joules_per_step`, validation rows with `valid`; each
+stage's manifest: its summary and wall time), the run's resolved recipe (learning rate, schedule)
+and `langadapt plan`'s estimate. A report compares several trained models (the run's own stages
+and its cold twin, or runs given with `--compare`): `trained_runs` finds each model's run through
+`RunLayout`, so a twin's curves are drawn beside the run's. Steps of one run are put on one axis:
+stage 2's step s is plotted at (stage 1's last step + s).
 """
 
 from __future__ import annotations
@@ -11,14 +15,169 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from langadapt.errors import LangadaptError
-from langadapt.run.layout import RunLayout
+from langadapt.planning.flops import flops_per_token
+from langadapt.planning.models import load_model_dims
+from langadapt.run.layout import TRAINING_STAGES, RunLayout, owning_run_dir
+from langadapt.train.monitoring.metrics import clock
 
 RISE = 0.005
 """Relative rise of held-out bpb above its lowest point that the report calls "hurt" (0.5%):
 smaller wiggles are within the noise of a fixed set of a few thousand tokens."""
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One training stage as the report shows it: its metrics.jsonl and what it recorded about itself."""
+
+    stage: str
+    metrics: Path
+    summary: dict = field(default_factory=dict)
+    """The summary of its manifest (steps, tokens, global_batch, engine, settings); {} while unfinished."""
+    wall_seconds: float | None = None
+    """The whole stage's wall time (model loading and checkpoints included), from its manifest."""
+    recipe: dict = field(default_factory=dict)
+    """The stage's slice of the run's resolved recipe (optimizer, schedule)."""
+    flops_per_token: float | None = None
+    """Training FLOPs per token (`planning.flops`, the formula the plan and MFU use); None when unknown."""
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A run whose training the report draws, named after the last of its models the report scores
+    (`adapted` for the run itself, `cold` for its twin)."""
+
+    name: str
+    stages: tuple[StageRecord, ...]
+
+    @property
+    def metrics(self) -> dict[str, Path]:
+        """stage -> metrics.jsonl, the shape the validation and energy sections read."""
+        return {record.stage: record.metrics for record in self.stages}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _stage_flops(model: Path, settings: dict) -> float | None:
+    """FLOPs per token of the stage's model as it trained (`settings`: seq_len, trainable)."""
+    try:
+        return flops_per_token(load_model_dims(model), int(settings["seq_len"]), settings["trainable"])
+    except (LangadaptError, KeyError, TypeError, ValueError):
+        return None  # an unfinished stage (no model, no settings) or a policy the formula does not cover
+
+
+def trained_run(name: str, layout: RunLayout) -> TrainedRun:
+    """The training stages of the run at `layout` that logged at least one step."""
+    try:
+        recipe = yaml.safe_load(layout.resolved_recipe.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        recipe = {}
+    records = []
+    for stage in TRAINING_STAGES:
+        paths = layout.trained(stage)
+        if not read_rows(paths.metrics)[0]:
+            continue
+        manifest = _read_json(layout.manifest(stage))
+        summary = manifest.get("summary") if isinstance(manifest.get("summary"), dict) else {}
+        records.append(StageRecord(stage, paths.metrics, summary, manifest.get("wall_seconds"),
+                                   recipe.get(stage) if isinstance(recipe.get(stage), dict) else {},
+                                   _stage_flops(paths.model, summary.get("settings") or {})))
+    return TrainedRun(name, tuple(records))
+
+
+def trained_runs(models: Mapping[str, object]) -> list[TrainedRun]:
+    """The runs the scored models (name -> folder) come from, in the order they first appear, each
+    named after its last model; runs that trained nothing are left out.
+
+    `base` is left out on purpose: it is where training started, not a model this comparison
+    trained (the demo's base is itself a run, trained on English only)."""
+    named: dict[Path, str] = {}
+    for name, spec in models.items():
+        if name == "base" or not isinstance(spec, (str, Path)):
+            continue  # an in-memory model (init_random) has no run
+        run_dir = owning_run_dir(Path(spec).resolve())
+        if run_dir is not None:
+            named[run_dir] = name
+    runs = [trained_run(name, RunLayout(run_dir)) for run_dir, name in named.items()]
+    return [run for run in runs if run.stages]
+
+
+def token_points(record: StageRecord) -> list[tuple[float, float]]:
+    """(tokens seen in the stage, training loss) of every logged step that counted its tokens."""
+    rows = [r for r in read_rows(record.metrics)[0] if isinstance(r.get("loss"), (int, float))]
+    return [(r["tokens"], r["loss"]) for r in rows
+            if isinstance(r.get("tokens"), (int, float)) and math.isfinite(r["loss"])]
+
+
+def training_rate(record: StageRecord) -> float | None:
+    """The stage's tokens per second over its training steps: each logged window's tokens over its
+    time (tokens / the window's rate), summed, so checkpoint and validation time stay out as they
+    do in the logged rate, and a slow first window weighs by its duration rather than as one row."""
+    tokens = seconds = 0.0
+    before = 0.0
+    for row in read_rows(record.metrics)[0]:
+        seen, rate = row.get("tokens"), row.get("tokens_per_second")
+        if isinstance(seen, (int, float)) and isinstance(rate, (int, float)) and rate > 0 and seen > before:
+            tokens, seconds = tokens + seen - before, seconds + (seen - before) / rate
+            before = seen
+    return tokens / seconds if seconds else None
+
+
+def _schedule(recipe: dict) -> str:
+    schedule = recipe.get("schedule") or {}
+    kind = schedule.get("kind")
+    if kind is None:
+        return "–"
+    floor = f" to {schedule['min_lr_ratio']:g}x" if kind != "constant" and "min_lr_ratio" in schedule else ""
+    warmup = f", {schedule['warmup_steps']} warm-up steps" if schedule.get("warmup_steps") else ""
+    return f"{kind}{floor}{warmup}"
+
+
+def stage_facts(record: StageRecord) -> dict[str, str]:
+    """What the training table says about one stage, each fact only where the stage recorded it."""
+    summary = record.summary
+    settings = summary.get("settings") if isinstance(summary.get("settings"), dict) else {}
+    lr = (record.recipe.get("optimizer") or {}).get("lr")
+    tokens, rate, seconds = summary.get("tokens"), training_rate(record), record.wall_seconds
+    engine = [str(summary[k]) for k in ("engine", "precision") if k in summary]
+    facts = {
+        "trains": {"embeddings": "embeddings + head"}.get(settings.get("trainable"), settings.get("trainable")),
+        "learning rate": f"{lr:g}" if isinstance(lr, (int, float)) else None,
+        "schedule": _schedule(record.recipe),
+        "global batch": (f"{summary['global_batch']} x {settings['seq_len']} tokens"
+                         if "global_batch" in summary and "seq_len" in settings else None),
+        "steps": f"{summary['steps']:,}" if isinstance(summary.get("steps"), int) else None,
+        "tokens": f"{tokens:,}" if isinstance(tokens, int) else None,
+        "training FLOPs": (f"{tokens * record.flops_per_token:.3g}"
+                           if isinstance(tokens, int) and record.flops_per_token else None),
+        "tokens/s (training steps)": f"{rate:,.0f}" if rate else None,
+        "wall time (whole stage)": clock(seconds) if isinstance(seconds, (int, float)) else None,
+        "engine": ", ".join(engine + [f"{summary['world_size']} process(es)"] if "world_size" in summary else engine)
+        or None,
+    }
+    return {label: value for label, value in facts.items() if value is not None}
+
+
+def settings_rows(runs: list[TrainedRun]) -> tuple[list[str], list[list[str]]] | None:
+    """The training table: a column per stage of every trained model, a row per setting or measure
+    that at least one stage recorded."""
+    columns = [(f"{run.name}: {record.stage}", stage_facts(record)) for run in runs for record in run.stages]
+    labels = list(dict.fromkeys(label for _, facts in columns for label in facts))
+    if not labels:
+        return None
+    return ["", *(name for name, _ in columns)], [[label, *(f.get(label, "–") for _, f in columns)] for label in labels]
 
 
 def read_rows(path: Path) -> tuple[list[dict], list[dict]]:

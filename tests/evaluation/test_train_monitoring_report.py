@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 
 from langadapt.evaluation.report import write_report
-from langadapt.evaluation.training import energy_rows, epoch_marks, validation_points, validation_verdicts
+from langadapt.evaluation.training import (
+    StageRecord,
+    TrainedRun,
+    energy_rows,
+    epoch_marks,
+    validation_points,
+    validation_verdicts,
+)
 
 
 def write_metrics(path: Path, steps: list[int], nb: list[float], en: list[float], epochs: list[float],
@@ -59,7 +66,8 @@ def test_report_shows_the_validation_curve_its_verdicts_and_the_energy_table(tmp
                "reference": "base", "deltas": {"adapted": {"nb": {"bits_per_byte": -0.8, "relative": -0.4}}}, "meta": {}}
     planned = {"joules_per_step": {"stage2": 100.0},
                "note": "plan: 8 x H100 SXM at 700 W (TDP) and 40% MFU"}
-    paths = write_report(results, tmp_path / "report", stages(tmp_path), planned_energy=planned)
+    run = TrainedRun("adapted", tuple(StageRecord(stage, path) for stage, path in stages(tmp_path).items()))
+    paths = write_report(results, tmp_path / "report", [run], planned_energy=planned)
     assert paths["validation"].stat().st_size > 10_000  # a PNG with two curves
     markdown = paths["markdown"].read_text()
     assert "![held-out bits per byte per language over training steps](plots/validation.png)" in markdown
