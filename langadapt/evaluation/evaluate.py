@@ -145,16 +145,20 @@ def evaluate_models(
     texts_by_lang: dict[str, list[str]],
     config: EvaluationConfig,
     reference: str | None = None,
+    given: dict[str, str] | None = None,
+    missing_note: str = "in the run's data; skipped",
 ) -> dict:
     """Run `suites` on every model (one in memory at a time); see the module docstring for the shape.
 
-    Deltas are against `reference` (default: `base` when present, else the first model)."""
+    Deltas are against `reference` (default: `base` when present, else the first model). `given`
+    and `missing_note` are `plan.plan_suites`'s: the languages whose text the user gave files for,
+    and what the note on languages without text says."""
     if not models:
         raise LangadaptError("evaluation: no models to evaluate")
     reference = reference or ("base" if "base" in models else next(iter(models)))
     if reference not in models:
         raise LangadaptError(f"evaluation: reference model {reference!r} is not among {', '.join(models)}")
-    plan = plan_suites(suites, texts_by_lang, config)
+    plan = plan_suites(suites, texts_by_lang, config, given, missing_note)
     results: dict[str, Any] = {
         "models": {},
         "deltas": {},
@@ -211,9 +215,7 @@ def _tokenizer_metrics(tokenizers: dict[str, tuple[str, Any]], plan: Plan) -> di
     except ImportError as exc:
         plan.notes.append(f"tokenizer_metrics: langadapt.tokenizer.metrics not importable ({exc}); skipped")
         return None
-    texts = {lang: plan.texts[lang] for lang in plan.tokenizer_langs if lang in plan.texts}
-    for lang in sorted(set(plan.tokenizer_langs) - set(texts)):
-        plan.notes.append(f"tokenizer_metrics: no held-out text for {lang!r}; skipped")
+    texts = {lang: plan.texts[lang] for lang in plan.tokenizer_langs if lang in plan.texts}  # the rest: a plan note
     return compare_tokenizers({name: tok for name, tok in tokenizers.values()}, texts) if texts else None
 
 

@@ -24,6 +24,9 @@ from langadapt.evaluation.suite import (
 )
 from langadapt.evaluation.tasks import cap_bytes, read_minimal_pairs, read_texts
 
+RUN_DATA = "run data (valid)"
+"""Where held-out text comes from unless the user gave a file for its language."""
+
 
 @dataclass
 class Plan:
@@ -43,17 +46,32 @@ class Plan:
     """Generation prompts per language (all generate tasks merged)."""
     suites: dict[str, dict] = field(default_factory=dict)
     """Per suite: source, description, languages, task keys (for the report)."""
+    given: list[str] = field(default_factory=list)
+    """Languages whose text the user gave (`langadapt eval --texts`): scored even where no suite's
+    bpb task names them."""
     notes: list[str] = field(default_factory=list)
     """What was skipped and why."""
 
 
-def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config: EvaluationConfig) -> Plan:
+def plan_suites(
+    suites: list[Suite],
+    texts_by_lang: dict[str, list[str]],
+    config: EvaluationConfig,
+    given: dict[str, str] | None = None,
+    missing_note: str = "in the run's data; skipped",
+) -> Plan:
     """Gather and check every task's data; raise on problems a user must fix.
 
     A suite that would measure nothing (`suite.unmeasured`) is one of them: the evaluate stage
-    would otherwise mark an empty report complete, and `langadapt eval` write one. A language
-    missing beside others that have text stays a note."""
-    plan = Plan()
+    would otherwise mark an empty report complete, and `langadapt eval` write one. Languages
+    missing beside others that have text are one note ending in `missing_note` (where the text
+    was looked for; `langadapt eval` adds what to pass), not one per language and task. `given`
+    maps the languages of `texts_by_lang` that the user gave files for to where they came from;
+    they are scored whether or not a suite names them."""
+    given = given or {}
+    plan = Plan(given=[lang for lang in given if texts_by_lang.get(lang)])
+    missing: dict[str, list[str]] = {}  # language -> the tasks that wanted it
+    measured_by: dict[str, list[str]] = {}  # tokenizer-metrics language -> its tasks
     for suite in suites:
         if (problem := unmeasured(suite, [lang for lang, texts in texts_by_lang.items() if texts])):
             raise LangadaptError(f"evaluate: {problem}")
@@ -64,9 +82,11 @@ def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config
             key = f"{suite.name}/{task.name}"
             info["tasks"].append(key)
             if isinstance(task, BpbTask):
-                info["langs"] += _plan_bpb(plan, key, task, texts_by_lang, config)
+                info["langs"] += _plan_bpb(plan, key, task, texts_by_lang, config, given, missing)
             elif isinstance(task, TokenizerMetricsTask):
                 plan.tokenizer_langs += [lang for lang in task.langs if lang not in plan.tokenizer_langs]
+                for lang in task.langs:
+                    measured_by.setdefault(lang, []).append(key)
             elif isinstance(task, MinimalPairsTask):
                 plan.pairs[key] = (task, read_minimal_pairs(task.path))
             elif isinstance(task, LmEvalTask):
@@ -74,24 +94,31 @@ def plan_suites(suites: list[Suite], texts_by_lang: dict[str, list[str]], config
             elif isinstance(task, GenerateTask):
                 for lang, prompts in task.prompts.items():
                     plan.prompts.setdefault(lang, []).extend(prompts)
-    for lang in plan.tokenizer_langs:
+    for lang in [*plan.given, *plan.tokenizer_langs]:
         if lang not in plan.texts and texts_by_lang.get(lang):
             plan.texts[lang] = cap_bytes(texts_by_lang[lang], config.max_bytes_per_lang)
-            plan.sources[lang] = "run data (valid)"
+            plan.sources[lang] = given.get(lang, RUN_DATA)
+    for lang in plan.tokenizer_langs:
+        if lang not in plan.texts:
+            missing.setdefault(lang, []).extend(measured_by[lang])
+    if missing:
+        keys = list(dict.fromkeys(key for keys in missing.values() for key in keys))
+        plan.notes.append(f"{', '.join(keys)}: no held-out text for {', '.join(map(repr, missing))} {missing_note}")
     return plan
 
 
 def _plan_bpb(
-    plan: Plan, key: str, task: BpbTask, texts_by_lang: dict, config: EvaluationConfig
+    plan: Plan, key: str, task: BpbTask, texts_by_lang: dict, config: EvaluationConfig,
+    given: dict[str, str], missing: dict[str, list[str]],
 ) -> list[str]:
-    """Register the languages of one bpb task; returns those that have text."""
+    """Register the languages of one bpb task; returns those that have text (the others go to `missing`)."""
     found = []
-    wanted = [(lang, "run data (valid)", None) for lang in task.langs]
+    wanted = [(lang, given.get(lang, RUN_DATA), None) for lang in task.langs]
     wanted += [(lang, ", ".join(Path(p).name for p in paths), paths) for lang, paths in task.files.items()]
     for lang, source, paths in wanted:
         texts = read_texts(paths) if paths else texts_by_lang.get(lang, [])
         if not texts:
-            plan.notes.append(f"{key}: no held-out text for {lang!r} in the run's data; skipped")
+            missing.setdefault(lang, []).append(key)
             continue
         if lang in plan.sources and plan.sources[lang] != source:
             raise LangadaptError(
@@ -103,5 +130,5 @@ def _plan_bpb(
 
 
 def bpb_langs(plan: Plan) -> set[str]:
-    """Languages some bpb task scores (tokenizer-only languages excluded)."""
-    return {lang for info in plan.suites.values() for lang in info["langs"]}
+    """Languages some bpb task scores, or the user gave text for (tokenizer-only languages excluded)."""
+    return {lang for info in plan.suites.values() for lang in info["langs"]} | set(plan.given)
