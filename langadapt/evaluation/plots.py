@@ -20,8 +20,8 @@ import numpy as np
 from langadapt.evaluation.tables import ordered_langs
 from langadapt.evaluation.training import TrainedRun, epoch_marks, validation_points
 
-GAIN, LOSS = "#2a9d4b", "#c8452c"
-"""Bar colours for a lower (better) and a higher (worse) bpb than the reference."""
+GAIN, LOSS, NEUTRAL = "#2a9d4b", "#c8452c", "#9a9a9a"
+"""Bar colours for a lower (better), a higher (worse) and an equal (or unknown) bpb than the reference."""
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
@@ -64,7 +64,7 @@ def plot_deltas(results: dict, path: Path) -> Path | None:
     )
     for ax, name in zip(axes[0], models):
         values = [deltas[name].get(lang, {}).get("bits_per_byte", np.nan) for lang in langs]
-        colours = [GAIN if v < 0 else LOSS for v in values]
+        colours = [GAIN if v < 0 else LOSS if v > 0 else NEUTRAL for v in values]  # NaN compares False: grey
         bars = ax.bar(langs, values, color=colours)
         ax.bar_label(bars, fmt="%+.2f", fontsize=7, padding=1)
         ax.axhline(0, color="black", linewidth=0.8)

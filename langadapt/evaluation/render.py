@@ -38,24 +38,17 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
     models, ref, meta = list(results["models"]), results.get("reference"), results.get("meta", {})
     head = tables.headline_model(results)
     blocks: list[Block] = [("h1", title), *_tradeoff_blocks(results)]
-    blocks += [
-        (
-            "p",
-            (
-                f"Models: {', '.join(models)}. Reference: {ref}. "
-                f"Window {meta.get('window')} tokens{_capped_note(meta)}, stride {meta.get('stride')}."
-            ),
-        ),
-    ]
-    if head:
-        items = [(line, "gain" if " gained " in line else "loss") for line in tables.verdicts(results)]
-        blocks += [("h2", f"What changed: {head} vs {ref}"), ("ul", items)]
+    against = f" Reference: {ref}." if ref is not None and len(models) > 1 else ""
+    blocks.append(("p", f"{'Models' if len(models) > 1 else 'Model'}: {', '.join(models)}.{against}"
+                        + (f" Window {meta.get('window')} tokens{_capped_note(meta)}, stride {meta.get('stride')}."
+                           if meta.get("window") is not None and results.get("langs") else "")))
+    changes = tables.verdicts(results) if head else []
+    if changes:
+        blocks += [("h2", f"What changed: {head} vs {ref}"), ("ul", changes)]
     header, rows = tables.bpb_rows(results)
-    blocks.append(("h2", "Held-out bits per byte"))
-    if not rows:  # e.g. `langadapt eval FOLDER` with suites that read a run's held-out data
-        blocks.append(("p", "No held-out text was scored (see the notes at the end)."))
-    else:
+    if rows:  # none: e.g. an lm-eval-only suite, or `langadapt eval FOLDER` without held-out text (see the notes)
         blocks += [
+            ("h2", "Held-out bits per byte"),
             ("table", header, rows),
             ("p", tables.BPB_NOTE),
             ("img", "bpb", "bits per byte per language and model"),
@@ -63,17 +56,8 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
         ]
     task_table = tables.task_rows(results)
     if task_table is not None:
-        blocks += [
-            ("h2", "Tasks"),
-            ("table", *task_table),
-            (
-                "p",
-                (
-                    "minimal_pairs accuracy = share of pairs where the grammatical sentence gets the higher "
-                    "log-likelihood (chance 0.5); higher is better."
-                ),
-            ),
-        ]
+        blocks += [("h2", "Tasks"), ("table", *task_table)]
+        blocks += [("p", note) for note in tables.task_notes(results)]
     blocks += _tokenizer_blocks(results)
     blocks += _training_blocks(results, figures)
     blocks += _sample_blocks(results)
@@ -105,7 +89,8 @@ def _training_blocks(results: dict, figures: set[str]) -> list[Block]:
     if "validation" in figures:
         blocks += [("h3", "Held-out bits per byte during training"),
                    ("img", "validation", "held-out bits per byte per language over training steps"),
-                   ("ul", [(line, "loss" if " hurt " in line else "") for line in training.get("validation", [])])]
+                   ("ul", [(f["text"], tables.LOSS if f["hurt"] else tables.NEUTRAL)
+                           for f in training.get("validation", [])])]
     if training.get("energy"):
         note = training.get("energy_note") or "no plan estimate"
         blocks += [("h3", "Energy per optimizer step"),
@@ -159,28 +144,22 @@ def visible(text: str) -> str:
 
 
 def _data_blocks(results: dict) -> list[Block]:
+    """What was scored and how; the held-out table only when held-out text was scored."""
     meta = results.get("meta", {})
     rows = [
         [lang, str(info["documents"]), f"{info['bytes']:,}", info["source"]]
         for lang, info in results.get("langs", {}).items()
     ]
-    blocks: list[Block] = [
-        ("h2", "Held-out data and method"),
-        ("table", ["lang", "documents", "bytes", "source"], rows),
-        (
-            "p",
-            (
-                f"At most {meta.get('max_bytes_per_lang') or 'all'} bytes per language. "
-                f"langadapt {meta.get('langadapt')}, torch {meta.get('torch')}, "
-                f"{meta.get('seconds', 0):.0f} s."
-            ),
-        ),
-    ]
+    blocks: list[Block] = [("h2", "Held-out data and method" if rows else "Method")]
+    if rows:
+        blocks += [("table", ["lang", "documents", "bytes", "source"], rows),
+                   ("p", f"At most {meta.get('max_bytes_per_lang') or 'all'} bytes per language.")]
+    blocks.append(("p", f"langadapt {meta.get('langadapt')}, torch {meta.get('torch')}, {meta.get('seconds', 0):.0f} s."))
     speed = tables.throughput_rows(results)
     if speed is not None:
         blocks += [("h3", "Scoring throughput"), ("table", *speed)]
     if results.get("notes"):
-        blocks += [("h3", "Notes"), ("ul", [(note, "") for note in results["notes"]])]
+        blocks += [("h3", "Notes"), ("ul", [(note, tables.NEUTRAL) for note in results["notes"]])]
     return blocks
 
 

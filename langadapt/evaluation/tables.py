@@ -45,21 +45,43 @@ def bpb_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         row += [fmt(results["models"][m].get(lang, {}).get("bits_per_byte")) for m in models]
         if head:
             delta = results["deltas"].get(head, {}).get(lang)
-            row.append("–" if delta is None else f"{delta['bits_per_byte']:+.3f} ({delta['relative']:+.1%})")
+            row.append("–" if delta is None else f"{delta['bits_per_byte']:+.3f}{relative_note(delta)}")
         rows.append(row)
     return header, rows
 
 
-def verdicts(results: dict) -> list[str]:
-    """One sentence per language: gained or forgot, by how much, for the headline model."""
+MAX_RATIO = 1000.0
+"""Ratios (a relative change, a perplexity ratio) beyond this factor either way are not printed: at
+that size they measure a reference that is near zero or a model that is near random, not a change."""
+
+
+def sane_ratio(value: object) -> float | None:
+    """`value` when it is a finite ratio within MAX_RATIO of 1 (a relative change of -100% is 0), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if 1 / MAX_RATIO <= value <= MAX_RATIO else None
+
+
+def relative_note(delta: dict) -> str:
+    """` (-62.9%)`: a bpb delta's relative change, or nothing where that ratio means nothing."""
+    relative = delta.get("relative")
+    ratio = sane_ratio(1 + relative) if isinstance(relative, (int, float)) else None
+    return "" if ratio is None else f" ({relative:+.1%})"
+
+
+GAIN, LOSS, NEUTRAL = "gain", "loss", ""
+"""How a report line is styled (its CSS class): better than the reference, worse, or neither."""
+
+
+def verdicts(results: dict) -> list[tuple[str, str]]:
+    """One sentence per language with its style: gained or forgot (or unchanged), by how much, for
+    the headline model; the style follows the sign of the change, never the wording."""
     head, ref = headline_model(results), results.get("reference")
     lines = []
     for lang, delta in results.get("deltas", {}).get(head, {}).items():
-        word = "gained" if delta["bits_per_byte"] < 0 else "forgot"
-        lines.append(
-            f"{lang}: {head} {word} {abs(delta['bits_per_byte']):.3f} bits/byte vs {ref} "
-            f"({delta['relative']:+.1%})"
-        )
+        change = delta["bits_per_byte"]
+        word, style = ("gained", GAIN) if change < 0 else ("forgot", LOSS) if change > 0 else ("unchanged", NEUTRAL)
+        lines.append((f"{lang}: {head} {word} {abs(change):.3f} bits/byte vs {ref}{relative_note(delta)}", style))
     return lines
 
 
@@ -68,24 +90,56 @@ HIDDEN_METRICS = {"pairs", "sample_len", "mean_margin_nats"}
 
 
 def task_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
-    """One table for all tasks: a row per (task, metric), a column per model, then the headline delta."""
+    """One table for all tasks: a row per (task, metric), a column per model, then the headline delta.
+
+    The delta is a difference for scores (accuracy, chrF, bits per byte) and a ratio for perplexities
+    (a difference of two perplexities says nothing: 7.7e9 - 12 is the base model being near random);
+    counts are not compared."""
     models, ref, head = list(results["models"]), results.get("reference"), headline_model(results)
     rows = []
     for key, per_model in results.get("tasks", {}).items():
         first = flatten(next((per_model[m] for m in models if isinstance(per_model.get(m), dict)), {}))
         size = first.get("pairs") or first.get("sample_len")
-        label = f"{key} ({', '.join(str(x) for x in (per_model.get('lang'), size and f'n={size:g}') if x)})"
+        about = [str(x) for x in (per_model.get("lang"), size and f"n={size:g}") if x]
+        label = f"{key} ({', '.join(about)})" if about else key
         metrics = [m for m in first if m.rsplit("/", 1)[-1] not in HIDDEN_METRICS]
         for metric in metrics:
             values = [flatten(per_model.get(m) or {}).get(metric) for m in models]
-            delta = (results.get("task_deltas", {}).get(key, {}).get(head) or {}).get(metric)
-            rows.append(
-                [label, metric, *map(fmt, values)]
-                + ([f"{delta:+.3f}" if delta is not None else "–"] if head else [])
-            )
+            row = [label, metric, *(fmt(v, ".4g" if abs(v) >= 1e4 else ".3f") if isinstance(v, float) else fmt(v)
+                                    for v in values)]
+            if head:
+                ref_value = flatten(per_model.get(ref) or {}).get(metric)
+                delta = (results.get("task_deltas", {}).get(key, {}).get(head) or {}).get(metric)
+                row.append(_task_delta(metric, flatten(per_model.get(head) or {}).get(metric), ref_value, delta))
+            rows.append(row)
     if not rows:
         return None
     return ["task", "metric", *models] + ([f"Δ {head} vs {ref}"] if head else []), rows
+
+
+def _task_delta(metric: str, value: object, ref_value: object, delta: object) -> str:
+    """A task table's delta cell: `x0.52` for a perplexity, `+0.333` for a score, `–` where undefined."""
+    if "perplexity" in metric.rsplit("/", 1)[-1]:
+        ok = all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (value, ref_value))
+        ratio = sane_ratio(value / ref_value) if ok else None  # type: ignore[operator]
+        return "–" if ratio is None else f"x{ratio:.3g}"
+    if isinstance(delta, (int, float)) and math.isfinite(delta):
+        return f"{delta:+.3f}"
+    return "–"
+
+
+def task_notes(results: dict) -> list[str]:
+    """How to read the task table, for the kinds of task it holds."""
+    keys = " ".join(results.get("tasks", {}))
+    notes = []
+    if "minimal_pairs" in keys:
+        notes.append("minimal_pairs accuracy = share of pairs where the grammatical sentence gets the higher "
+                     "log-likelihood (chance 0.5); higher is better.")
+    if "perplexity" in " ".join(m for task in results.get("tasks", {}).values() for per in task.values()
+                                if isinstance(per, dict) for m in flatten(per)):
+        notes.append("Perplexities are compared as a ratio (below 1 = better), and only within a factor of "
+                     f"{MAX_RATIO:g}; bits per byte is the measure to compare across tokenizers.")
+    return notes
 
 
 def flatten(metrics: dict, prefix: str = "") -> dict[str, float]:

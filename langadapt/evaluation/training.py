@@ -24,6 +24,7 @@ import yaml
 from langadapt.errors import LangadaptError
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
+from langadapt.recipe import Recipe
 from langadapt.run.layout import TRAINING_STAGES, RunLayout, owning_run_dir
 from langadapt.train.monitoring.metrics import clock
 
@@ -112,13 +113,6 @@ def trained_runs(models: Mapping[str, object]) -> list[TrainedRun]:
             named[run_dir] = name
     runs = [trained_run(name, RunLayout(run_dir)) for run_dir, name in named.items()]
     return [run for run in runs if run.stages]
-
-
-def token_points(record: StageRecord) -> list[tuple[float, float]]:
-    """(tokens seen in the stage, training loss) of every logged step that counted its tokens."""
-    rows = [r for r in read_rows(record.metrics)[0] if isinstance(r.get("loss"), (int, float))]
-    return [(r["tokens"], r["loss"]) for r in rows
-            if isinstance(r.get("tokens"), (int, float)) and math.isfinite(r["loss"])]
 
 
 def training_rate(record: StageRecord) -> float | None:
@@ -231,9 +225,10 @@ def epoch_marks(metrics: dict[str, Path]) -> list[tuple[int, str, int]]:
     return marks
 
 
-def validation_verdicts(points: list[dict]) -> list[str]:
-    """One line per language: where held-out bpb was lowest, and whether it rose after that."""
-    lines = []
+def validation_findings(points: list[dict]) -> list[dict]:
+    """One finding per language: where held-out bpb was lowest, whether it rose after that (`hurt`:
+    what the report styles as a loss), and the sentence that says so (`text`)."""
+    findings = []
     langs = list(dict.fromkeys(lang for p in points for lang in p["valid"]))
     for lang in langs:
         series = [(p, p["valid"][lang]["bits_per_byte"]) for p in points if lang in p["valid"]]
@@ -241,14 +236,21 @@ def validation_verdicts(points: list[dict]) -> list[str]:
         last, last_bpb = series[-1]
         where = f"step {best['global_step']} ({best['stage']} step {best['step']}"
         where += f", {best['source']} at {best['epochs']:.1f} epochs)" if best["epochs"] is not None else ")"
-        if last_bpb > best_bpb * (1 + RISE):
-            lines.append(f"{lang}: held-out bpb was lowest at {where}: {best_bpb:.4f}; it rose to {last_bpb:.4f} "
-                         f"(+{last_bpb - best_bpb:.4f}) by step {last['global_step']}: training past that point "
-                         "hurt this language")
+        hurt = last_bpb > best_bpb * (1 + RISE)
+        if hurt:
+            text = (f"{lang}: held-out bpb was lowest at {where}: {best_bpb:.4f}; it rose to {last_bpb:.4f} "
+                    f"(+{last_bpb - best_bpb:.4f}) by step {last['global_step']}: training past that point "
+                    "hurt this language")
         else:
-            lines.append(f"{lang}: held-out bpb {last_bpb:.4f} at step {last['global_step']}, lowest {best_bpb:.4f} "
-                         f"at {where}: no rise above {RISE:.1%} (repetition did not hurt yet)")
-    return lines
+            text = (f"{lang}: held-out bpb {last_bpb:.4f} at step {last['global_step']}, lowest {best_bpb:.4f} "
+                    f"at {where}: no rise above {RISE:.1%} (repetition did not hurt yet)")
+        findings.append({"lang": lang, "hurt": hurt, "text": text})
+    return findings
+
+
+def validation_verdicts(points: list[dict]) -> list[str]:
+    """The findings' sentences, one per language."""
+    return [finding["text"] for finding in validation_findings(points)]
 
 
 def energy_rows(metrics: dict[str, Path], planned: dict | None) -> list[list[str]]:
@@ -274,16 +276,18 @@ def _joules(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def planned_energy(layout: RunLayout) -> dict | None:
-    """`langadapt plan`'s joules per step per training stage for the run's resolved recipe, or None."""
+def planned_energy(layout: RunLayout, recipe: Recipe | None = None) -> dict | None:
+    """`langadapt plan`'s joules per step per training stage, or None without a recipe: for `recipe`
+    (the pipeline's, bound in the evaluate stage's slice and fingerprinted there), else for the
+    resolved recipe the run at `layout` recorded (`langadapt eval RUN`)."""
     from langadapt.planning.plan import plan_joules_per_step
     from langadapt.planning.recipe_plan import plan_recipe
     from langadapt.recipe import load_recipe
 
-    if not layout.resolved_recipe.is_file():
+    if recipe is None and not layout.resolved_recipe.is_file():
         return None
     try:
-        plan = plan_recipe(load_recipe(layout.resolved_recipe).recipe)
+        plan = plan_recipe(recipe or load_recipe(layout.resolved_recipe).recipe)
     except (LangadaptError, OSError, ValueError) as error:
         return {"joules_per_step": {}, "note": f"no plan estimate: {error}"}
     hw = plan["hardware"]
@@ -294,5 +298,5 @@ def planned_energy(layout: RunLayout) -> dict | None:
 def training_section(metrics: dict[str, Path], planned: dict | None) -> dict:
     """What results.json and the report say about training (empty lists when nothing was logged)."""
     points = validation_points(metrics)
-    return {"validation": validation_verdicts(points), "energy": energy_rows(metrics, planned),
+    return {"validation": validation_findings(points), "energy": energy_rows(metrics, planned),
             "energy_note": (planned or {}).get("note")}

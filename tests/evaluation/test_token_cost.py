@@ -74,7 +74,7 @@ def test_results_json_and_the_report_show_the_targets_tokens_per_byte(tmp_path: 
     line = ("Held-out tokens per UTF-8 byte of the target with the run's tokenizer (what a token costs at "
             "inference: lower is cheaper): nb 0.250 (base tokenizer 0.333).")
     # beside the answer: after the trade-off table, before the per-language bits-per-byte table
-    assert markdown.index("| target gain | nb | -60.0% |") < markdown.index(line) < markdown.index("## What changed")
+    assert markdown.index("| target gain | nb | -60.0% |") < markdown.index(line) < markdown.index("## Held-out bits per byte")
     assert f"<p>{line.replace(chr(39), '&#x27;')}</p>" in paths["html"].read_text()
 
 
