@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--compare", action="extend", nargs="+", default=[], metavar="[NAME=]PATH",
                     help="reference models (run dirs or HF folders): deltas are against the first")
     ev.add_argument("--overwrite", action="store_true", help="replace an existing results.json in the output folder")
+    ev.add_argument("--texts", action="append", default=[], metavar="LANG=FILE",
+                    help="held-out text for LANG's bits per byte (repeatable): .txt or .jsonl (a `text` field), "
+                         "plain, .gz or .zst; instead of the run's held-out data for that language")
 
     export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
     _recipe_args(export)
@@ -210,15 +213,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from langadapt.evaluation import evaluate_cli
-    from langadapt.evaluation.report import RESULTS
+    """Every argument is checked before torch loads (seconds of imports): the model or run, the
+    references, the suites, the texts, the output folder and the run lock."""
+    from langadapt.evaluation.held_out import check_model_or_run, read_given_texts
+    from langadapt.evaluation.naming import RESULTS, split_named
+    from langadapt.evaluation.suite import load_suites
 
     suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
+    check_model_or_run(args.model)
+    for entry in args.compare:
+        name, path = split_named(entry)
+        check_model_or_run(path, f"--compare {name}=" if name else "--compare ")
+    load_suites(suites)
+    texts = read_given_texts(args.texts)
     out = Path(args.out) if args.out else default_eval_out(Path(args.model), args.name)
     with _run_lock_for(out):  # a `langadapt run` of the same run directory must not write at the same time
         if (out / RESULTS).exists() and not args.overwrite:
             raise LangadaptError(f"{out / RESULTS}: already exists; pass --overwrite to replace it (or choose another --out)")
-        results = evaluate_cli(args.model, suites, out, args.compare, name=args.name)
+        from langadapt.evaluation import evaluate_cli
+
+        results = evaluate_cli(args.model, suites, out, args.compare, name=args.name, texts=texts)
     print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
     print(f"evaluation written to {out}")
     return 0

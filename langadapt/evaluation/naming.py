@@ -6,6 +6,7 @@ model gets, in this order: the name the user gave (`--name`, `--compare NAME=PAT
 run and stage it came from (`tiny_norwegian_warm/stage2`, as `RunLayout` places stage models);
 else its folder name. Names that still collide get their parent folders prepended until they
 differ (`a/model`, `b/model`), and a numeric suffix as a last resort (two paths to one folder).
+The output folder and results file are named here too: the CLI checks them before torch loads.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from pathlib import Path
 
 from langadapt.errors import LangadaptError
 from langadapt.run.layout import MODEL_STAGES, RunLayout
+
+RESULTS = "results.json"
+"""The report folder's machine-readable results (what `langadapt eval` refuses to overwrite)."""
 
 
 def derived_name(path: Path) -> str:

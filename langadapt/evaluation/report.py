@@ -12,12 +12,10 @@ import json
 from pathlib import Path
 
 from langadapt.evaluation import plots
+from langadapt.evaluation.naming import RESULTS
 from langadapt.evaluation.render import render_html, render_markdown
 from langadapt.evaluation.tradeoff import tradeoffs
 from langadapt.evaluation.training import TrainedRun, settings_rows, training_section
-
-RESULTS = "results.json"
-"""The report folder's machine-readable results (what `langadapt eval` refuses to overwrite)."""
 
 
 def write_report(

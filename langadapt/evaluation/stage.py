@@ -27,6 +27,15 @@ from langadapt.data.documents import texts_by_lang
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
+from langadapt.evaluation.held_out import (
+    GivenTexts,
+    check_model_or_run,
+    exported_recipe,
+    recipe_scoring,
+    recipe_target_langs,
+    recipe_tree,
+    run_of,
+)
 from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
@@ -34,6 +43,7 @@ from langadapt.evaluation.token_cost import token_costs
 from langadapt.evaluation.training import planned_energy, trained_runs
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
+from langadapt.run.slices import EvaluateSlice
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
 
@@ -122,16 +132,17 @@ def _summary(results: dict) -> dict:
     }
 
 
-def run(config: EvaluationConfig, ctx: StageContext, extra: dict[str, Path] | None = None) -> dict:
-    """Evaluate every model of the run (+ `extra`, e.g. the cold twin, + `config.compare`) and
-    write results.json, report.md, report.html."""
+def run(job: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
+    """Evaluate every model of the run (+ the runs it depends on, `ctx.needed`: the cold twin,
+    + `config.compare`) and write results.json, report.md, report.html."""
+    config = job.config
     if not config.suites:
         ctx.log.info("evaluate: no suites configured; nothing to do")
         return {"bits_per_byte": {}, "notes": ["no suites configured"]}
     suites = load_suites(config.suites)
     own = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
     models = models_to_score(own, ctx.base_model, config, ctx.seed)
-    models.update(extra or {})
+    models.update(ctx.needed)
     models.update(compare_models(config.compare, set(models)))
     if not models:
         raise LangadaptError(f"evaluate: no models to evaluate in {ctx.run_dir}")
@@ -140,7 +151,7 @@ def run(config: EvaluationConfig, ctx: StageContext, extra: dict[str, Path] | No
     results["target_langs"] = target_langs(ctx.layout)
     results["tokens_per_byte"] = token_costs(ctx.layout)
     write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
-                 planned_energy=planned_energy(ctx.layout))
+                 planned_energy=planned_energy(ctx.layout, job.planning))
     return _summary(results)
 
 
@@ -168,42 +179,54 @@ def evaluate_cli(
     compare: list[str],
     config: EvaluationConfig | None = None,
     name: str | None = None,
+    texts: GivenTexts | None = None,
 ) -> dict:
     """`langadapt eval`: a run directory's models, or one HF folder (the adapted model, called
     `name` or as `naming` derives it), plus `compare` (the references); report into `out`.
 
     Deltas are taken against the first `compare` model, else the run's base model. Held-out text
-    comes from the first run directory among the arguments (its data stage); an HF folder on its
-    own can only run suites whose tasks name explicit files.
+    is `texts` (`--texts`) where given, else the data stage's of the run the model came from
+    (`held_out.run_of`: the run directory itself, the one a model folder lies in or its exported
+    recipe names), else of the first `compare` run. The scoring settings are that recipe's unless
+    `config` is given, so the numbers are the evaluate stage's (`held_out.recipe_scoring`).
     """
-    config = (config or EvaluationConfig()).model_copy(update={"suites": suites, "compare": compare})
+    check_model_or_run(model_or_run)
     target = Path(model_or_run)
-    if not target.exists():
-        raise LangadaptError(f"{model_or_run}: no such run directory or model folder")
+    origin = run_of(target) if _is_model(target) else target
+    tree = recipe_tree(RunLayout(origin).resolved_recipe) if origin is not None else exported_recipe(target)
+    config = (config or recipe_scoring(tree)).model_copy(update={"suites": suites, "compare": compare})
     if _is_model(target):
         models: dict[str, ModelSpec] = {unique_names([target], [name])[0]: target}
-        run_dir = None
     else:
         if name is not None:
             raise LangadaptError(f"--name {name}: names a model folder; a run's models are named base, init, stage1, adapted")
         base, seed = _run_base_and_seed(target)
-        models, run_dir = models_to_score(RunLayout(target).models_on_disk(), base, config, seed), target
-        if not models:
-            raise LangadaptError(
-                f"{model_or_run}: neither a Hugging Face model folder nor a run directory with models"
-            )
+        models = models_to_score(RunLayout(target).models_on_disk(), base, config, seed)
     references = compare_models(compare, set(models))
     models.update(references)
-    data_dirs = [run_dir, *(Path(split_named(c)[1]) for c in compare)]
+    data_dirs = [origin, *(Path(split_named(c)[1]) for c in compare)]
     data_dir = next((d for d in data_dirs if d is not None and RunLayout(d).data.valid.is_dir()), None)
-    results = evaluate_models(models, load_suites(suites), held_out_texts(data_dir), config,
-                              reference=next(iter(references), None))
+    given = texts or GivenTexts({}, {})
+    results = evaluate_models(models, load_suites(suites), {**held_out_texts(data_dir), **given.texts}, config,
+                              reference=next(iter(references), None), given=given.sources,
+                              missing_note=_missing_note(target, data_dir, tree))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
-    results["target_langs"] = target_langs(RunLayout(data_dir)) if data_dir is not None else []
-    if run_dir is not None:
-        results["tokens_per_byte"] = token_costs(RunLayout(run_dir))
-    if run_dir is not None and (shortfall := vocabulary_shortfall(RunLayout(run_dir).stage_summary("tokenizer"))):
+    results["target_langs"] = target_langs(RunLayout(data_dir)) if data_dir is not None else recipe_target_langs(tree)
+    if origin is not None:
+        results["tokens_per_byte"] = token_costs(RunLayout(origin))
+    if origin is not None and (shortfall := vocabulary_shortfall(RunLayout(origin).stage_summary("tokenizer"))):
         results.setdefault("tokenizers", {})["shortfall"] = shortfall
     write_report(results, out, trained_runs(models), title=f"langadapt evaluation: {next(iter(models))}",
-                 planned_energy=planned_energy(RunLayout(run_dir)) if run_dir is not None else None)
+                 planned_energy=planned_energy(RunLayout(origin)) if origin is not None else None)
     return results
+
+
+def _missing_note(target: Path, data_dir: Path | None, tree: dict[str, Any]) -> str:
+    """The end of the one note on languages without held-out text: where it was looked for, what to pass."""
+    hint = "pass --texts LANG=FILE (repeatable) to score them"
+    if data_dir is not None:
+        return f"in the run's data; skipped: {hint}"
+    if _is_model(target) and tree.get("name"):
+        return (f"here: {target} was exported by run {tree['name']} (run_root {tree.get('run_root')}), which is "
+                f"not in this working directory; skipped: {hint}")
+    return f"here ({target} carries no held-out data of its own); skipped: {hint}"
