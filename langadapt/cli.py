@@ -62,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="reference models (run dirs or HF folders): deltas are against the first")
     ev.add_argument("--overwrite", action="store_true", help="replace an existing results.json in the output folder")
     ev.add_argument("--texts", action="append", default=[], metavar="LANG=FILE",
-                    help="held-out text for LANG's bits per byte (repeatable): .txt or .jsonl (a `text` field), "
-                         "plain, .gz or .zst; instead of the run's held-out data for that language")
+                    help="held-out text for LANG's bits per byte (repeatable): .txt (a paragraph a document), "
+                         ".jsonl with a `text` field, .json or .parquet; plain, .gz or .zst; scored as read, "
+                         "instead of the run's held-out data for that language")
 
     export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
     _recipe_args(export)
