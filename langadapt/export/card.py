@@ -150,27 +150,49 @@ def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
     return "\n".join(lines)
 
 
+EVALUATION_ONLY = "evaluation only"
+"""The role the card gives a source no training stage read (weight 0 in the recipe: a neighbour
+language kept for its held-out text, which the evaluation scores)."""
+
+
 def data_table(layout: RunLayout, facts: RunFacts, tokens: dict[str, dict[str, int]]) -> str:
+    """A row per source: its tokens per training stage and passes; evaluation-only sources say so
+    instead of posing as replay with 0 tokens."""
     stages = [s for s in TRAINING_STAGES if s in tokens]
+    trained = trained_sources(facts, tokens)
     head = ["source", "language", "role", "unique tokens", *[f"{s} tokens" for s in stages], "epochs", "licence"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for source in facts.sources:
         unique = read_json(layout.tokenizer.tokens / source.name / "meta.json").get("num_tokens", 0)
         used = [tokens[s].get(source.name, 0) for s in stages]
-        epochs = f"{sum(used) / unique:.2f}" if unique else "-"
+        taught = source.name in trained
+        epochs = f"{sum(used) / unique:.2f}" if unique and taught else "-"
         name = ", ".join(f"[{h}](https://huggingface.co/datasets/{h})" for h in source.hub_ids) or source.name
-        cells = [name, source.lang, source.role, f"{unique:,}", *[f"{n:,}" for n in used], epochs,
-                 "; ".join(source.licences) or "not recorded"]
+        cells = [name, source.lang, source.role if taught else EVALUATION_ONLY, f"{unique:,}",
+                 *[f"{n:,}" if taught else "-" for n in used], epochs, "; ".join(source.licences) or "not recorded"]
         lines.append("| " + " | ".join(cells) + " |")
+    if len(trained) < len(facts.sources):
+        lines += ["", (f"Sources marked *{EVALUATION_ONLY}* contributed no training tokens; their held-out text "
+                       "is scored by the evaluation (what the model gained or forgot in those languages).")]
     return "\n".join(lines)
 
 
-def fertility_table(layout: RunLayout) -> str:
-    metrics = read_json(layout.tokenizer.root / "metrics.json").get("tokenizers", {})
-    rows = [(lang, name, m) for name, per_lang in metrics.items() for lang, m in sorted(per_lang.items())]
+def fertility_table(layout: RunLayout, results: dict[str, Any]) -> str:
+    """Tokens per word and bytes per token per language and tokenizer: the numbers the evaluation
+    report shows (results.json), so card and report print one figure per fact; the tokenizer stage's
+    own measurement (tokenizer/metrics.json) only when the run was not evaluated. The two differ
+    because the evaluation scores at most `evaluation.max_bytes_per_lang` of each language's
+    held-out text, the tokenizer stage all of it."""
+    measured = ((results.get("tokenizers") or {}).get("metrics") or {}).get("tokenizers")
+    where = "on the held-out text the evaluation scored"
+    if not measured:
+        measured = read_json(layout.tokenizer.root / "metrics.json").get("tokenizers", {})
+        where = "on the run's held-out text"
+    rows = [(lang, name, m) for name, per_lang in measured.items() for lang, m in sorted(per_lang.items())
+            if "fertility" in m and "bytes_per_token" in m]
     if not rows:
         return "No tokenizer metrics were recorded."
-    lines = ["| language | tokenizer | tokens per word | bytes per token |", "|---|---|---|---|"]
+    lines = [f"Measured {where}.", "", "| language | tokenizer | tokens per word | bytes per token |", "|---|---|---|---|"]
     lines += [f"| {lang} | {name} | {m['fertility']:.2f} | {m['bytes_per_token']:.2f} |" for lang, name, m in rows]
     return "\n".join(lines)
 
@@ -265,7 +287,7 @@ Epochs are passes over a source's unique tokens, summed over the training stages
 
 ## Tokenizer
 
-{fertility_table(layout)}{dropped_files_text(exported.dropped_vocabulary_files)}
+{fertility_table(layout, results)}{dropped_files_text(exported.dropped_vocabulary_files)}
 
 ## Evaluation (bits per byte on held-out text, lower is better)
 
