@@ -13,9 +13,11 @@ dataset and the two-step route instead: fill a cache where there is network, run
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,22 +144,22 @@ def run_lm_eval(
     import lm_eval
     from lm_eval.models.huggingface import HFLM
 
-    logging.getLogger("lm-eval").setLevel(logging.WARNING)
     manager = manager if manager is not None else prepare_lm_eval(task, f"lm_eval task {task.name!r}")
     batch_size = config.batch_size or default_batch_size(model_device(model))
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=config.window)
     limit = int(task.limit) if task.limit is not None and task.limit >= 1 else task.limit
     try:
-        out = lm_eval.simple_evaluate(
-            model=lm,
-            tasks=list(task.tasks),
-            num_fewshot=task.num_fewshot,
-            limit=limit,
-            task_manager=manager,
-            log_samples=False,
-            bootstrap_iters=0,
-            random_seed=0,
-        )
+        with quiet_harness():
+            lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=config.window)
+            out = lm_eval.simple_evaluate(
+                model=lm,
+                tasks=list(task.tasks),
+                num_fewshot=task.num_fewshot,
+                limit=limit,
+                task_manager=manager,
+                log_samples=False,
+                bootstrap_iters=0,
+                random_seed=0,
+            )
     except (KeyError, ValueError) as exc:  # lm-eval reports unknown task names this way
         raise LangadaptError(f"lm_eval task {task.name!r}: {exc}".replace("\n", " ")) from None
     except Exception as exc:
@@ -171,6 +173,75 @@ def run_lm_eval(
             f"({' '.join(str(exc).split()) or type(exc).__name__}); {hint}"
         ) from None
     return {name: _clean(metrics) for name, metrics in (out or {}).get("results", {}).items()}
+
+
+EXPECTED_NOTICES = (
+    "`pretrained` model kwarg is not of type `str`",  # we hand HFLM the model in memory, on purpose
+    "Passed an already-initialized model through `pretrained`",  # the same, said a second time
+    "Custom kwargs can be passed to `--metadata`",  # a hint for lm-eval's own CLI, once per task
+    "Overwriting default num_fewshot",  # the suite's num_fewshot, applied as the suite asks
+)
+"""lm-eval warnings that describe how langadapt calls it, not a problem with the model or the task."""
+
+
+class _ExpectedNotices(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(notice in record.getMessage() for notice in EXPECTED_NOTICES)
+
+
+@contextlib.contextmanager
+def quiet_harness() -> Iterator[None]:
+    """lm-eval's progress bars and its notices about how we call it, off for one call; every other
+    warning still shows, and everything is put back afterwards (a library caller's settings too).
+
+    lm-eval draws a bar per task while it builds the requests (no switch: its module's `tqdm` is
+    swapped for a disabled one here) and one per request kind, and `datasets`, `transformers` and
+    `huggingface_hub` one per split or file: about thirty bars for NorEval, burying the log. lm-eval
+    also asks `git describe` in the working directory for its own results file, which langadapt
+    does not keep; outside a git checkout git prints "fatal: not a git repository" on the console.
+    """
+    import datasets
+    import huggingface_hub.utils
+    import lm_eval.evaluator
+    import transformers
+    from tqdm import tqdm
+
+    class SilentTqdm(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "disable": True})
+
+    swapped = [(module, "tqdm", SilentTqdm) for name, module in list(sys.modules.items())
+               if name.startswith("lm_eval") and getattr(module, "tqdm", None) is tqdm]
+    swapped.append((lm_eval.evaluator, "get_git_commit_hash", lambda: None))
+    originals = [(module, attr, getattr(module, attr)) for module, attr, _ in swapped]
+    switches = [(datasets.utils.logging.is_progress_bar_enabled(), datasets.enable_progress_bars,
+                 datasets.disable_progress_bars),
+                (transformers.utils.logging.is_progress_bar_enabled(), transformers.utils.logging.enable_progress_bar,
+                 transformers.utils.logging.disable_progress_bar),
+                (not huggingface_hub.utils.are_progress_bars_disabled(), huggingface_hub.utils.enable_progress_bars,
+                 huggingface_hub.utils.disable_progress_bars)]
+    harness = logging.getLogger("lm_eval")
+    level, notices = harness.level, _ExpectedNotices()
+    loggers = [harness, *(logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+                          if name.startswith("lm_eval."))]
+    try:
+        for module, attr, value in swapped:
+            setattr(module, attr, value)
+        for _, _, disable in switches:
+            disable()
+        harness.setLevel(logging.WARNING)  # its INFO lines, where an application logs INFO
+        for logger in loggers:
+            logger.addFilter(notices)
+        yield
+    finally:
+        for module, attr, value in originals:
+            setattr(module, attr, value)
+        for was_on, enable, _ in switches:
+            if was_on:
+                enable()
+        harness.setLevel(level)
+        for logger in loggers:
+            logger.removeFilter(notices)
 
 
 def _connection_error(exc: BaseException | None) -> bool:
