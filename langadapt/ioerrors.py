@@ -285,6 +285,10 @@ def input_problem(path: Path | str) -> str | None:
             if os.fstat(raw.fileno()).st_size == 0:
                 return f"{path} is empty"
             kind = compression_of(raw.peek(4)[:4])  # type: ignore[attr-defined]
+            if kind == "zstd":  # a frame cut short decompresses quietly to less: walk its headers first
+                from langadapt.data.bounded import zstd_frames
+
+                zstd_frames(raw, path, "")
             stream = decompressing(raw)
             named = COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
             if named is not None and kind is None:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from langadapt.data.bounded import DEFAULT_MAX_DOCUMENT_BYTES, MAX_DOCUMENT_BYTES_CEILING
 from langadapt.data.schedule import MAX_EPOCHS  # the one epoch cap, beside the maths it comes from
 from langadapt.errors import LangadaptError
 from langadapt.recipe.base import Config
@@ -30,10 +31,10 @@ so re-weighting a mixture re-trains without re-cleaning, re-tokenising or re-ini
 TRAINING_FIELDS = ("force_epochs", "document_masking", "replay")
 """Keys of this section that only the training stages read (the stream's repetition cap, attention
 inside documents, the replay share); in their fingerprints, not the data stage's."""
-UNFINGERPRINTED_FIELDS = ("num_workers", "sources[].unique_tokens")
+UNFINGERPRINTED_FIELDS = ("num_workers", "max_document_bytes", "sources[].unique_tokens")
 """Keys that change no stage's output, so in no fingerprint: how many processes encode the token
-shards (the tokenizer stage writes the same shards whatever the number), and a declared size that
-only `langadapt plan` reads."""
+shards (the tokenizer stage writes the same shards whatever the number), the bound on one document
+(it decides only whether the data stage refuses), and a declared size that only `langadapt plan` reads."""
 
 
 class FetchConfig(Config):
@@ -184,6 +185,8 @@ class DataConfig(Config):
     """Cap on held-out documents per source (the lowest hashes are kept; the rest train)."""
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     """Invalid UTF-8: stop with file and byte offset, replace bad bytes with U+FFFD, or skip the document."""
+    max_document_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1, le=MAX_DOCUMENT_BYTES_CEILING)
+    """Bound on one document as read, in bytes (a line, a paragraph, a whole .txt file per `txt_unit`, a Parquet cell, a .json array file): a longer one stops the data stage naming its file and line while it is being decompressed, so a file that expands to gigabytes in one line never reaches memory (64 MiB; at most 256 MiB)."""
     num_workers: int | None = Field(default=None, ge=1)
     """Processes that encode the token shards (tokenizer stage, `encode_corpus`); None: every core (one for a corpus under 2 MB compressed). In no fingerprint: the shards are the same."""
     force_epochs: bool = False

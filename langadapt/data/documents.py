@@ -13,7 +13,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from langadapt.data.bounded import WRITTEN_LINE_BYTES, Bound, iter_lines
+from langadapt.errors import LangadaptError
+
 SPLITS = ("train", "valid")
+_WRITTEN = Bound(WRITTEN_LINE_BYTES, setting=None)
+"""The data stage wrote no line longer than this (each document passed the recipe's bound)."""
 
 
 def write_documents(path: Path, documents: Iterator[dict]) -> int:
@@ -30,10 +35,15 @@ def write_documents(path: Path, documents: Iterator[dict]) -> int:
 
 
 def read_documents(path: Path) -> Iterator[dict]:
-    """Yield the documents of one data-stage file."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            yield json.loads(line)
+    """Yield the documents of one data-stage file, through the bounded reader (`bounded`): a run
+    folder's file that was cut short (a full disk, a copy interrupted) is one error naming it, not
+    a tokenizer trained on part of the corpus."""
+    for line in iter_lines(path, "data stage file", _WRITTEN):
+        try:
+            yield json.loads(line.raw)
+        except json.JSONDecodeError as err:
+            raise LangadaptError(f"data stage file {path}: line {line.number} is not a document ({err.msg}): "
+                                 "the file was changed after the data stage wrote it; run again with --from data") from None
 
 
 def split_files(data_dir: Path, split: str) -> list[Path]:

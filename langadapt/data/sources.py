@@ -1,14 +1,15 @@
 """Reading one source's documents: local files (compressed or not) and Hugging Face datasets.
 
-Files are read as bytes and decoded line by line, so that invalid UTF-8 can be reported with the
-file and byte offset (of the decompressed stream) and handled as the recipe says: stop, replace
-the bad bytes with U+FFFD, or skip the document. Everything is streamed: a source's size never
-has to fit in memory (except a .json file holding one big array, which `json` must load whole).
+Files are read as bytes through `langadapt.data.bounded` (one reader: a bound on each document
+enforced while decompressing, a truncated or corrupt .gz/.zst one located error) and decoded line
+by line, so that invalid UTF-8 can be reported with the file and byte offset (of the decompressed
+stream) and handled as the recipe says: stop, replace the bad bytes with U+FFFD, or skip the
+document. Everything is streamed: a source's size never has to fit in memory, only its largest
+document (a .json file holding one array is one document to the bound: `json` loads it whole).
 """
 
 from __future__ import annotations
 
-import codecs
 import glob
 import itertools
 import json
@@ -16,15 +17,23 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
+from langadapt.data.bounded import CHUNK_BYTES, DEFAULT_MAX_DOCUMENT_BYTES, Bound, Line, iter_lines
 from langadapt.data.config import SourceConfig
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import decompressing, decompression_errors, input_problem, open_input
+from langadapt.ioerrors import compression_of, input_problem, open_input
 
 log = logging.getLogger("langadapt.data")
 DecodePolicy = Literal["error", "replace", "skip"]
-_SNIFF_BYTES = 8192
+_CUT = "the file's last line, with no newline at its end: is the file truncated?"
+"""Said when a plain file's unterminated last line does not decode or parse: the one sign of a cut
+a file without an end mark gives."""
+_PARQUET_BATCH_ROWS = 1024
+_TEXT_TYPES = {"string", "large_string", "binary", "large_binary", "string_view", "binary_view"}
+_PARQUET_SLACK = 1 << 20
+"""Bytes a Parquet column chunk holds besides its values (page headers, levels): the margin before
+a row group's size alone proves one of its cells over the bound."""
 _EXTENSIONS = {
     ".txt": "txt", ".text": "txt", ".md": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl",
     ".json": "json", ".parquet": "parquet",
@@ -111,12 +120,17 @@ def _fetch(source: SourceConfig, out_path: Path) -> Path:
 
 
 def iter_texts(
-    source: SourceConfig, paths: list[Path], on_decode_error: DecodePolicy, counts: Counter
+    source: SourceConfig, paths: list[Path], on_decode_error: DecodePolicy, counts: Counter,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
 ) -> Iterator[str]:
-    """Yield the raw texts of a source, at most `source.max_docs`; counts decode problems."""
+    """Yield the raw texts of a source, at most `source.max_docs`; counts decode problems.
+
+    No document longer than `max_document_bytes` (UTF-8, before cleaning) is ever held: a longer
+    line, paragraph, file or Parquet cell is refused while it is read (`langadapt.data.bounded`)."""
+    bound = Bound(max_document_bytes)
     produced = 0
     for path in paths:
-        for text in _iter_path(source, path, on_decode_error, counts):
+        for text in _iter_path(source, path, on_decode_error, counts, bound):
             yield _without_nul(source, path, text, counts) if "\x00" in text else text
             produced += 1
             if source.max_docs is not None and produced >= source.max_docs:
@@ -138,21 +152,18 @@ def _without_nul(source: SourceConfig, path: Path, text: str, counts: Counter) -
     return text.replace("\x00", "")
 
 
-def _iter_path(source: SourceConfig, path: Path, policy: DecodePolicy, counts: Counter) -> Iterator[str]:
+def _iter_path(source: SourceConfig, path: Path, policy: DecodePolicy, counts: Counter, bound: Bound) -> Iterator[str]:
     fmt = _format_of(source, path)
-    if fmt == "hf_disk":
-        yield from _iter_hf(source, path, disk=True)
-    elif fmt == "hf_hub":
-        yield from _iter_hf(source, path, disk=False)
+    if fmt in ("hf_disk", "hf_hub"):
+        yield from _iter_hf(source, path, fmt == "hf_disk", bound)
     elif fmt == "parquet":
-        yield from _iter_parquet(source, path)
+        yield from _iter_parquet(source, path, bound)
     else:
-        with _open_checked(source, path) as stream:
-            lines = _decoded_lines(source, path, stream, policy, counts)
-            if fmt == "txt":
-                yield from _txt_documents(lines, source.txt_unit)
-            else:
-                yield from _json_documents(source, path, lines)
+        lines = _decoded_lines(source, path, iter_lines(path, f"source {source.name}", bound), policy, counts)
+        if fmt == "txt":
+            yield from _txt_documents(source, path, lines, bound)
+        else:
+            yield from _json_documents(source, path, lines, bound)
 
 
 def _format_of(source: SourceConfig, path: Path) -> str:
@@ -169,53 +180,21 @@ def _format_of(source: SourceConfig, path: Path) -> str:
     return fmt
 
 
-def _open_checked(source: SourceConfig, path: Path) -> IO[bytes]:
-    """Open (decompressing by magic bytes) and refuse non-regular, binary or unreadable files up front."""
-    raw = open_input(path, f"source {source.name}")
-    try:
-        stream = decompressing(raw)
-        head = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""
-    except decompression_errors() as err:
-        raw.close()
-        raise LangadaptError(f"source {source.name}: cannot read {path}: {_one_line(err)}") from None
-    if b"\x00" in head:
-        stream.close()
-        raise LangadaptError(
-            f"source {source.name}: {path} looks binary (NUL byte at offset {head.index(0)}), not text"
-        )
-    return stream
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
-
-
 def _decoded_lines(
-    source: SourceConfig, path: Path, stream: IO[bytes], policy: DecodePolicy, counts: Counter
-) -> Iterator[tuple[int, str | None]]:
-    """(line number, text) per line; text is None for a line skipped for bad UTF-8.
-
-    A UTF-8 byte order mark at the start of the file is dropped: editors on Windows write one,
-    and it is no part of the first document (in JSON Lines it would make line 1 invalid JSON).
-    A decompression error mid-file (a corrupt or truncated .gz/.zst) names the file and how
-    much text came out before it."""
-    offset = 0
-    try:
-        for number, raw in enumerate(stream, start=1):
-            if number == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw, offset = raw[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                where = f"byte {offset + err.start} (line {number}) of {path}"
-                if policy == "error":
-                    raise LangadaptError(f"source {source.name}: invalid UTF-8 at {where}: {_decode_hint(raw, path)}") from None
-                counts[f"decode_error_{'replaced' if policy == 'replace' else 'skipped'}"] += 1
-                yield number, raw.decode("utf-8", errors="replace") if policy == "replace" else None
-            offset += len(raw)
-    except decompression_errors() as err:
-        raise LangadaptError(f"source {source.name}: cannot read {path} at byte {offset} of its text "
-                             f"(corrupt or truncated?): {_one_line(err)}") from None
+    source: SourceConfig, path: Path, lines: Iterator[Line], policy: DecodePolicy, counts: Counter
+) -> Iterator[tuple[Line, str | None]]:
+    """Each line with its text; the text is None for a line skipped for bad UTF-8."""
+    for line in lines:
+        try:
+            yield line, line.raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            where = f"byte {line.offset + err.start} (line {line.number}) of {path}"
+            if policy == "error":
+                hint = (_CUT if err.reason == "unexpected end of data" and not line.raw.endswith(b"\n")
+                        else _decode_hint(line.raw, path))
+                raise LangadaptError(f"source {source.name}: invalid UTF-8 at {where}: {hint}") from None
+            counts[f"decode_error_{'replaced' if policy == 'replace' else 'skipped'}"] += 1
+            yield line, line.raw.decode("utf-8", errors="replace") if policy == "replace" else None
 
 
 def _decode_hint(raw: bytes, path: Path) -> str:
@@ -240,47 +219,76 @@ def _legacy_encoding(raw: bytes) -> str:
         return "latin1"
 
 
-def _txt_documents(lines: Iterable[tuple[int, str | None]], unit: str) -> Iterator[str]:
-    """Group lines into documents; a document with a skipped (undecodable) line is dropped."""
+def _txt_documents(
+    source: SourceConfig, path: Path, lines: Iterable[tuple[Line, str | None]], bound: Bound
+) -> Iterator[str]:
+    """Group lines into documents; a document with a skipped (undecodable) line is dropped. A
+    paragraph or file longer than the bound is refused when it passes it (each line is bounded
+    already by the reader)."""
+    unit = source.txt_unit
     block: list[str] = []
-    bad = False
-    for _, line in lines:
-        if line is None:
+    block_bytes, bad = 0, False
+    for line, text in lines:
+        if text is None:
             bad = True
             continue
         if unit == "line":
-            if not bad and line.strip():
-                yield line.rstrip("\r\n")
+            if not bad and text.strip():
+                yield text.rstrip("\r\n")
             bad = False
-        elif unit == "paragraph" and not line.strip():
+        elif unit == "paragraph" and not text.strip():
             if block and not bad:
                 yield "".join(block)
-            block, bad = [], False
+            block, block_bytes, bad = [], 0, False
         else:
-            block.append(line)
+            block_bytes += len(line.raw)
+            if block_bytes > bound.max_bytes:
+                what = "the file" if unit == "file" else "the paragraph"
+                raise bound.refuse(f"source {source.name}", f"{what} ending at line {line.number}", path,
+                                   f"over {block_bytes:,} bytes at byte {line.offset}")
+            block.append(text)
     if block and not bad:
         yield "".join(block)
 
 
-def _json_documents(source: SourceConfig, path: Path, lines: Iterator[tuple[int, str | None]]) -> Iterator[str]:
-    """JSON Lines, or a .json file holding one array of objects."""
-    for number, line in lines:
-        if line is None or not line.strip():
+def _json_documents(
+    source: SourceConfig, path: Path, lines: Iterator[tuple[Line, str | None]], bound: Bound
+) -> Iterator[str]:
+    """JSON Lines, or a .json file holding one array of objects (read whole: bounded as one document)."""
+    for line, text in lines:
+        if text is None or not text.strip():
             continue
-        if number == 1 and line.lstrip().startswith("["):
-            rest = line + "".join(text or "" for _, text in lines)
-            records = _parse(source, path, rest, "the array")
+        if line.number == 1 and text.lstrip().startswith("["):
+            whole, last = _whole_array(source, path, line, text, lines, bound)
+            records = _parse(source, path, whole, "the array", last)
             for i, record in enumerate(records):
                 yield _field(source, path, record, f"item {i}")
             return
-        yield _field(source, path, _parse(source, path, line, f"line {number}"), f"line {number}")
+        where = f"line {line.number}"
+        yield _field(source, path, _parse(source, path, text, where, line), where)
 
 
-def _parse(source: SourceConfig, path: Path, text: str, where: str) -> object:
+def _whole_array(
+    source: SourceConfig, path: Path, first: Line, text: str, lines: Iterator[tuple[Line, str | None]], bound: Bound
+) -> tuple[str, Line]:
+    """The text of a .json array file: `json` parses it in one piece, so the whole file is one
+    document to the bound (JSON Lines streams any size: `jq -c '.[]' in.json > out.jsonl`)."""
+    parts, total, last = [text], len(first.raw), first
+    for last, more in lines:
+        total += len(last.raw)
+        if total > bound.max_bytes:
+            raise bound.refuse(f"source {source.name}", "the JSON array", path,
+                               f"read whole; convert it to JSON Lines: jq -c '.[]' {path}")
+        parts.append(more or "")
+    return "".join(parts), last
+
+
+def _parse(source: SourceConfig, path: Path, text: str, where: str, line: Line) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise LangadaptError(f"source {source.name}: invalid JSON at {where} of {path}: {err.msg}") from None
+        cut = "" if line.raw.endswith(b"\n") else f" ({_CUT})"
+        raise LangadaptError(f"source {source.name}: invalid JSON at {where} of {path}: {err.msg}{cut}") from None
 
 
 def _field(source: SourceConfig, path: Path | str, record: object, where: str) -> str:
@@ -303,28 +311,65 @@ def _field(source: SourceConfig, path: Path | str, record: object, where: str) -
     return value
 
 
-def _iter_parquet(source: SourceConfig, path: Path) -> Iterator[str]:
+def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[str]:
+    """The text column of a Parquet file, in batches sized from the row groups' metadata.
+
+    No cell over the bound reaches Python: each batch's value lengths are checked in Arrow first.
+    A row group whose text column holds more bytes than its rows could at the bound is refused
+    from the footer alone, before any page is decompressed (a one-row bomb is named exactly)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    raw = open_input(path, f"source {source.name}")
+    key = f"source {source.name}"
+    raw = open_input(path, key)
+    if compression_of(raw.peek(4)[:4]) is not None:  # type: ignore[attr-defined]
+        raw.close()
+        raise LangadaptError(f"{key}: {path} is a Parquet file compressed as a whole, which cannot be read "
+                             "without unpacking it (Parquet needs its footer first): unpack it; Parquet "
+                             "compresses its own pages (compression='zstd' when writing)")
     try:
         parquet = pq.ParquetFile(raw)
     except Exception as err:  # pyarrow raises several unrelated types for a bad file
         raw.close()
-        raise LangadaptError(f"source {source.name}: cannot read {path} as parquet: {err}") from None
+        raise LangadaptError(f"{key}: cannot read {path} as parquet: {err}") from None
     names = parquet.schema_arrow.names
     if source.text_field not in names:
         raise LangadaptError(
-            f"source {source.name}: field {source.text_field!r} not found in {path} "
+            f"{key}: field {source.text_field!r} not found in {path} "
             f"(columns: {', '.join(names)}); set text_field"
         )
-    for batch in parquet.iter_batches(columns=[source.text_field], batch_size=1024):
-        for value in batch.column(0).to_pylist():
-            yield "" if value is None else str(value)
+    column = parquet.schema_arrow.get_field_index(source.text_field)
+    first_row = 0
+    for group in range(parquet.num_row_groups):
+        meta = parquet.metadata.row_group(group)
+        stored = meta.column(column).total_uncompressed_size
+        rows = range(first_row, first_row + meta.num_rows)
+        if stored > len(rows) * (bound.max_bytes + 8) + _PARQUET_SLACK:  # 4-byte lengths, levels, page headers
+            what = f"row {rows[0]}" if len(rows) == 1 else f"one of rows {rows[0]}-{rows[-1]}"
+            raise bound.refuse(key, what, path, f"row group {group} holds {stored:,} bytes of text in {len(rows)} row(s)")
+        batch_size = max(1, min(_PARQUET_BATCH_ROWS, CHUNK_BYTES * len(rows) // max(stored, 1)))
+        try:
+            for batch in parquet.iter_batches(batch_size=batch_size, row_groups=[group], columns=[source.text_field]):
+                values = batch.column(0)
+                if str(values.type) in _TEXT_TYPES and len(values):
+                    lengths = pc.binary_length(values)
+                    longest = pc.max(lengths).as_py() or 0
+                    if longest > bound.max_bytes:
+                        row = first_row + pc.index(lengths, longest).as_py()
+                        raise bound.refuse(key, f"row {row}", path, f"{longest:,} bytes in column {source.text_field!r}")
+                for value in values.to_pylist():
+                    yield "" if value is None else str(value)
+                first_row += len(batch)
+        except (OSError, ValueError) as err:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
+            raise LangadaptError(f"{key}: cannot read {path} as parquet at row {first_row} (corrupt or "
+                                 f"truncated?): {' '.join(str(err).split())}") from None
 
 
-def _iter_hf(source: SourceConfig, path: Path | str, disk: bool) -> Iterator[str]:
-    """A `datasets` dataset saved with save_to_disk, or a Hub dataset (id or local folder) streamed."""
+def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound) -> Iterator[str]:
+    """A `datasets` dataset saved with save_to_disk, or a Hub dataset (id or local folder) streamed.
+
+    `datasets` holds a row before it is seen here: the bound keeps such a document out of the data
+    stage's files (and so out of every later stage), not out of `datasets`' own memory."""
     import datasets
 
     try:
@@ -359,7 +404,10 @@ def _iter_hf(source: SourceConfig, path: Path | str, disk: bool) -> Iterator[str
         except Exception as err:  # a stream fails mid-way: a bad shard, a dropped connection
             raise LangadaptError(f"source {source.name}: reading row {i} of {path} failed: "
                                  f"{' '.join(str(err).split())}") from None
-        yield _field(source, path, record, f"row {i}")
+        text = _field(source, path, record, f"row {i}")
+        if bound.over(text):
+            raise bound.refuse(f"source {source.name}", f"row {i}", path, f"field {source.text_field!r}")
+        yield text
 
 
 def _hub_error(source: SourceConfig, path: Path | str, err: Exception) -> str:

@@ -173,7 +173,7 @@ def _clean(
 ) -> Iterator[tuple[bytes, dict]]:
     """(digest, output record) for each document that survives cleaning; counts the rest."""
     check_lang = source.role != "code" and source.lang != "code"
-    for raw in iter_texts(source, paths, config.on_decode_error, counts):
+    for raw in iter_texts(source, paths, config.on_decode_error, counts, config.max_document_bytes):
         counts["read"] += 1
         text = cleaner.normalize(raw)
         digest = text_hash(text)

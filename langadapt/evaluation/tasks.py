@@ -6,16 +6,16 @@ before the first model is loaded.
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import torch
 
+from langadapt.data.bounded import FIXED_BOUND, iter_lines, read_whole_text
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import model_device, prefix_token_id, sequence_loglikelihoods
 from langadapt.evaluation.config import EvaluationConfig, GenerateOptions
-from langadapt.ioerrors import decompressing, decompression_errors, open_input, read_input_text
+from langadapt.ioerrors import decompression_errors
 
 
 def read_texts(paths: list[str]) -> list[str]:
@@ -25,15 +25,16 @@ def read_texts(paths: list[str]) -> list[str]:
         if path.name.endswith((".jsonl", ".jsonl.gz")):
             texts += [row["text"] for _, row in _jsonl_rows(path, required=("text",))]
         else:
-            texts.append(read_input_text(path, "evaluation data"))
+            texts.append(read_whole_text(path, "evaluation data", FIXED_BOUND))
     return texts
 
 
 def _jsonl_rows(path: Path, required: tuple[str, ...]):
     """Yield (line number, object) for each non-blank line; a bad line raises with file:line.
 
-    Opened by `ioerrors.open_input` (a FIFO is refused, not waited on), decompressed by its magic
-    bytes; a UTF-8 BOM is dropped (utf-8-sig) and a corrupt .gz is one line naming the file."""
+    Read by the one bounded reader (`langadapt.data.bounded`: a FIFO refused, decompressed by its
+    magic bytes, a UTF-8 BOM dropped, a line over the bound or a truncated .gz/.zst one line naming
+    the file)."""
     try:
         yield from _rows(path, required)
     except decompression_errors() as exc:
@@ -43,20 +44,20 @@ def _jsonl_rows(path: Path, required: tuple[str, ...]):
 
 
 def _rows(path: Path, required: tuple[str, ...]):
-    with io.TextIOWrapper(decompressing(open_input(path, "evaluation data")), encoding="utf-8-sig") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LangadaptError(f"{path}:{number}: malformed JSON ({exc.msg})") from None
-            missing = [k for k in required if not isinstance(row, dict) or not isinstance(row.get(k), str)]
-            if missing:
-                raise LangadaptError(
-                    f"{path}:{number}: expected an object with string key(s) {', '.join(missing)}"
-                )
-            yield number, row
+    for number, _, raw in iter_lines(path, "evaluation data", FIXED_BOUND):
+        line = raw.decode("utf-8")
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LangadaptError(f"{path}:{number}: malformed JSON ({exc.msg})") from None
+        missing = [k for k in required if not isinstance(row, dict) or not isinstance(row.get(k), str)]
+        if missing:
+            raise LangadaptError(
+                f"{path}:{number}: expected an object with string key(s) {', '.join(missing)}"
+            )
+        yield number, row
 
 
 def cap_bytes(texts: list[str], max_bytes: int | None) -> list[str]:

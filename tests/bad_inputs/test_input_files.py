@@ -150,7 +150,7 @@ def test_corruption_mid_stream_is_one_line_with_the_file_and_offset(tmp_path: Pa
         whole = gzip.compress(head + jsonl(TEXTS) * 50, mtime=0)
         corpus.write_bytes(whole[: len(whole) * 3 // 4])  # cut short: a truncated download
     line = assert_refused(langadapt("run", str(recipe(tmp_path, corpus)), "--until", "data"), tmp_path,
-                          "source nb: cannot read", str(corpus), "at byte", preflight=False)
+                          "cannot read", str(corpus), "at byte", preflight=False)  # .zst: preflight's frame walk
     assert "Error" not in line.split(str(corpus))[0]
 
 

@@ -1,0 +1,321 @@
+"""The one reader of a user's text files: bounded per line, and either complete or an error.
+
+Every file of text a user gives (corpus sources, evaluation texts and minimal pairs) and every
+document file the data stage writes is read through `iter_lines`, so two promises hold by design,
+not by each caller remembering them:
+
+- Memory per line is bounded. The decompressed text is read in chunks of `CHUNK_BYTES` and a line
+  longer than the bound is refused as soon as the unfinished line passes it, never after reading it
+  whole: a one-line `.zst` that expands to gigabytes costs the bound plus a chunk, not the gigabytes
+  (a bare `for line in stream` or `readline()` reads the whole line first).
+- A file that ends early is an error, not a shorter corpus. gzip has an end-of-stream marker and a
+  CRC32 (Python's `gzip` raises EOFError or BadGzipFile: turned into one located line here). zstd's
+  stream reader returns quietly at the end of its input even inside a frame (a streaming writer that
+  was never closed, a cut download): zstandard exposes no "frame finished" state on its reader, so
+  `zstd_frames` walks the frame and block headers first (RFC 8878, sizes only, no decompression)
+  and refuses a frame that runs past the file's end. libzstd itself verifies a frame's content size
+  and checksum when the header carries them; frames without a checksum are said once per file,
+  since a flipped byte inside them can decode to other text unnoticed.
+
+Plain files carry no end mark: one cut at a line end cannot be told from a complete one (one cut
+mid-line shows as a last line with no newline, which the callers name when it does not parse).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import logging
+import os
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, NamedTuple
+
+from langadapt.errors import LangadaptError
+from langadapt.ioerrors import COMPRESSED_SUFFIXES, ZSTD_MAGIC, compression_of, open_input
+
+log = logging.getLogger("langadapt.data")
+
+MIB = 1 << 20
+DEFAULT_MAX_DOCUMENT_BYTES = 64 * MIB
+"""Default bound on one line / document of user text (`data.max_document_bytes`): far above any
+real document (a book is a few MB), far below what exhausts a machine's memory."""
+MAX_DOCUMENT_BYTES_CEILING = 256 * MIB
+"""Highest bound a recipe may set: a tokenizer or a cleaning filter over one 256 MB string is
+already minutes of work, and `WRITTEN_LINE_BYTES` must stay a bound."""
+WRITTEN_LINE_BYTES = 6 * MAX_DOCUMENT_BYTES_CEILING + MIB
+"""Longest line of a file the data stage writes: a document within the ceiling, JSON-escaped (a
+control character takes at most 6 bytes as `\\u0001`), plus its other fields."""
+CHUNK_BYTES = MIB
+"""Decompressed bytes read at a time: what a line costs beyond the bound while it is refused."""
+_SNIFF_BYTES = 8192
+_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
+_MAX_FRAME_HEADER = 18
+
+
+class Line(NamedTuple):
+    """One line of a file's text: 1-based number, byte offset of its start in the (decompressed)
+    text, and its bytes with the newline when it has one (a last line without one is unterminated)."""
+
+    number: int
+    offset: int
+    raw: bytes
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A bound on one line or document, with the setting that raises it (said in the refusal;
+    None for a reader no recipe setting reaches)."""
+
+    max_bytes: int
+    setting: str | None = "data.max_document_bytes"
+
+    def over(self, text: str) -> bool:
+        """Whether a text already in memory (a `datasets` row) is over the bound in UTF-8 bytes
+        (encoded only when its length in characters leaves it in doubt)."""
+        return len(text) * 4 > self.max_bytes and len(text.encode("utf-8")) > self.max_bytes
+
+    def refuse(self, key: str, what: str, path: Path | str, at: str) -> LangadaptError:
+        """The error for `what` (e.g. "line 3") of `path` being over the bound."""
+        raise_it = (f" ({self.setting}); split the document, or raise {self.setting} (at most "
+                    f"{_size(MAX_DOCUMENT_BYTES_CEILING)}) if it is meant to be one document" if self.setting
+                    else "; split the document")
+        return LangadaptError(
+            f"{key}: {what} of {path} ({at}) is longer than {_size(self.max_bytes)}, the bound on one document{raise_it}"
+        )
+
+
+FIXED_BOUND = Bound(DEFAULT_MAX_DOCUMENT_BYTES, setting=None)
+"""The bound of readers that no recipe setting reaches (evaluation texts and minimal pairs)."""
+
+
+def _size(num_bytes: int) -> str:
+    return f"{num_bytes / MIB:g} MiB" if num_bytes >= MIB else f"{num_bytes:,} bytes"
+
+
+def iter_lines(path: Path | str, key: str, bound: Bound) -> Iterator[Line]:
+    """The lines of a text file (plain, gzip or zstd by magic bytes), each at most `bound`.
+
+    A UTF-8 BOM at the start is dropped (offsets still count it). Refused with one located
+    LangadaptError (`key: ...`): a line over the bound, a truncated or corrupt compressed stream,
+    a file named .gz/.zst that is not, NUL bytes in the first block (a binary file)."""
+    with open_text(path, key) as stream:
+        yield from _split_lines(stream, bound)
+
+
+def read_whole_text(path: Path | str, key: str, bound: Bound) -> str:
+    """A file that is one document, as UTF-8 text (a BOM dropped); refused when over `bound`."""
+    parts, total = [], 0
+    with open_text(path, key) as stream:
+        while chunk := stream.read(CHUNK_BYTES):
+            total += len(chunk)
+            if total > bound.max_bytes:
+                raise bound.refuse(key, "the file", path, "one document")
+            parts.append(chunk)
+    try:
+        return b"".join(parts).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {exc.start}") from None
+
+
+def _split_lines(stream: TextStream, bound: Bound) -> Iterator[Line]:
+    """Lines from fixed-size chunks; the unfinished line is checked against the bound per chunk."""
+    number, offset = 0, 0
+    pending: list[bytes] = []  # pieces of the line not yet ended by a newline
+    pending_bytes = 0
+    while chunk := stream.read(CHUNK_BYTES):
+        parts = chunk.split(b"\n")
+        for part in parts[:-1]:
+            number += 1
+            if pending_bytes + len(part) > bound.max_bytes:
+                raise bound.refuse(stream.key, f"line {number}", stream.path, f"from byte {offset} of its text")
+            raw = b"".join((*pending, part, b"\n")) if pending else part + b"\n"
+            pending, pending_bytes = [], 0
+            yield _line(number, offset, raw)
+            offset += len(raw)
+        if parts[-1]:
+            pending.append(parts[-1])
+            pending_bytes += len(parts[-1])
+            if pending_bytes > bound.max_bytes:
+                raise bound.refuse(stream.key, f"line {number + 1}", stream.path,
+                                   f"from byte {offset} of its text, no newline in the first {_size(pending_bytes)}")
+    if pending:
+        yield _line(number + 1, offset, b"".join(pending))
+
+
+def _line(number: int, offset: int, raw: bytes) -> Line:
+    """Editors on Windows start a file with a BOM: it is no part of the first document (in JSON
+    Lines it would make line 1 invalid JSON); the offset then points past it."""
+    if number == 1 and raw.startswith(codecs.BOM_UTF8):
+        return Line(number, offset + len(codecs.BOM_UTF8), raw[len(codecs.BOM_UTF8):])
+    return Line(number, offset, raw)
+
+
+class TextStream:
+    """The decompressed bytes of one open input file; every read error becomes one located line."""
+
+    def __init__(self, path: Path | str, key: str, raw: IO[bytes], kind: str | None) -> None:
+        self.path, self.key, self.raw, self.kind = path, key, raw, kind
+        self.text_bytes = 0  # decompressed bytes handed out so far
+        self.reader: IO[bytes] = raw
+        if kind == "gzip":
+            self.reader = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
+        elif kind == "zstd":
+            import zstandard
+
+            self.reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False)
+
+    def read(self, size: int) -> bytes:
+        """At most `size` decompressed bytes (b"" at the end)."""
+        import zstandard
+
+        try:
+            data = self.reader.read(size)
+        except EOFError:  # gzip: the end-of-stream marker never came
+            raise LangadaptError(
+                f"{self.key}: cannot read {self.path}: it is truncated at byte {_file_size(self.raw)} (the file's "
+                f"end, inside a gzip stream, after {self.text_bytes:,} bytes of text); the rest of the corpus "
+                f"would be lost: copy or write the file again (gzip -t {self.path} checks it)"
+            ) from None
+        except (OSError, zlib.error, zstandard.ZstdError) as err:
+            raise LangadaptError(
+                f"{self.key}: cannot read {self.path} at byte {self.raw.tell()} of the file (after "
+                f"{self.text_bytes:,} bytes of text; corrupt or truncated): {' '.join(str(err).split())}; "
+                f"copy or write the file again ({'gzip' if self.kind == 'gzip' else 'zstd'} -t {self.path} checks it)"
+            ) from None
+        if self.text_bytes < _SNIFF_BYTES and b"\x00" in data[: _SNIFF_BYTES - self.text_bytes]:
+            raise LangadaptError(f"{self.key}: {self.path} looks binary (NUL byte at offset "
+                                 f"{self.text_bytes + data.index(0)}), not text")
+        self.text_bytes += len(data)
+        return data
+
+    def close(self) -> None:
+        if self.reader is not self.raw:
+            self.reader.close()
+        self.raw.close()
+
+
+@contextmanager
+def open_text(path: Path | str, key: str) -> Iterator[TextStream]:
+    """Open an input file (`ioerrors.open_input`: FIFOs and folders refused) for bounded reading:
+    compression by magic bytes, zstd frames checked complete first; a NUL byte in the first
+    `_SNIFF_BYTES` of text refuses the file as binary (a stray escaped NUL later is the caller's)."""
+    raw = open_input(path, key)
+    try:
+        kind = compression_of(raw.peek(4)[:4])  # type: ignore[attr-defined]
+        named = COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
+        if named is not None and kind is None:
+            raise LangadaptError(f"{key}: cannot read {path}: it is named {Path(path).suffix} but is not {named} "
+                                 "data (truncated to its first bytes, or mislabelled)")
+        if kind == "zstd":
+            check_zstd_frames(raw, path, key)
+        stream = TextStream(path, key, raw, kind)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        yield stream
+    finally:
+        stream.close()
+
+
+def _file_size(raw: IO[bytes]) -> int:
+    return os.fstat(raw.fileno()).st_size
+
+
+@dataclass(frozen=True)
+class ZstdFrame:
+    """Where one zstd frame lies in its file, and what its header declares."""
+
+    start: int
+    end: int
+    content_size: int | None
+    has_checksum: bool
+
+
+def check_zstd_frames(raw: IO[bytes], path: Path | str, key: str) -> list[ZstdFrame]:
+    """The frames of a zstd file, refused unless each ends inside the file; warns (once per file)
+    when frames carry no checksum. Leaves `raw` at its start."""
+    frames = zstd_frames(raw, path, key)
+    unchecked = [f for f in frames if not f.has_checksum]
+    if unchecked:
+        log.warning("%s: %s: %d of its %d zstd frames carry no checksum, so corruption inside them cannot be "
+                    "detected; compress with checksums (the zstd command's default; "
+                    "zstandard.ZstdCompressor(write_checksum=True))", key, path, len(unchecked), len(frames))
+    return frames
+
+
+def zstd_frames(raw: IO[bytes], path: Path | str, key: str) -> list[ZstdFrame]:
+    """Walk the frame and block headers of a zstd file (seeking over block contents): a frame
+    that runs past the file's end (a last block never written, a cut copy) or bytes that are no
+    frame are one LangadaptError with the byte offset. Leaves `raw` at its start."""
+    import zstandard
+
+    size, frames, position = _file_size(raw), [], 0
+    try:
+        while position < size:
+            raw.seek(position)
+            head = raw.read(_MAX_FRAME_HEADER)
+            magic = int.from_bytes(head[:4], "little")
+            if len(head) >= 8 and magic in _SKIPPABLE:  # metadata frames: a length, then bytes to skip
+                position += 8 + int.from_bytes(head[4:8], "little")
+                continue
+            if not head.startswith(ZSTD_MAGIC):
+                raise _not_zstd(key, path, position, len(frames))
+            try:
+                header = zstandard.frame_header_size(head)
+                params = zstandard.get_frame_parameters(head[:header])
+            except zstandard.ZstdError as err:
+                if position + _MAX_FRAME_HEADER <= size:  # the bytes are there: they are wrong
+                    raise LangadaptError(f"{key}: {path} is not valid zstd data (frame {len(frames) + 1} at byte "
+                                         f"{position}: {' '.join(str(err).split())})") from None
+                raise _cut(key, path, len(frames), position, size, "its header") from None
+            end = _blocks_end(raw, position + header, size)
+            if end is None:
+                raise _cut(key, path, len(frames), position, size, "its last block")
+            end += 4 if params.has_checksum else 0
+            if end > size:
+                raise _cut(key, path, len(frames), position, size, "its checksum")
+            content = None if params.content_size == zstandard.CONTENTSIZE_UNKNOWN else params.content_size
+            frames.append(ZstdFrame(position, end, content, params.has_checksum))
+            position = end
+    finally:
+        raw.seek(0)
+    return frames
+
+
+def _blocks_end(raw: IO[bytes], position: int, size: int) -> int | None:
+    """Where the block after the frame header at `position` ends (past the last block); None when
+    the file ends first. Block header (RFC 8878 3.1.1.2): 3 bytes little-endian, bit 0 last block,
+    bits 1-2 type (0 raw, 1 RLE: one byte stored, 2 compressed), bits 3-23 stored size."""
+    while True:
+        raw.seek(position)
+        header = raw.read(3)
+        if len(header) < 3:
+            return None
+        value = int.from_bytes(header, "little")
+        stored = 1 if (value >> 1) & 3 == 1 else value >> 3
+        position += 3 + stored
+        if position > size:
+            return None
+        if value & 1:
+            return position
+
+
+def _cut(key: str, path: Path | str, index: int, start: int, size: int, missing: str) -> LangadaptError:
+    return LangadaptError(
+        f"{key}: cannot read {path}: it is truncated at byte {size} (the file's end): zstd frame {index + 1} "
+        f"(from byte {start}) has no end ({missing} is missing: a streaming writer that was never closed, "
+        f"a cut copy, or a corrupt block header); the rest of the corpus would be lost: copy or write the "
+        f"file again (zstd -t {path} checks it)"
+    )
+
+
+def _not_zstd(key: str, path: Path | str, position: int, index: int) -> LangadaptError:
+    return LangadaptError(
+        f"{key}: cannot read {path}: at byte {position}, after {index} complete zstd frame(s), comes data "
+        f"that is no zstd frame (corrupt, or another file appended); zstd -t {path} checks it"
+    )
