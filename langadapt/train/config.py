@@ -217,9 +217,9 @@ class EngineConfig(Config):
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
     """FSDP2 settings (needs kind: fsdp)."""
     compile: bool | Literal["auto"] = "auto"
-    """torch.compile each decoder block in place (regional); auto: on for GPUs (every ZeRO stage), off on CPU."""
+    """torch.compile each decoder block in place (regional); auto: on GPUs where it has run (train.gpu_record)."""
     fused_loss: bool | Literal["auto"] = "auto"
-    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on for GPUs when installed (every ZeRO stage)."""
+    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on GPUs where it has run (train.gpu_record)."""
     peak_tflops: float | None = Field(None, gt=0, le=100_000)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 
@@ -295,29 +295,36 @@ def fused_loss_runs_on(device_type: str) -> bool:
 def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bool | None = None) -> dict[str, bool]:
     """`compile` and `fused_loss` resolved to booleans for this device (see langadapt.train.fastpath).
 
-    auto is on for GPUs (CUDA or ROCm), where both were measured to help, and off on CPU, where
-    compile time outweighs the gain of a short run and liger's Triton kernels do not run.
-    FSDP2 takes both: its hooks are excluded from tracing (dynamo runs them eagerly, at the edges of
-    each compiled block), and the head sits in the root group, whose weights stay gathered through
-    the root's forward, where the fused loss reads them (langadapt.train.engines.fsdp_engine).
-    ZeRO-3 takes both. The head's weight, which the fused loss reads outside the head's own
-    forward, is registered with DeepSpeed as an external parameter of the loss module, so it is
-    gathered for that forward; the decoder blocks become ZeRO-3 leaf modules, gathered whole at
-    their edges, and only their forward is compiled, so no parameter fetch is traced
-    (engines.deepspeed_engine; two CPU ranks check both against one process, with a stand-in of
-    liger's kernel, tests/train/test_train_multiprocess_zero.py).
+    auto is off on CPU, where compile time outweighs the gain of a short run and liger's Triton
+    kernels do not run. On a GPU auto turns a fast path on only under an engine layout where the GPU
+    suite has run it (`train.gpu_record`, from tests/gpu/RESULTS.md); elsewhere it stays off with a
+    warning naming the setting that opts in. Both are built to work everywhere (CPU-tested on two
+    ranks with a stand-in of liger's kernel, tests/train/test_train_multiprocess_zero.py): FSDP2's
+    hooks are excluded from tracing and its head sits in the root group, whose weights stay gathered
+    where the fused loss reads them; under ZeRO-3 the head's weight is a DeepSpeed external parameter
+    of the loss module and only each block's forward is compiled, so no parameter fetch is traced.
     """
+    from langadapt.train.gpu_record import layout_name, ran_on_gpu
+
     gpu, kernels_run = device_type != "cpu", fused_loss_runs_on(device_type)
     have_liger = liger_available() if have_liger is None else have_liger
     if engine.fused_loss is True and not kernels_run:
         raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
     if engine.fused_loss is True and not have_liger:
         raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
-    compile_ = gpu if engine.compile == "auto" else engine.compile
-    fused = kernels_run and have_liger if engine.fused_loss == "auto" else engine.fused_loss
+    resolved = {"compile": engine.compile, "fused_loss": engine.fused_loss}
+    for path in ("compile", "fused_loss"):
+        if resolved[path] != "auto":
+            continue
+        runs_here = gpu and (path == "compile" or (kernels_run and have_liger))
+        resolved[path] = runs_here and ran_on_gpu(path, engine.kind, zero) is not None  # type: ignore[arg-type]
+        if runs_here and not resolved[path]:
+            log.warning("engine.%s: auto leaves it off under %s: it has not run on a GPU under this layout "
+                        "yet (tests/gpu/RESULTS.md); set engine.%s: true to opt in", path,
+                        layout_name(engine.kind, zero), path)
     if engine.fused_loss == "auto" and kernels_run and not have_liger:
         log.info("engine.fused_loss: auto, but liger-kernel is not installed: full logits are materialised")
-    return {"compile": compile_, "fused_loss": fused}
+    return resolved  # type: ignore[return-value]
 
 
 ZERO3_FROZEN_RECOMPUTE = "0.19.8"

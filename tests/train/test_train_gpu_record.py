@@ -1,0 +1,57 @@
+"""auto turns on a GPU fast path only where tests/gpu/RESULTS.md records it as run (issue 32)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from langadapt.train import config as train_config
+from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.gpu_record import FAST_PATH_LAYOUTS, RAN_ON_GPU, layout_name
+
+RESULTS = Path(__file__).resolve().parents[1] / "gpu" / "RESULTS.md"
+
+
+def _sections() -> dict[str, str]:
+    """RESULTS.md's sections by heading ("2026-11-23 01:13 UTC, NVIDIA H100 80GB HBM3")."""
+    parts = re.split(r"^## (.+)$", RESULTS.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@pytest.mark.parametrize("key", sorted(RAN_ON_GPU))
+def test_every_recorded_fast_path_is_a_passing_test_of_that_gpu_run(key: tuple[str, str]) -> None:
+    run = RAN_ON_GPU[key]
+    body = _sections().get(run.section)
+    assert body is not None, f"{key}: no section '{run.section}' in tests/gpu/RESULTS.md"
+    assert body.strip().splitlines()[0].startswith(run.versions)
+    assert re.search(rf"^\| {re.escape(run.test)} \| passed \|", body, flags=re.MULTILINE), (key, run.test)
+    assert key[1] in FAST_PATH_LAYOUTS
+
+
+def _resolve(kind: str, zero: int) -> EngineConfig:
+    return check_engine("stage2", TrainStageConfig(), EngineConfig(kind=kind, zero_stage=zero), "cuda")
+
+
+@pytest.mark.parametrize(("kind", "zero"), [("torch", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3), ("fsdp", 0)])
+def test_auto_on_a_gpu_turns_on_exactly_what_ran_there(kind: str, zero: int, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(train_config, "liger_available", lambda: True)
+    with caplog.at_level(logging.WARNING, logger="langadapt.train"):
+        engine = _resolve(kind, zero)
+    layout = layout_name(kind, zero)
+    for path in ("compile", "fused_loss"):
+        recorded = (path, layout) in RAN_ON_GPU
+        assert getattr(engine, path) is recorded, (path, layout)
+        said = f"engine.{path}: auto leaves it off under {layout}" in caplog.text
+        assert said is not recorded  # off is never silent: the warning names the opt-in
+    assert (engine.compile, engine.fused_loss) == {"torch": (True, True), "deepspeed-zero2": (True, True),
+                                                   "deepspeed-zero3": (True, False), "fsdp": (False, False)}.get(
+        layout, (engine.compile, engine.fused_loss))
+
+
+def test_true_opts_in_where_auto_would_not(monkeypatch) -> None:
+    monkeypatch.setattr(train_config, "liger_available", lambda: True)
+    engine = check_engine("stage2", TrainStageConfig(), EngineConfig(kind="fsdp", compile=True, fused_loss=True), "cuda")
+    assert (engine.compile, engine.fused_loss) == (True, True)
