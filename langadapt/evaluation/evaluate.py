@@ -46,6 +46,7 @@ from langadapt.evaluation.plan import Plan, bpb_langs, plan_suites
 from langadapt.evaluation.suite import Suite
 from langadapt.evaluation.tables import flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
+from langadapt.evaluation.translation import translation_scores
 
 log = logging.getLogger("langadapt")
 
@@ -116,6 +117,9 @@ def _score_model(
     for key, (task, manager) in plan.lm_eval.items():
         results["tasks"].setdefault(key, {"kind": "lm_eval"})
         results["tasks"][key][name] = run_lm_eval(model, tok, task, config, manager)
+    for key, (task, rows) in plan.translation.items():
+        results["tasks"].setdefault(key, {"kind": "translation"})
+        results["tasks"][key][name] = translation_scores(model, tok, task, rows, config.batch_size)
     if plan.prompts:
         results["samples"][name] = generate_samples(model, tok, plan.prompts, config.generate)
 

@@ -20,9 +20,11 @@ from langadapt.evaluation.suite import (
     MinimalPairsTask,
     Suite,
     TokenizerMetricsTask,
+    TranslationTask,
     unmeasured,
 )
 from langadapt.evaluation.tasks import cap_bytes, read_minimal_pairs, read_texts
+from langadapt.evaluation.translation import read_translation
 
 RUN_DATA = "run data (valid)"
 """Where held-out text comes from unless the user gave a file for its language."""
@@ -42,6 +44,8 @@ class Plan:
     """Minimal-pair tasks by key, with their pairs."""
     lm_eval: dict[str, tuple[LmEvalTask, Any]] = field(default_factory=dict)
     """lm-eval tasks by key, with lm-eval's task index for each (built once, datasets checked)."""
+    translation: dict[str, tuple[TranslationTask, list[dict[str, str]]]] = field(default_factory=dict)
+    """Translation tasks by key, with their parallel rows."""
     prompts: dict[str, list[str]] = field(default_factory=dict)
     """Generation prompts per language (all generate tasks merged)."""
     suites: dict[str, dict] = field(default_factory=dict)
@@ -91,6 +95,8 @@ def plan_suites(
                 plan.pairs[key] = (task, read_minimal_pairs(task.path))
             elif isinstance(task, LmEvalTask):
                 plan.lm_eval[key] = (task, prepare_lm_eval(task, f"{suite.source}: task {task.name!r}"))
+            elif isinstance(task, TranslationTask):
+                plan.translation[key] = (task, read_translation(task, f"{suite.source}: task {task.name!r}"))
             elif isinstance(task, GenerateTask):
                 for lang, prompts in task.prompts.items():
                     plan.prompts.setdefault(lang, []).extend(prompts)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem
@@ -93,13 +93,47 @@ class GenerateTask(_Task):
     """Language -> prompts."""
 
 
-Task = BpbTask | TokenizerMetricsTask | MinimalPairsTask | LmEvalTask | GenerateTask
+class TranslationTask(_Task):
+    """Few-shot translation of parallel paragraphs, greedy, scored with sacrebleu's chrF and BLEU
+    (`langadapt.evaluation.translation`)."""
+
+    kind: Literal["translation"]
+    """Task kind."""
+    path: str
+    """JSONL, one object a line with a string per language code: {"nb": ..., "en": ...} (eval/README.md)."""
+    directions: list[str] = Field(min_length=1)
+    """Directions as SRC-TGT language codes, keys of the file's objects: [nb-en, en-nb]."""
+    num_fewshot: int = Field(1, ge=0)
+    """Examples in each prompt: the file's first pairs, which are then not scored."""
+    max_new_tokens: int = Field(96, ge=1)
+    """Generation cap per translation (it stops earlier at the first newline)."""
+    limit: int | None = Field(None, ge=1)
+    """Pairs scored per direction (after the examples); None = all."""
+    names: dict[str, str] = Field(default_factory=dict)
+    """How the prompt names each language ({nb: Norwegian Bokmål}); default: its code."""
+
+    @field_validator("directions")
+    @classmethod
+    def _pairs_of_codes(cls, directions: list[str]) -> list[str]:
+        for direction in directions:
+            src, _, tgt = direction.partition("-")
+            if not src or not tgt or src == tgt or "-" in tgt:
+                raise ValueError(f"direction {direction!r} is not SRC-TGT with two different codes (e.g. nb-en)")
+        return directions
+
+    def langs(self) -> list[str]:
+        """The language codes the directions read, in order of first use."""
+        return list(dict.fromkeys(code for d in self.directions for code in d.split("-")))
+
+
+Task = BpbTask | TokenizerMetricsTask | MinimalPairsTask | LmEvalTask | GenerateTask | TranslationTask
 KINDS: dict[str, type[_Task]] = {
     "bpb": BpbTask,
     "tokenizer_metrics": TokenizerMetricsTask,
     "minimal_pairs": MinimalPairsTask,
     "lm_eval": LmEvalTask,
     "generate": GenerateTask,
+    "translation": TranslationTask,
 }
 
 
@@ -181,7 +215,7 @@ def _resolve_paths(task: Task, base: Path, where: str) -> Task:
             raise LangadaptError(f"{where}: {problem}")
         return str(resolved)
 
-    if isinstance(task, MinimalPairsTask):
+    if isinstance(task, (MinimalPairsTask, TranslationTask)):
         return task.model_copy(update={"path": check(task.path)})
     if isinstance(task, BpbTask):
         return task.model_copy(update={"files": {k: [check(p) for p in v] for k, v in task.files.items()}})
@@ -207,7 +241,7 @@ def unmeasured(suite: Suite, langs_with_text: Collection[str]) -> str | None:
     suite of only such tasks whose every language lacks text scores nothing, and a run would
     finish with an empty report marked complete. The pipeline's evaluate stage refuses that
     (`plan.plan_suites`), and the preflight check predicts it from the recipe's sources first,
-    with this same function. Minimal pairs, lm-eval, generation and bpb `files` always measure."""
+    with this same function. Minimal pairs, lm-eval, translation, generation and bpb `files` always measure."""
     wanted: list[str] = []
     for task in suite.tasks:
         if not isinstance(task, (BpbTask, TokenizerMetricsTask)) or (isinstance(task, BpbTask) and task.files):

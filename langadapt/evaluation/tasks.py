@@ -86,6 +86,15 @@ def read_minimal_pairs(path: str | Path) -> list[tuple[str, str]]:
     return pairs
 
 
+def read_parallel(path: str | Path, langs: list[str]) -> list[dict[str, str]]:
+    """Parallel rows ({lang: text} for `langs`; other keys ignored) from a JSONL file; a line
+    without a string for every language raises naming file:line."""
+    rows = [{lang: row[lang] for lang in langs} for _, row in _jsonl_rows(Path(path), required=tuple(langs))]
+    if not rows:
+        raise LangadaptError(f"{path}: no parallel rows in file")
+    return rows
+
+
 def minimal_pairs_accuracy(model, tokenizer, pairs: list[tuple[str, str]], config: EvaluationConfig) -> dict:
     """Share of pairs with ll(good) > ll(bad), whole-sentence log-likelihoods as lm-eval/BLiMP use.
 
@@ -103,20 +112,32 @@ def minimal_pairs_accuracy(model, tokenizer, pairs: list[tuple[str, str]], confi
     }
 
 
+def left_padded(
+    tokenizer, prompts: list[str], device: torch.device, max_tokens: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(input_ids, attention_mask, pad id) of `prompts` as one left-padded batch for `generate`.
+
+    Same conditioning as scoring: BOS, then the prompt without special tokens. `max_tokens` keeps
+    each prompt's last tokens (the start of a long few-shot prompt goes first, as lm-eval cuts)."""
+    prefix = prefix_token_id(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else prefix
+    encoded = [[prefix] + tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    if max_tokens is not None:
+        encoded = [ids[-max_tokens:] for ids in encoded]
+    width = max(len(ids) for ids in encoded)
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=device)
+    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=device)
+    return input_ids, mask, pad
+
+
 @torch.inference_mode()
 def generate_samples(model, tokenizer, prompts: dict[str, list[str]], options: GenerateOptions) -> dict:
     """{lang: [{"prompt", "text"}]}: all prompts in one left-padded batch, the seed reset per model
     so that every model draws from the same random stream."""
     torch.manual_seed(options.seed)
-    device = model_device(model)
-    prefix = prefix_token_id(tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else prefix
     flat = [(lang, prompt) for lang, items in prompts.items() for prompt in items]
-    # Same conditioning as scoring: BOS, then the prompt without special tokens.
-    encoded = [[prefix] + tokenizer(p, add_special_tokens=False)["input_ids"] for _, p in flat]
-    width = max(len(ids) for ids in encoded)
-    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=device)
-    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=device)
+    input_ids, mask, pad = left_padded(tokenizer, [p for _, p in flat], model_device(model))
+    width = input_ids.shape[1]
     sampling = {"do_sample": True, "temperature": options.temperature, "top_p": options.top_p}
     out = model.generate(
         input_ids,

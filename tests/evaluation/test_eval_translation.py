@@ -1,0 +1,252 @@
+"""The translation task: paragraph alignment, the length filter, the metric (lm-eval's), the held-out
+guarantee on the demo's real data stage, and the task run end to end on a tiny model, offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from langadapt.corpora.debian_docs import default_cache_dir
+from langadapt.corpora.parallel import PairLimits, align_page, handbook_pairs, held_out_pages, parallel_pages
+from langadapt.errors import LangadaptError
+from langadapt.evaluation.config import EvaluationConfig
+from langadapt.evaluation.evaluate import evaluate_models
+from langadapt.evaluation.suite import REPO_ROOT, TranslationTask, load_suite
+from langadapt.evaluation.translation import answer, build_prompt, corpus_scores, translate
+from langadapt.recipe import load_recipe
+from langadapt.run.layout import RunLayout
+from langadapt.train.synthetic import tiny_llama
+
+SHIPPED = REPO_ROOT / "eval" / "data" / "translation_nb_en.jsonl"
+DEMO = REPO_ROOT / "recipes" / "tiny_norwegian_warm.yaml"
+NB = ["Debian er et operativsystem som mange bruker på servere.", "Pakken er ikke installert på maskinen.",
+      "Dette er en tekst om hvordan du kan installere en ny pakke med apt."]
+EN = ["Debian is an operating system that many people use on servers.", "The package is not installed on the machine.",
+      "This is a text about how you can install a new package with apt."]
+
+
+def _page(blocks: list[str]) -> bytes:
+    """A DocBook-like page: navigation (skipped by the extractor) and one div.para per block."""
+    body = "".join(f'<div class="para">{b}</div>' for b in blocks)
+    return f'<html><body><div class="navheader">Prev Next</div>{body}</body></html>'.encode()
+
+
+# --- alignment and the length filter -------------------------------------------------------------
+
+def test_blocks_pair_by_position_and_an_untranslated_block_is_dropped():
+    untranslated = "This block was never translated and is still in English for the reader."
+    nb = [NB[0], untranslated, NB[1]]
+    en = [EN[0], untranslated, EN[1]]
+    assert align_page(nb, en, ("nb", "en"), PairLimits()) == [(NB[0], EN[0]), (NB[1], EN[1])]
+
+
+def test_a_page_whose_block_counts_differ_gives_no_pairs():
+    assert align_page(NB[:2], EN[:3], ("nb", "en"), PairLimits()) == []
+
+
+def test_length_filter_bounds_and_ratio():
+    limits = PairLimits(min_chars=20, max_chars=300, max_ratio=1.5)
+    assert limits.accept("a" * 100, "b" * 150)          # exactly 1.5x: kept
+    assert not limits.accept("a" * 100, "b" * 151)      # just over: dropped, either way round
+    assert not limits.accept("a" * 151, "b" * 100)
+    assert not limits.accept("a" * 19, "b" * 19)        # a heading-sized side
+    assert not limits.accept("a" * 301, "b" * 300)      # too long to generate in CI
+    merged = NB[0] + " " + NB[1] + " " + NB[2]          # a translator merged three blocks into one
+    assert align_page([merged], [EN[0]], ("nb", "en"), limits) == []
+
+
+def test_pages_match_by_name_across_locale_folders_and_keep_page_restricts():
+    nb = {"html/nb-NO/a.html": _page(NB[:2]), "html/nb-NO/b.html": _page(NB[2:]), "html/nb-NO/s.css": b"x"}
+    en = {"html/en-US/a.html": _page(EN[:2]), "html/en-US/b.html": _page(EN[2:])}
+    rows = list(parallel_pages(nb, en, ("nb", "en"), PairLimits()))
+    assert rows == [{"nb": NB[0], "en": EN[0], "page": "a.html"}, {"nb": NB[1], "en": EN[1], "page": "a.html"},
+                    {"nb": NB[2], "en": EN[2], "page": "b.html"}]
+    assert [r["page"] for r in parallel_pages(nb, en, ("nb", "en"), PairLimits(), {"b.html"})] == ["b.html"]
+
+
+def test_held_out_pages_need_every_language_held_out():
+    docs = {"nb": [{"id": f"x/nb-NO/p{i}.html", "text": f"side {i}"} for i in range(200)],
+            "en": [{"id": f"x/en-US/p{i}.html", "text": f"page {i}"} for i in range(200)]}
+    both = held_out_pages(docs, 0.3)
+    nb_only, en_only = held_out_pages({"nb": docs["nb"]}, 0.3), held_out_pages({"en": docs["en"]}, 0.3)
+    assert both == nb_only & en_only and 20 < len(nb_only) < 100 and both < nb_only
+    assert held_out_pages(docs, 0.0) == set()
+
+
+# --- the metric ----------------------------------------------------------------------------------
+
+HYPS = ["The cat sat on the mat.", "Debian is a free operating system", "install the package with apt"]
+REFS = ["The cat sat on the mat.", "Debian is a free operating system.", "Install the package using apt-get."]
+
+
+def test_scores_are_lm_evals_aggregations():
+    metrics = pytest.importorskip("lm_eval.api.metrics")
+    items = list(zip(REFS, HYPS))  # lm-eval's (reference, prediction) items
+    scores = corpus_scores(HYPS, REFS)
+    assert scores["bleu"] == pytest.approx(metrics.bleu(items), abs=1e-9)
+    assert scores["chrf"] == pytest.approx(metrics.chrf(items), abs=1e-9)
+
+
+def test_scores_are_sacrebleus_and_bounded():
+    scores = corpus_scores(HYPS, REFS)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
+    assert 0 < scores["bleu"] < scores["chrf"] < 100  # BLEU punishes the near misses harder
+    assert corpus_scores(REFS, REFS) == {"chrf": pytest.approx(100.0), "bleu": pytest.approx(100.0)}
+    assert corpus_scores(["", "", ""], REFS) == {"chrf": 0.0, "bleu": 0.0}
+
+
+# --- prompt and answer ---------------------------------------------------------------------------
+
+def test_prompt_is_lm_evals_wmt_format():
+    rows = [{"nb": NB[0], "en": EN[0]}, {"nb": NB[1], "en": EN[1]}]
+    prompt = build_prompt(rows[:1], rows[1], "en", "nb", {"nb": "Norwegian Bokmål", "en": "English"})
+    assert prompt == f"English: {EN[0]}\nNorwegian Bokmål: {NB[0]}\n\nEnglish: {EN[1]}\nNorwegian Bokmål:"
+    assert build_prompt([], rows[0], "nb", "en", {}) == f"nb: {NB[0]}\nen:"
+
+
+def test_answer_is_the_first_line_with_text():
+    assert answer(" Pakken er klar.\nEnglish: more") == "Pakken er klar."
+    assert answer("\n\n  Pakken er klar.  \n") == "Pakken er klar."  # a leading newline does not end it
+    assert answer("\n") == ""
+
+
+# --- suites --------------------------------------------------------------------------------------
+
+def _suite(tmp_path: Path, task: dict, rows: list[dict] | None = None) -> Path:
+    if rows is not None:
+        (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    suite = {"name": "tr", "tasks": [{"kind": "translation", "path": "pairs.jsonl", **task}]}
+    path = tmp_path / "suite.yaml"
+    path.write_text(json.dumps(suite))
+    return path
+
+
+def test_the_multilingual_suite_scores_the_shipped_pairs_both_ways():
+    task = next(t for t in load_suite(REPO_ROOT / "eval" / "multilingual.yaml").tasks if t.kind == "translation")
+    assert isinstance(task, TranslationTask) and Path(task.path) == SHIPPED.resolve()
+    assert task.directions == ["nb-en", "en-nb"]
+    rows = [json.loads(line) for line in SHIPPED.read_text().splitlines()]
+    assert len(rows) > task.num_fewshot and all(PairLimits().accept(r["nb"], r["en"]) for r in rows)
+
+
+def test_a_bad_direction_is_one_line_naming_the_suite(tmp_path):
+    path = _suite(tmp_path, {"directions": ["nb-nb"]}, [{"nb": NB[0], "en": EN[0]}])
+    with pytest.raises(LangadaptError, match=r"suite.yaml:\d+: .*directions.*'nb-nb' is not SRC-TGT"):
+        load_suite(path)
+
+
+def test_a_row_missing_a_language_is_named_by_file_and_line(tmp_path):
+    path = _suite(tmp_path, {"directions": ["nb-en"]}, [{"nb": NB[0], "en": EN[0]}, {"nb": NB[1], "sv": "x"}])
+    with pytest.raises(LangadaptError, match=r"pairs.jsonl:2: expected an object with string key\(s\) en"):
+        evaluate_models({"m": lambda: pytest.fail("planning must fail before a model loads")},
+                        [load_suite(path)], {}, EvaluationConfig())
+
+
+def test_too_few_pairs_for_the_examples_fails_before_any_model(tmp_path):
+    path = _suite(tmp_path, {"directions": ["nb-en"], "num_fewshot": 2}, [{"nb": NB[0], "en": EN[0]}] * 2)
+    with pytest.raises(LangadaptError, match="2 pair\\(s\\), none left to score after num_fewshot=2"):
+        evaluate_models({"m": lambda: pytest.fail("planning must fail before a model loads")},
+                        [load_suite(path)], {}, EvaluationConfig())
+
+
+# --- end to end on a tiny model ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple:
+    """A tiny random Llama and a byte-level tokenizer that decodes back to text."""
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator((NB + EN) * 5, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>")
+    return tiny_llama(len(tok), seed=3).eval(), tok
+
+
+def test_the_task_runs_offline_and_scores_what_the_model_wrote(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model, tok = tiny
+    rows = [{"nb": n, "en": e} for n, e in zip(NB, EN)]
+    path = _suite(tmp_path, {"directions": ["nb-en", "en-nb"], "num_fewshot": 1, "max_new_tokens": 12,
+                             "names": {"nb": "Norsk", "en": "English"}}, rows)
+    results = evaluate_models({"a": (model, tok), "b": (model, tok)}, [load_suite(path)], {}, EvaluationConfig())
+    task = results["tasks"]["tr/translation"]
+    assert task["kind"] == "translation" and task["a"] == task["b"]  # greedy: the same model, the same numbers
+    for direction, (src, tgt) in {"nb-en": ("nb", "en"), "en-nb": ("en", "nb")}.items():
+        prompts = [build_prompt(rows[:1], r, src, tgt, {"nb": "Norsk", "en": "English"}) for r in rows[1:]]
+        hyps = translate(model, tok, prompts, 12, batch_size=1)  # one at a time: padding must not matter
+        assert task["a"][direction] == {**corpus_scores(hyps, [r[tgt] for r in rows[1:]]), "pairs": 2}
+    assert results["task_deltas"]["tr/translation"]["b"] == {
+        "nb-en/chrf": 0.0, "nb-en/bleu": 0.0, "en-nb/chrf": 0.0, "en-nb/bleu": 0.0}
+
+
+def test_a_model_that_copies_the_reference_scores_100(tiny):
+    """Scoring reads the generated continuation, not the prompt: a stand-in that writes the reference
+    (then a newline and more) gets chrF and BLEU 100."""
+    model, tok = tiny
+    reference = EN[1]
+
+    class Writes:
+        config = model.config
+
+        def parameters(self):
+            return model.parameters()
+
+        def generate(self, input_ids, **_):
+            import torch
+
+            ids = tok(" " + reference + "\nNorsk: more", add_special_tokens=False)["input_ids"]
+            return torch.cat([input_ids, torch.tensor([ids] * len(input_ids))], dim=1)
+
+    hyps = translate(Writes(), tok, [build_prompt([], {"nb": NB[1], "en": reference}, "nb", "en", {})], 40, 8)
+    assert hyps == [reference] and corpus_scores(hyps, [reference])["chrf"] == pytest.approx(100.0)
+
+
+# --- held out from the demo's training -----------------------------------------------------------
+
+def _demo_corpora() -> None:
+    """Skip unless the demo's corpus files are built (they are git-ignored; corpora/build.py)."""
+    names = [Path(s.path).name for s in load_recipe(DEMO).recipe.data.sources]
+    missing = [n for n in names if not (REPO_ROOT / "corpora" / "build" / n).is_file()]
+    if missing:
+        pytest.skip(f"demo corpora not built ({', '.join(missing)}); run python corpora/build.py")
+
+
+def test_no_pair_is_in_the_demos_training_split(tmp_path):
+    """The real data stage of the demo recipe, run here: no text of a shipped pair is in a training
+    document of any source, and every pair's page is held out in both languages."""
+    _demo_corpora()
+    subprocess.run([sys.executable, "-m", "langadapt.cli", "run", str(DEMO), "--until", "data",
+                    "--set", f"run_root={tmp_path}"], check=True, capture_output=True, cwd=REPO_ROOT)
+    data = RunLayout(tmp_path / "tiny_norwegian_warm").data
+
+    def texts(folder: Path) -> list[str]:
+        import gzip
+
+        return [json.loads(line)["text"] for f in sorted(folder.glob("*.jsonl.gz")) for line in gzip.open(f, "rt")]
+
+    train, valid = "\n".join(texts(data.train)), "\n".join(texts(data.valid))
+    rows = [json.loads(line) for line in SHIPPED.read_text().splitlines()]
+    assert rows
+    for row in rows:
+        assert row["nb"] not in train and row["en"] not in train, row["page"]
+        assert row["nb"] in valid and row["en"] in valid, row["page"]
+
+
+@pytest.mark.slow  # parses the handbook's 254 pages twice: ~15 s on a loaded 2-core machine
+def test_the_shipped_pairs_are_rebuilt_identically():
+    """Deterministic: the builder, from the cached handbook package, writes the shipped file again."""
+    debs = sorted(default_cache_dir().glob("debian-handbook_*.deb")) + sorted(
+        (REPO_ROOT / "corpora" / "cache").glob("debian-handbook_*.deb"))
+    if not debs:
+        pytest.skip("debian-handbook .deb not in the package cache (python corpora/build.py fetches it)")
+    data = load_recipe(DEMO).recipe.data
+    rows = handbook_pairs(debs[-1], ("nb-NO", "en-US"), data.valid_fraction, data.cleaning)
+    assert rows == [json.loads(line) for line in SHIPPED.read_text().splitlines()]
