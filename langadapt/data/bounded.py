@@ -122,36 +122,32 @@ def read_whole_text(path: Path | str, key: str, bound: Bound) -> str:
 
 
 def _split_lines(stream: TextStream, bound: Bound) -> Iterator[Line]:
-    """Lines from fixed-size chunks; the unfinished line is checked against the bound per chunk."""
+    """Lines from fixed-size chunks; the unfinished line is checked against the bound per chunk.
+
+    Editors on Windows start a file with a BOM: it is no part of the first document (in JSON Lines
+    it would make line 1 invalid JSON), so it is skipped; offsets still count it."""
     number, offset = 0, 0
     pending: list[bytes] = []  # pieces of the line not yet ended by a newline
-    pending_bytes = 0
+    pending_bytes, first = 0, True
     while chunk := stream.read(CHUNK_BYTES):
-        parts = chunk.split(b"\n")
-        for part in parts[:-1]:
+        start = len(codecs.BOM_UTF8) if first and chunk.startswith(codecs.BOM_UTF8) else 0
+        offset, first = offset + start, False
+        while (end := chunk.find(b"\n", start)) != -1:
             number += 1
-            if pending_bytes + len(part) > bound.max_bytes:
+            if pending_bytes + end - start > bound.max_bytes:
                 raise bound.refuse(stream.key, f"line {number}", stream.path, f"from byte {offset} of its text")
-            raw = b"".join((*pending, part, b"\n")) if pending else part + b"\n"
-            pending, pending_bytes = [], 0
-            yield _line(number, offset, raw)
+            raw = b"".join((*pending, chunk[start:end + 1])) if pending else chunk[start:end + 1]
+            pending, pending_bytes, start = [], 0, end + 1
+            yield Line(number, offset, raw)
             offset += len(raw)
-        if parts[-1]:
-            pending.append(parts[-1])
-            pending_bytes += len(parts[-1])
+        if start < len(chunk):
+            pending.append(chunk[start:])
+            pending_bytes += len(chunk) - start
             if pending_bytes > bound.max_bytes:
                 raise bound.refuse(stream.key, f"line {number + 1}", stream.path,
                                    f"from byte {offset} of its text, no newline in the first {_size(pending_bytes)}")
     if pending:
-        yield _line(number + 1, offset, b"".join(pending))
-
-
-def _line(number: int, offset: int, raw: bytes) -> Line:
-    """Editors on Windows start a file with a BOM: it is no part of the first document (in JSON
-    Lines it would make line 1 invalid JSON); the offset then points past it."""
-    if number == 1 and raw.startswith(codecs.BOM_UTF8):
-        return Line(number, offset + len(codecs.BOM_UTF8), raw[len(codecs.BOM_UTF8):])
-    return Line(number, offset, raw)
+        yield Line(number + 1, offset, b"".join(pending))
 
 
 class TextStream:
