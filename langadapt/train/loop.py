@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,8 +31,8 @@ from langadapt.train.config import EngineConfig, TrainStageConfig, resolve_train
 from langadapt.train.engines import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.lr import lr_at
-from langadapt.train.monitoring.metrics import Metrics, StepCost
-from langadapt.train.monitoring.validation import NO_VALIDATION, Validation
+from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
+from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.policy import numel, select_trainable
 
 log = logging.getLogger("langadapt.train")
@@ -58,16 +59,18 @@ class TrainResult:
     resumed_from: int | None
     model_dir: Path
     monitoring: dict = field(default_factory=dict)
-    """Measured energy per step and the last validation (`Metrics.summary`)."""
+    """What the callbacks add to the stage summary: wall time, tokens/s, measured energy, the last validation."""
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
         out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str | None = None,
-        tokenizer: Any = None, validation: Validation = NO_VALIDATION,
+        tokenizer: Any = None, callbacks: Sequence[Callback] | None = None,
         shared_rows: SharedRows | None = None) -> TrainResult:
     """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`
     (with `tokenizer` saved beside the weights when given, so the folder loads on its own).
     `shared_rows`: the embedding rows copied from the base, which `config.train_rows: new` keeps.
+    `callbacks` watch the run (`langadapt.train.monitoring.callbacks`); None runs
+    `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list.
 
     `stage_name` decides what trains when `config.trainable` is unset, because a `TrainStageConfig`
     does not know which stage it is: "stage1" trains the embeddings and head only, "stage2" the
@@ -96,10 +99,13 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
         cost = StepCost(global_batch * config.seq_len, flops_per_token(model, selection, config.seq_len),
                         peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
                         dist.world_size, engine.device)
-        metrics = Metrics(out_dir, config, cost, start_step=state.step, enabled=dist.rank == 0, stream=stream,
-                          run_name=f"{out_dir.resolve().parent.name}/{stage_name}")
-        with StopOnSignal() as stop, metrics:
+        if callbacks is None:
+            callbacks = default_callbacks(config, out_dir, f"{out_dir.resolve().parent.name}/{stage_name}",
+                                          stream=stream)
+        start = StageStart(state.step, config.steps, cost, engine, dist.rank)
+        with StopOnSignal() as stop, Callbacks(callbacks, start) as monitor:
             while state.step < config.steps:
+                monitor.step_start(state.step + 1)
                 batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))
                 loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]))
                            for mb in batch.split(config.micro_batch_size))
@@ -110,20 +116,19 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
                 lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
                 grad_norm = engine.step(lr, skip=not math.isfinite(loss))
                 _account(state, loss, grad_norm, config, stage_name, ckpt)
-                metrics.record(state.step, loss, lr, grad_norm, state.skipped)
-                metrics.validate(state.step, validation, engine)  # held-out loss/bpb when due (all ranks)
+                monitor.step(StepRecord(state.step, loss, lr, grad_norm, state.skipped))  # log, validate when due
                 if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
                     saved = ckpt.save(state, engine, stream)
-                    metrics.start(state.step)  # checkpoint time is not training throughput
                 if stop_votes:
                     clear_stop()  # honoured: a library caller that catches this may train again
                     raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
+            monitoring = monitor.stage_end()
         engine.export(paths.model, dist.rank)
     if tokenizer is not None and dist.rank == 0:
         save_tokenizer(tokenizer, paths.model)
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
-                       paths.model, metrics.summary())
+                       paths.model, monitoring)
 
 
 STAGE_NAMES = ("stage1", "stage2")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from langadapt.embeddings.plan import SharedRows
 from langadapt.errors import LangadaptError
@@ -31,7 +32,8 @@ from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig, resolve_training
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.loop import fit
-from langadapt.train.monitoring.validation import NO_VALIDATION, Validation, load_held_out
+from langadapt.train.monitoring.defaults import default_callbacks
+from langadapt.train.monitoring.validation import Validation, load_held_out
 
 log = logging.getLogger("langadapt.train")
 
@@ -93,11 +95,12 @@ def tokenizer_dir(ctx: StageContext, init: Path) -> Path:
 
 def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
                      tokenizer: Any, trained_sources: list[str], dist: DistInfo,
-                     position_ids: Callable = lambda inputs: None) -> Validation:
-    """The held-out windows scored during training (`validation.langs`, else the trained sources' languages)."""
+                     position_ids: Callable = lambda inputs: None) -> Validation | None:
+    """The held-out windows scored during training (`validation.langs`, else the trained sources'
+    languages); None when the stage validates nothing."""
     settings = config.validation
     if settings.every_steps is None:
-        return NO_VALIDATION
+        return None
     sets = load_held_out(ctx.layout.tokenizer.valid_tokens, None if settings.langs else trained_sources,
                          settings.langs, config.seq_len, settings.tokens_per_lang,
                          lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
@@ -108,6 +111,16 @@ def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineCo
              ", ".join(f"{s.lang} ({s.windows.size - len(s.windows):,} tokens)" for s in sets))
     return Validation(sets, settings, config.micro_batch_size, engine.precision, dist.rank, dist.world_size,
                       position_ids)
+
+
+def tracker_setup(after_stage1: bool, stage_name: str, config: TrainStageConfig,
+                  ctx: StageContext) -> tuple[int, dict[str, Any]]:
+    """The trackers' step offset (stage 1's steps when this stage follows it: one axis for the
+    run) and configuration (the resolved recipe the pipeline wrote; this stage's slice without one)."""
+    offset = int(ctx.layout.stage_summary("stage1").get("steps") or 0) if after_stage1 else 0
+    recipe = ctx.layout.resolved_recipe
+    tree = yaml.safe_load(recipe.read_text(encoding="utf-8")) if recipe.is_file() else None
+    return offset, tree or {stage_name: config.model_dump(mode="json")}
 
 
 def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
@@ -142,9 +155,12 @@ def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]
     tokenizer = load_tokenizer(tokenizer_dir(ctx, init))  # saved beside the model by fit
     validation = build_validation(stage_name, config, engine, ctx, tokenizer, trained, dist, stream.position_ids)
+    step_offset, recipe = tracker_setup(after_stage1, stage_name, config, ctx)
+    callbacks = default_callbacks(config, ctx.out, f"{ctx.run_dir.name}/{stage_name}", stream=stream,
+                                  validation=validation, step_offset=step_offset, recipe=recipe)
     try:
         result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name,
-                     tokenizer=tokenizer, validation=validation, shared_rows=shared)
+                     tokenizer=tokenizer, callbacks=callbacks, shared_rows=shared)
     finally:
         if engine.kind == "deepspeed" and engine.zero_stage == 3:
             from langadapt.train.engines.deepspeed_engine import release_zero3_loading

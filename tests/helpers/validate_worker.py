@@ -17,6 +17,7 @@ import torch
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig, ValidationConfig
 from langadapt.train.loop import fit
+from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import HeldOutSet, Validation
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -33,7 +34,7 @@ def main(out: Path, engine: str, zero: int) -> None:
     validation = Validation(sets, config.validation, micro_batch_size=2, rank=dist.rank, world_size=dist.world_size)
     fit(tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0), SyntheticStream(VOCAB, SEQ, seed=7), config,
         EngineConfig(kind=engine, zero_stage=zero, attn_implementation="eager"), out, seed=0, dist=dist,
-        validation=validation)
+        callbacks=default_callbacks(config, out, "run/stage2", validation=validation))
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@ checkpoints are atomic and pruned, metrics are written."""
 from __future__ import annotations
 
 import json
+import math
 import signal
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.monitoring import drive
 from safetensors.torch import load_file
 
 from langadapt.errors import LangadaptError
@@ -137,24 +139,21 @@ def test_a_crash_mid_write_leaves_latest_on_the_previous_complete_checkpoint(tmp
 
 def test_metrics_mfu_per_device_and_resume_drops_rows_after_the_checkpoint(tmp_path: Path) -> None:
     from langadapt.train.config import TrainStageConfig
-    from langadapt.train.monitoring.metrics import Metrics, StepCost
+    from langadapt.train.monitoring.callbacks import StepCost
+    from langadapt.train.monitoring.defaults import default_callbacks
 
-    def metrics(start: int) -> Metrics:
-        return Metrics(tmp_path, TrainStageConfig(steps=4, log_every=1),
-                       StepCost(1000, 6e6, 1e12, 2, torch.device("cpu")), start_step=start)
-
-    with metrics(0) as m:
-        for step in (1, 2, 3):
-            row = m.record(step, loss=2.0, lr=1e-4, grad_norm=0.5, skipped=0)
+    config, cost = TrainStageConfig(steps=4, log_every=1, loggers=[]), StepCost(1000, 6e6, 1e12, 2, torch.device("cpu"))
+    drive(default_callbacks(config, tmp_path, "run/stage2"), range(1, 4), 4, cost=cost, loss=lambda step: 2.0)
+    row = rows(tmp_path)[-1]
     assert row["tokens_per_second_per_device"] == pytest.approx(row["tokens_per_second"] / 2)
     assert row["mfu"] == pytest.approx(6e6 * row["tokens_per_second_per_device"] / 1e12)
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"step": 4, "lo')  # a row cut short by SIGKILL
-    with metrics(2) as m:  # resumed from the step-2 checkpoint
-        m.record(3, loss=float("nan"), lr=1e-4, grad_norm=float("inf"), skipped=1)
+    # resumed from the step-2 checkpoint: step 3 again, not finite this time
+    drive(default_callbacks(config, tmp_path, "run/stage2"), range(3, 4), 4, cost=cost, loss=lambda step: math.nan)
     logged = rows(tmp_path)
     assert [r["step"] for r in logged] == [1, 2, 3]
-    assert logged[-1]["loss"] is None and logged[-1]["grad_norm"] is None  # strict JSON, no NaN
+    assert logged[-1]["loss"] is None  # strict JSON, no NaN
 
 
 def test_a_signal_latched_before_the_loop_stops_it_after_one_step(tmp_path: Path, monkeypatch) -> None:

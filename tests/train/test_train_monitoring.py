@@ -18,6 +18,7 @@ from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, ValidationConfig
 from langadapt.train.fastpath import CausalLMLoss
 from langadapt.train.loop import fit
+from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import HeldOutSet, Validation, load_held_out
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -59,7 +60,8 @@ def test_validation_scores_the_same_windows_as_the_models_own_forward(tmp_path: 
     config = stage(8, every=3)
     out = tmp_path / "run" / "stage2"
     fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), out, seed=0,
-        validation=Validation(sets, config.validation, micro_batch_size=3))
+        callbacks=default_callbacks(config, out, "run/stage2",
+                                    validation=Validation(sets, config.validation, micro_batch_size=3)))
     valid = [r for r in rows(out) if "valid" in r]
     assert [r["step"] for r in valid] == [3, 6, 8]  # every 3 steps and the last
     assert valid[-1]["valid"]["xx"]["loss"] < valid[0]["valid"]["xx"]["loss"]  # it learns the progressions
@@ -137,7 +139,7 @@ def test_no_held_out_data_for_an_enabled_validation_is_a_one_line_error(tmp_path
     ctx, init = StageContext(run_dir=tmp_path, stage="stage2", seed=0), tiny_en_llama
     with pytest.raises(LangadaptError, match=r"stage2.validation.every_steps: no held-out shards .*valid_fraction"):
         build_validation("stage2", stage(4, every=2), EngineConfig(), ctx, init, ["nb.src"], DistInfo())
-    assert build_validation("stage2", stage(4, every=None), EngineConfig(), ctx, init, [], DistInfo()).sets == []
+    assert build_validation("stage2", stage(4, every=None), EngineConfig(), ctx, init, [], DistInfo()) is None
 
 
 def test_progress_line_and_rows_carry_elapsed_eta_and_tokens_per_source(tmp_path: Path, caplog) -> None:

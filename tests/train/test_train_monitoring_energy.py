@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers.monitoring import drive
 
 from langadapt.planning.models import ModelDims
 from langadapt.planning.plan import StagePlanInput, build_plan, plan_joules_per_step
@@ -21,7 +22,8 @@ from langadapt.train.monitoring.energy import (
     RaplCounter,
     energy_counter,
 )
-from langadapt.train.monitoring.metrics import Metrics, StepCost
+from langadapt.train.monitoring.callbacks import StepCost
+from langadapt.train.monitoring.defaults import default_callbacks
 
 CUDA0 = torch.device("cuda", 0)
 
@@ -148,12 +150,10 @@ class SlowValidation:
 
 def test_joules_per_step_is_power_times_step_time_without_validation_time(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(metrics, "energy_counter", lambda device: Watts(100.0))
-    with Metrics(tmp_path, TrainStageConfig(steps=6, log_every=2), StepCost(1000, 1.0, None, 4, torch.device("cpu"))) as m:
-        for step in range(1, 7):
-            time.sleep(0.02)  # the "training step"
-            m.record(step, 1.0, 1e-3, 0.5, 0)
-            m.validate(step, SlowValidation(), engine=None)
-        summary = m.summary()
+    callbacks = default_callbacks(TrainStageConfig(steps=6, log_every=2, loggers=[]), tmp_path, "run/stage2",
+                                  validation=SlowValidation())
+    summary = drive(callbacks, range(1, 7), 6, cost=StepCost(1000, 1.0, None, 4, torch.device("cpu")),
+                    work=lambda step: time.sleep(0.02))  # the "training step"
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "loss" in r]
     assert [r["step"] for r in train] == [2, 4, 6] and len(rows) == 6
@@ -164,6 +164,8 @@ def test_joules_per_step_is_power_times_step_time_without_validation_time(tmp_pa
     assert summary["energy_source"] == "fake:100W"
     assert summary["joules_per_step"] == pytest.approx(4 * summary["joules_per_step_per_device"])
     assert summary["validation"]["step"] == 6
+    assert summary["tokens_per_second"] > 1000 / (0.02 + 0.05 / 2)  # the steps' time only, not validation's
+    assert summary["elapsed_seconds"] > 6 * 0.02 + 3 * 0.05  # wall time: validation included
 
 
 def test_plan_joules_per_step_is_tdp_times_the_planned_step_time() -> None:

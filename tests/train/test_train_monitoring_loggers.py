@@ -8,30 +8,30 @@ import struct
 from pathlib import Path
 
 import pytest
-import torch
+from helpers.monitoring import drive
 
 from langadapt.errors import LangadaptError
+from langadapt.run.trackers import RUN_IDS, open_trackers
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.monitoring.loggers import RUN_IDS, open_loggers
-from langadapt.train.monitoring.metrics import Metrics, StepCost
-
-CPU = torch.device("cpu")
+from langadapt.train.monitoring.defaults import default_callbacks
 
 
 class EveryThirdStep:
+    """Due every third step; its loss falls with the step."""
+
     def due(self, step: int, total: int) -> bool:
+        self.step = step
         return step % 3 == 0
 
     def run(self, engine) -> dict:
-        return {"valid": {"nb": {"loss": 3.0 - engine, "bits_per_byte": 1.5, "tokens": 64}}, "valid_seconds": 0.01}
+        return {"valid": {"nb": {"loss": 3.0 - self.step / 10, "bits_per_byte": 1.5, "tokens": 64}},
+                "valid_seconds": 0.01}
 
 
 def log_steps(out: Path, loggers: list[str], steps: range, total: int) -> None:
-    with Metrics(out, TrainStageConfig(steps=total, log_every=2, loggers=loggers), StepCost(256, 1.0, None, 1, CPU),
-                 start_step=steps.start - 1, run_name="demo/stage2") as m:
-        for step in steps:
-            m.record(step, 4.0 / step, 1e-3 * step, 0.5, 0)
-            m.validate(step, EveryThirdStep(), engine=step / 10)
+    callbacks = default_callbacks(TrainStageConfig(steps=total, log_every=2, loggers=loggers), out, "demo/stage2",
+                                  validation=EveryThirdStep())
+    drive(callbacks, steps, total, loss=lambda step: 4.0 / step, lr=lambda step: 1e-3 * step)
 
 
 def tensorboard_scalars(out: Path) -> dict[tuple[str, int], float]:
@@ -118,4 +118,4 @@ def test_a_logger_that_is_not_installed_is_a_one_line_error(tmp_path: Path, monk
 
     monkeypatch.setattr(builtins, "__import__", no_wandb)
     with pytest.raises(LangadaptError, match=r"loggers: wandb is not installed \(pip install 'langadapt\[wandb\]'\)"):
-        open_loggers(["wandb"], tmp_path, "demo/stage2")
+        open_trackers(["wandb"], tmp_path, "demo/stage2")

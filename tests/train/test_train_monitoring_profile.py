@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.monitoring import drive
 
 from langadapt.cli import main
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.monitoring.metrics import Metrics, StepCost
+from langadapt.train.monitoring.profiler import StepProfiler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,12 +23,11 @@ def traced_names(out: Path) -> set[str]:
 
 @pytest.mark.parametrize("start_step", [0, 3])
 def test_only_the_chosen_steps_are_traced_also_after_a_resume(tmp_path: Path, start_step: int) -> None:
-    with Metrics(tmp_path, TrainStageConfig(steps=8, log_every=10, profile_steps=(3, 5)),
-                 StepCost(16, 1.0, None, 1, torch.device("cpu")), start_step=start_step) as metrics:
-        for step in range(start_step + 1, 9):
-            with torch.profiler.record_function(f"work{step}"):
-                torch.randn(32, 32) @ torch.randn(32, 32)
-            metrics.record(step, 1.0, 1e-3, 0.5, 0)
+    def work(step: int) -> None:
+        with torch.profiler.record_function(f"work{step}"):
+            torch.randn(32, 32) @ torch.randn(32, 32)
+
+    drive([StepProfiler((3, 5), tmp_path)], range(start_step + 1, 9), 8, work=work)
     names = {n for n in traced_names(tmp_path) if n and n.startswith("work")}
     assert names == ({"work3", "work4", "work5"} if start_step == 0 else {"work4", "work5"})
 

@@ -1,2 +1,4 @@
-"""What a training run reports while it runs: metrics and MFU (`metrics`), TensorBoard / W&B / MLflow
-(`loggers`), measured energy (`energy`) and held-out validation (`validation`)."""
+"""What a training run reports while it runs, as callbacks the loop calls (`callbacks`): the step
+meter, metrics.jsonl and the console (`metrics`), TensorBoard / W&B / MLflow (`loggers`), the
+profiler (`profiler`), measured energy (`energy`) and held-out validation (`validation`);
+`defaults.default_callbacks` is the list a stage runs."""

@@ -36,6 +36,7 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.train.config import ValidationConfig
+from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 
 log = logging.getLogger("langadapt.train")
 
@@ -96,7 +97,7 @@ def load_held_out(valid_dir: Path, sources: list[str] | None, langs: list[str] |
 
 
 class Validation:
-    """Scores the held-out sets when due; `__call__` is the loop's one line."""
+    """Scores the held-out sets when due (`ScheduledValidation` calls it from the loop)."""
 
     def __init__(self, sets: list[HeldOutSet], config: ValidationConfig, micro_batch_size: int,
                  precision: str = "fp32", rank: int = 0, world_size: int = 1,
@@ -109,10 +110,6 @@ class Validation:
 
     def due(self, step: int, total_steps: int) -> bool:
         return bool(self.sets) and self.every is not None and (step % self.every == 0 or step == total_steps)
-
-    def __call__(self, step: int, total_steps: int, engine) -> dict | None:
-        """`{"valid": {lang: {loss, bits_per_byte, tokens}}, "valid_seconds": s}` when due at `step`; else None."""
-        return self.run(engine) if self.due(step, total_steps) else None
 
     def _my_rows(self, windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's rows (r, r + W, ...), padded to the same count on every rank (targets -100)."""
@@ -156,5 +153,26 @@ class Validation:
         return {"valid": per_lang, "valid_seconds": time.perf_counter() - started}
 
 
-NO_VALIDATION = Validation([], ValidationConfig(), 1)
-"""What `fit` runs when the caller builds no validation: never due."""
+class ScheduledValidation(Callback):
+    """Runs `validation` when it is due and logs its row `{"step", "valid": {lang: {loss,
+    bits_per_byte, tokens}}, "valid_seconds"}`; the last one goes into the stage summary.
+
+    On every rank: scoring is collective (under ZeRO-3 and FSDP each forward gathers weights).
+    It comes after the step meter in the list, so its time and energy are not training's."""
+
+    all_ranks = True
+
+    def __init__(self, validation: Validation) -> None:
+        self.validation, self.last = validation, None
+
+    def on_stage_start(self, start: StageStart) -> None:
+        self.engine, self.total_steps = start.engine, start.total_steps
+
+    def on_step(self, record: StepRecord) -> dict | None:
+        if not self.validation.due(record.step, self.total_steps):
+            return None
+        self.last = {"step": record.step, **self.validation.run(self.engine)}
+        return self.last
+
+    def on_stage_end(self, summary: dict) -> None:
+        summary["validation"] = self.last

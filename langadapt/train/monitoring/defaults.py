@@ -1,0 +1,35 @@
+"""The callbacks a training stage runs unless its caller composes its own list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langadapt.run.layout import ModelStagePaths
+from langadapt.train.monitoring.callbacks import Callback
+from langadapt.train.monitoring.loggers import Trackers
+from langadapt.train.monitoring.metrics import ConsoleProgress, MetricsFile, StepMeter
+from langadapt.train.monitoring.profiler import StepProfiler
+from langadapt.train.monitoring.validation import ScheduledValidation, Validation
+
+if TYPE_CHECKING:
+    from langadapt.train.config import TrainStageConfig
+
+
+def default_callbacks(config: TrainStageConfig, out_dir: Path, run_name: str, *, stream: object = None,
+                      validation: Validation | None = None, step_offset: int = 0,
+                      recipe: dict[str, Any] | None = None) -> list[Callback]:
+    """The step meter (first: see `callbacks`), validation when given, metrics.jsonl, the console,
+    the profiler when `config.profile_steps` asks, and the trackers `config.loggers` names.
+
+    `step_offset` and `recipe` are for the trackers (`loggers.Trackers`): the run's steps before
+    this stage and the resolved recipe. Extend the list to add a callback of one's own."""
+    metrics = ModelStagePaths(out_dir).metrics
+    callbacks: list[Callback] = [StepMeter(config.log_every, stream, metrics)]
+    if validation is not None:
+        callbacks.append(ScheduledValidation(validation))
+    callbacks += [MetricsFile(metrics), ConsoleProgress(run_name)]
+    if config.profile_steps is not None:
+        callbacks.append(StepProfiler(config.profile_steps, out_dir))
+    callbacks.append(Trackers(config.loggers, out_dir, run_name, step_offset=step_offset, config=recipe))
+    return callbacks
