@@ -174,11 +174,12 @@ def test_a_checksummed_zstd_file_is_not_warned_about(tmp_path: Path, caplog: pyt
 
 
 def test_a_frame_whose_content_size_lies_is_refused(tmp_path: Path) -> None:
-    """The header's content size (1 byte field here) is checked by libzstd against what decodes."""
+    """The header's content size (a 1-byte field here) is checked by libzstd against what decodes."""
     data = b"".join(b"linje %d\n" % i for i in range(20))
     frame = bytearray(zstandard.ZstdCompressor(write_content_size=True).compress(data))
-    assert zstandard.get_frame_parameters(bytes(frame)).content_size == len(data) and frame[4] & 0xC0 == 0
-    frame[6] -= 10  # single-segment frame: the content size is the byte after the FHD and magic
+    assert frame[4] == 0x20 and frame[5] == len(data)  # single segment, 1-byte content size after the FHD
+    frame[5] -= 10
+    assert zstandard.get_frame_parameters(bytes(frame)).content_size == len(data) - 10
     path = tmp_path / "lies.txt.zst"
     path.write_bytes(bytes(frame))
     assert "cannot read" in refused(path)
