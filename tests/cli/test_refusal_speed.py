@@ -1,0 +1,94 @@
+"""Every refusal of `langadapt eval` comes before torch and transformers load (issue 32 item 4).
+
+Importing them costs 2-3 s of CPU; a missing suite or a typo in --texts must not. Each refusal
+runs in a fresh interpreter (an in-process run would find torch already imported by other tests)
+that reports, after `cli.main` returns, its exit status, whether torch or transformers were
+imported, and its CPU time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from langadapt.evaluation.naming import RESULTS
+from langadapt.run.layout import RunLayout
+from langadapt.run.lock import RunLock
+
+PROBE = """
+import json, sys, time
+from langadapt import cli
+rc = cli.main(sys.argv[1:])
+print(json.dumps({"rc": rc, "heavy": sorted(m for m in ("torch", "transformers") if m in sys.modules),
+                  "cpu": time.process_time()}))
+"""
+CPU_LIMIT_S = 1.0
+"""Issue 32's goal for every CLI refusal; the refusals measure about 0.3 s here."""
+
+
+def _refuse(argv: list[str], cwd: Path) -> tuple[str, dict]:
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stderr.strip(), report
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> dict[str, Path]:
+    """A model folder (only its config.json: nothing may load it), an empty folder, a finished
+    run (a stage's model folder beside its recipe), a run with nothing trained, bad texts."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}", "utf-8")
+    run = RunLayout(tmp_path / "runs" / "demo")
+    run.trained("stage2").model.mkdir(parents=True)
+    (run.trained("stage2").model / "config.json").write_text("{}", "utf-8")
+    run.resolved_recipe.write_text("name: demo\n", "utf-8")
+    untrained = RunLayout(tmp_path / "runs" / "fresh")
+    untrained.root.mkdir(parents=True)
+    untrained.resolved_recipe.write_text("name: fresh\n", "utf-8")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n{oops\n', "utf-8")
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / RESULTS).write_text("{}", "utf-8")
+    return {"model": model, "run": run.root, "fresh": untrained.root, "tmp": tmp_path}
+
+
+CASES = {
+    "missing suite": (["eval", "{model}", "--suite", "{tmp}/nosuch.yaml"], "nosuch.yaml: suite file not found"),
+    "no such path": (["eval", "{tmp}/nothere"], "nothere: no such run directory or model folder"),
+    "neither model nor run": (["eval", "{tmp}/empty"], "neither a Hugging Face model folder"),
+    "run with nothing trained": (["eval", "{fresh}"], "a run directory with no trained model yet"),
+    "bad --compare": (["eval", "{model}", "--compare", "ref={tmp}/empty"], "--compare ref="),
+    "--texts without a file": (["eval", "{model}", "--texts", "nb"], "--texts nb: expected LANG=FILE"),
+    "--texts missing file": (["eval", "{model}", "--texts", "nb={tmp}/none.txt"], "none.txt"),
+    "--texts malformed JSON": (["eval", "{model}", "--texts", "nb={tmp}/bad.jsonl"], "--texts nb: invalid JSON at line 2"),
+    "--out holds results": (["eval", "{model}", "--out", "{tmp}/done"], "already exists; pass --overwrite"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_refusal_is_one_line_exit_2_before_torch(case: str, folders: dict[str, Path]) -> None:
+    argv, expected = CASES[case]
+    err, report = _refuse([part.format(**folders) for part in argv], folders["tmp"])
+    assert report["rc"] == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("langadapt: error: ") and expected in err, err
+    assert report["heavy"] == [], f"{case}: refused only after importing {report['heavy']}"
+    assert report["cpu"] < CPU_LIMIT_S, f"{case}: {report['cpu']:.2f} s of CPU"
+
+
+def test_a_locked_run_is_refused_before_torch(folders: dict[str, Path]) -> None:
+    """`langadapt eval RUN` writes RUN/eval: while a `langadapt run` holds the run's lock, it waits for none."""
+    lock = RunLock(RunLayout(folders["run"]).lock)
+    lock.acquire()
+    try:
+        err, report = _refuse(["eval", str(folders["run"])], folders["tmp"])
+    finally:
+        lock.release()
+    assert report["rc"] == 2 and len(err.splitlines()) == 1 and "lock" in err, err
+    assert report["heavy"] == [] and report["cpu"] < CPU_LIMIT_S, report
