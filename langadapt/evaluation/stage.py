@@ -44,6 +44,7 @@ from langadapt.evaluation.training import planned_energy, trained_runs
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
 from langadapt.run.slices import EvaluateSlice
+from langadapt.run.trackers import log_evaluation
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
 
@@ -152,6 +153,7 @@ def run(job: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     results["tokens_per_byte"] = token_costs(ctx.layout)
     write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
                  planned_energy=planned_energy(ctx.layout, job.planning))
+    log_evaluation(ctx.layout, results, ctx.out)  # into the trackers the training stages opened
     return _summary(results)
 
 
