@@ -235,6 +235,7 @@ def test_eval_refuses_to_overwrite_results(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").write_text('{"models": {}}')
+    (tmp_path / "config.json").write_text("{}")  # a model folder: what to evaluate is checked first
     assert cli.main(["eval", str(tmp_path), "--out", str(out)]) == cli.EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--overwrite" in err and "results.json" in err
