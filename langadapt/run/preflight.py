@@ -85,6 +85,9 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if "evaluate" in will:
         with report.guard():
             _check_suites(recipe, report)
+    if "export" in will and recipe.export.enabled:
+        with report.guard():
+            _check_licence(recipe, report)
     return report
 
 
@@ -224,7 +227,8 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
 
 def _check_suites(recipe: Recipe, report: Report) -> None:
     """Suite files exist, parse and name known task kinds; lm_eval tasks need lm-eval installed."""
-    from langadapt.evaluation.suite import LmEvalTask, load_suite, unmeasured
+    from langadapt.evaluation.suite import LmEvalTask, MinimalPairsTask, load_suite, unmeasured
+    from langadapt.evaluation.tasks import read_minimal_pairs
 
     for i, path in enumerate(recipe.evaluation.suites):
         try:
@@ -236,6 +240,25 @@ def _check_suites(recipe: Recipe, report: Report) -> None:
             report.add(("evaluation", "suites", i), problem)
         if any(isinstance(t, LmEvalTask) for t in suite.tasks) and importlib.util.find_spec("lm_eval") is None:
             report.add(("evaluation", "suites", i), f"{path} has lm_eval tasks: pip install 'langadapt[eval]'")
+        for task in suite.tasks:  # read now, not after training: a bad row names its file and line
+            if isinstance(task, MinimalPairsTask):
+                try:
+                    read_minimal_pairs(task.path)
+                except LangadaptError as exc:
+                    report.add(("evaluation", "suites", i), str(exc))
+
+
+def _check_licence(recipe: Recipe, report: Report) -> None:
+    """`export.license` is needed when a source the training stages will stream carries a restrictive
+    licence note: known now from the notes beside its files, so said before training, not after it."""
+    from langadapt.data.replay import stage_mixture
+    from langadapt.export.card import check_licence
+    from langadapt.export.provenance import RunFacts
+
+    planned = {name: {source: int(bool(entry.get("epochs") or entry.get("weight")))
+                      for source, entry in stage_mixture(recipe.data, name, getattr(recipe, name)).items()}
+               for name in recipe.training_stages}
+    check_licence(recipe.export, RunFacts.from_recipe(recipe), planned)  # its line starts with the key: located
 
 
 def _held_out_langs(recipe: Recipe) -> set[str]:

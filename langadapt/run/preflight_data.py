@@ -6,6 +6,7 @@ target corpus for the vocabulary bound); `preflight` holds the model and suite c
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,9 @@ from langadapt.train.config import global_batch
 
 if TYPE_CHECKING:
     from langadapt.recipe.errors import Report
+    from langadapt.tokenizer.config import TokenizerConfig
+
+log = logging.getLogger("langadapt")
 
 CEILING_MAX_BYTES = 16 << 20
 """Read at most this much target text for the vocabulary bound (~1 s); larger corpora skip it."""
@@ -59,6 +63,7 @@ def check_vocab_size(recipe: Recipe, base_tokenizer: dict | None, report: Report
     """Above the special + byte tokens the tokenizer always has, and below what the corpus can yield."""
     cfg = recipe.tokenizer
     if cfg.kind == "keep_base":
+        _check_kept_size(cfg, base_tokenizer)
         return
     if cfg.kind == "extend":
         from langadapt.tokenizer.extend import extension_problem
@@ -84,6 +89,22 @@ def check_vocab_size(recipe: Recipe, base_tokenizer: dict | None, report: Report
     if ceiling is not None and cfg.vocab_size > ceiling:
         report.add(("tokenizer", "vocab_size"), f"{cfg.vocab_size:,} is more than a BPE vocabulary can have "
                    f"on this corpus (at most {ceiling:,}: {what}); lower it")
+
+
+def _check_kept_size(cfg: TokenizerConfig, base_tokenizer: dict | None) -> None:
+    """A `vocab_size` written beside `kind: keep_base` that is not the base's own size is said, not
+    silently ignored. A warning, not a refusal: a frontier's grid over `tokenizer.kind` keeps the
+    recipe's `vocab_size` for its keep_base point, where it means nothing."""
+    if "vocab_size" not in cfg.model_fields_set or base_tokenizer is None:
+        return
+    vocab = base_tokenizer.get("model", {}).get("vocab") or {}
+    ids = list(range(len(vocab))) if isinstance(vocab, list) else list(vocab.values())
+    ids += [entry["id"] for entry in base_tokenizer.get("added_tokens", [])]
+    size = max(ids, default=-1) + 1
+    if cfg.vocab_size != size:
+        log.warning("tokenizer.vocab_size: %s is ignored with kind keep_base, which keeps the base tokenizer's "
+                    "%s ids as they are (kind extend grows the base's vocabulary to vocab_size)",
+                    f"{cfg.vocab_size:,}", f"{size:,}")
 
 
 def _family(tokenizer_json: dict | None) -> str | None:

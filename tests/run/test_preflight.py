@@ -195,3 +195,36 @@ def test_data_config_mixture_entries_are_typed() -> None:
     data = DataConfig(sources=[{"name": "nb", "path": "x", "lang": "nb"}, {"name": "en", "path": "y", "lang": "en"}])
     stage = TrainStageConfig(mixture={"en": {"epochs": 2}})
     assert stream_mixture(data, stage.mixture) == {"nb": {"weight": 1.0}, "en": {"epochs": 2.0}}
+
+
+def test_a_malformed_minimal_pairs_file_is_refused_before_training(warm, tmp_path: Path) -> None:
+    """The suite's data file used to be read only by the evaluate stage: a bad row stopped a run after training."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"good": "Jeg er her.", "bad": "Jeg er her her."}\n{"good": "Hun leser."}\n')
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"tasks:\n  - {{kind: minimal_pairs, lang: nb, path: {pairs}}}\n")
+    result = langadapt("run", str(warm()), "--set", f"evaluation.suites=[{suite}]")
+    assert_refused(result, tmp_path, "evaluation.suites[0]", "pairs.jsonl:2", "key(s) bad")
+
+
+def test_a_share_alike_source_without_export_license_is_refused_before_training(warm, tmp_path: Path,
+                                                                               shared_dir: Path) -> None:
+    """The sources' licence notes are known before any stage: `export.license` was asked for after all training."""
+    corpus = tmp_path / "nb.jsonl.gz"
+    shutil.copy(shared_dir / "corpora" / "nb.debian-handbook.train.jsonl.gz", corpus)
+    Path(f"{corpus}.LICENSE.txt").write_text("nb.jsonl.gz: test corpus\n  licence: CC-BY-SA-3.0\n")
+    result = langadapt("run", str(warm(corpus=str(corpus))))
+    assert_refused(result, tmp_path, "export.license", "source nb", "CC-BY-SA", "--set export.license=")
+    assert langadapt("run", str(warm(corpus=str(corpus))), "--set", "export.license=cc-by-sa-3.0",
+                     "--dry-run").returncode == 0
+
+
+def test_keep_base_with_another_vocab_size_is_said(warm, tmp_path: Path) -> None:
+    """keep_base used to ignore a written vocab_size without a word (plan and card described a vocabulary never built)."""
+    result = langadapt("run", str(warm()), "--set", "tokenizer.kind=keep_base", "--dry-run")  # vocab_size: 1000
+    assert result.returncode == 0, result.stderr
+    assert "tokenizer.vocab_size: 1,000 is ignored with kind keep_base" in result.stderr
+    assert "8,192 ids" in result.stderr
+    same = langadapt("run", str(warm()), "--set", "tokenizer.kind=keep_base", "--set", "tokenizer.vocab_size=8192",
+                     "--dry-run")
+    assert same.returncode == 0 and "is ignored" not in same.stderr, same.stderr
