@@ -1,11 +1,11 @@
 """The data stage: sources in, cleaned train/held-out documents out.
 
-`run(config, ctx)` reads every source, cleans it (`cleaning.Cleaner`), splits off held-out
-documents by a hash of their normalised text, and writes `ctx.out/{train,valid}/<source>.jsonl.gz`
-(format: `langadapt.data.documents`) plus `ctx.out/stats.json`. The split depends only on a
-document's text, so it is the same across runs and whatever order the files are read in, and
-exact duplicates always land on the same side. Everything is streamed: train and held-out files
-are written at the same time, each by `write_documents` fed through a bounded queue.
+`run(job, ctx)` reads every source of `job.config` (the data section), cleans it (`cleaning.Cleaner`),
+splits off held-out documents by a hash of their normalised text, and writes
+`ctx.out/{train,valid}/<source>.jsonl.gz` (format: `langadapt.data.documents`) plus `DataPaths.stats`.
+The split depends only on a document's text, so it is the same across runs and whatever order the
+files are read in, and exact duplicates always land on the same side. Everything is streamed: train
+and held-out files are written at the same time, each by `write_documents` fed through a bounded queue.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from langadapt.data.sources import iter_texts, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
 from langadapt.run.layout import DataPaths
+from langadapt.run.slices import DataSlice
 
 _DONE, _ABORT = object(), object()
 
@@ -74,8 +75,9 @@ class _DocumentWriter:
             raise self._error
 
 
-def run(config: DataConfig, ctx: StageContext) -> dict:
+def run(job: DataSlice, ctx: StageContext) -> dict[str, Any]:
     """Clean and split every source; returns the per-source summary for the manifest."""
+    config = job.config
     # Resolve every source first, so that a typo in the last path fails before any long work.
     resolved = {s.name: resolve_paths(s, s.path) for s in config.sources}
     held_out = {s.name: resolve_paths(s, s.valid_path, "valid_path") for s in config.sources if s.valid_path}
@@ -90,7 +92,7 @@ def run(config: DataConfig, ctx: StageContext) -> dict:
             "data: %s kept %d train / %d held-out documents, dropped %s",
             source.name, stats["train_docs"], stats["valid_docs"], stats["dropped"] or "none",
         )
-    (ctx.out / "stats.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    ctx.layout.data.stats.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     return summary
 
 

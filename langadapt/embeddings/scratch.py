@@ -13,6 +13,7 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
+from langadapt.run.slices import ScratchSlice
 
 
 def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int) -> torch.nn.Module:
@@ -34,13 +35,15 @@ def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int)
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
-def run_scratch(architecture: dict[str, Any] | None, ctx: StageContext) -> dict[str, Any]:
+def run(job: ScratchSlice, ctx: StageContext) -> dict[str, Any]:
+    """The embeddings stage of `init: scratch`: the model drawn for the tokenizer stage's tokenizer."""
     from transformers import AutoConfig
 
     from langadapt.tokenizer.loading import load_tokenizer
     from langadapt.tokenizer.saving import save_tokenizer
 
     tokenizer = load_tokenizer(ctx.layout.tokenizer.tokenizer, what="the tokenizer stage's output")
+    architecture = job.architecture
     if architecture is None:  # scratch with the architecture of a given base model
         architecture = AutoConfig.from_pretrained(ctx.base_model).to_dict()
     model = build_scratch_model(architecture, tokenizer, ctx.seed)

@@ -3,7 +3,7 @@
 Reads  `ctx.base_model` (HF folder), the tokenizer stage's tokenizer and, for focus/align,
        the target-language train texts of the data stage (paths from `ctx.layout`);
 writes `layout.embeddings.model` (safetensors + the NEW tokenizer, loadable on its own),
-       `mapping.json` (every new token's old pieces) and `report.json` beside it, and
+       `layout.embeddings.mapping` (every new token's old pieces) and `.report` beside it, and
        `layout.embeddings.shared_rows` (the rows copied from the base: `train_rows: new` keeps them).
 The surgery runs on one process on a normal float32 checkpoint (no ZeRO involved).
 """
@@ -13,17 +13,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM
 
 from langadapt.data.documents import iter_split
-from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import build_mapping
 from langadapt.embeddings.plan import SharedRows
 from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
+from langadapt.run.slices import EmbeddingsSlice
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer
 
@@ -42,8 +43,9 @@ def target_texts(data_dir: Path) -> Iterator[str]:
         yield doc["text"]
 
 
-def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
+def run(job: EmbeddingsSlice, ctx: StageContext) -> dict[str, Any]:
     """Initialise the base model's embeddings for the new tokenizer; returns a small summary."""
+    config, paths = job.config, ctx.layout.embeddings
     base = _folder(ctx.base_model, "base model folder (base_model.path)")
     tokenizer_dir = _folder(ctx.layout.tokenizer.tokenizer, "the tokenizer stage's output")
     old_tokenizer = load_tokenizer(base, what="base_model.path")
@@ -58,19 +60,19 @@ def run(config: EmbeddingConfig, ctx: StageContext) -> dict:
     mapping = build_mapping(old_tokenizer, new_tokenizer)
     ctx.out.mkdir(parents=True, exist_ok=True)
     mapping.save(
-        ctx.out / "mapping.json",
+        paths.mapping,
         old_tokens=old_tokenizer.convert_ids_to_tokens(list(range(len(old_tokenizer)))),
     )
     model, report = transfer_embeddings(
         model, old_tokenizer, new_tokenizer, config, corpus=corpus, seed=ctx.seed, mapping=mapping
     )
-    model_dir = ctx.layout.embeddings.model
+    model_dir = paths.model
     model.save_pretrained(model_dir)
     save_tokenizer(new_tokenizer, model_dir)
     shared = SharedRows(report["new_rows"], tuple(report.pop("shared_rows")))  # a vocabulary of ids: its own file
-    shared.save(ctx.layout.embeddings.shared_rows)
+    shared.save(paths.shared_rows)
     report["rows_copied"] = len(shared.ids)
-    (ctx.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    paths.report.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     summary = {
         key: report["mapping"][key] for key in ("new_vocab", "copied", "decomposed", "special", "fallback")
     } | {"rows_copied": report["rows_copied"], "rows": report["new_rows"]}

@@ -33,7 +33,16 @@ from langadapt.export.provenance import RunFacts, publishable_recipe
 from langadapt.export.verify import default_prompt, probe, verify_folder
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
-from langadapt.run.layout import MANIFEST, MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, is_complete
+from langadapt.run.layout import (
+    MANIFEST,
+    MODEL_STAGES,
+    STEP_PREFIX,
+    TRAINING_STAGES,
+    ExportPaths,
+    RunLayout,
+    is_complete,
+)
+from langadapt.run.slices import ExportSlice
 
 log = logging.getLogger("langadapt")
 RECIPE_FILE = "langadapt_recipe.yaml"
@@ -114,8 +123,9 @@ def export_model(paths: ExportPaths, layout: RunLayout, config: ExportConfig, fa
             "verification": verification, "files": file_hashes(folder)}
 
 
-def run(config: ExportConfig, ctx: StageContext, facts: RunFacts) -> dict[str, Any]:
+def run(job: ExportSlice, ctx: StageContext) -> dict[str, Any]:
     """The export stage: the run's last trained model (stage2, else stage1)."""
+    config = job.config
     from langadapt.export.hub import check_push, push
 
     if config.push_to_hub:
@@ -124,7 +134,7 @@ def run(config: ExportConfig, ctx: StageContext, facts: RunFacts) -> dict[str, A
     models = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
     stages = require_trained(ctx.layout.final(), models)
     name = next(n for n, stage in MODEL_STAGES.items() if stage == stages[-1])
-    summary = export_model(ctx.layout.export, ctx.layout.final(), config, facts, name, stages,
+    summary = export_model(ctx.layout.export, ctx.layout.final(), config, job.facts, name, stages,
                            ctx.layout.trained(stages[-1]).model, ctx.base_model)
     if config.push_to_hub:
         summary["pushed"] = push(ctx.layout.export.model, str(config.repo_id), config.private)
@@ -138,7 +148,7 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
     from langadapt.run.layout import complete_checkpoints, promote, write_manifest
 
     stage, _, step = spec.partition("/")
-    step = step.removeprefix("step_")
+    step = step.removeprefix(STEP_PREFIX)
     if stage not in TRAINING_STAGES or not step.isdigit():
         raise LangadaptError(f"--checkpoint {spec}: expected STAGE/STEP with STAGE one of {', '.join(TRAINING_STAGES)}, "
                              "e.g. stage2/500")

@@ -27,12 +27,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.constants import SAFETENSORS_SINGLE_FILE
+
 MARKER = "COMPLETE"
 MANIFEST = "manifest.json"
 TRAINER_STATE = "trainer_state.json"
+"""A complete checkpoint's marker file (train.checkpoint writes it last, rank 0)."""
 LATEST = "latest"
 """The file in a stage's checkpoints/ that names its newest complete checkpoint."""
-"""A complete checkpoint's marker file (train.checkpoint writes it last, rank 0)."""
 FINGERPRINT = ".fingerprint"
 TRACKED_PACKAGES = ("langadapt", "torch", "transformers", "tokenizers", "datasets", "deepspeed", "pydantic")
 
@@ -42,8 +44,18 @@ MODEL_STAGES = {"init": "embeddings", "stage1": "stage1", "adapted": "stage2"}
 """Model name (as evaluation reports it) -> the stage whose `model/` folder holds it."""
 
 
-STEP_DIR = re.compile(r"^step_(\d+)$")
+STEP_PREFIX = "step_"
+STEP_DIR = re.compile(rf"^{STEP_PREFIX}(\d+)$")
 """A checkpoint folder's name under a training stage's checkpoints/ (train.checkpoint writes them)."""
+WEIGHTS = SAFETENSORS_SINGLE_FILE
+"""The one weights file of a torch-engine checkpoint (a model folder's, as Hugging Face names it)."""
+RESULTS = "results.json"
+"""The evaluate stage's numbers (also the name in a `langadapt eval --out` report folder)."""
+
+
+def step_dir_name(step: int) -> str:
+    """The folder of the checkpoint at `step` (zero-padded: folders sort by step)."""
+    return f"{STEP_PREFIX}{step:08d}"
 
 
 def complete_checkpoints(root: Path) -> dict[int, Path]:
@@ -82,6 +94,11 @@ class DataPaths:
     def valid(self) -> Path:
         return self.root / "valid"
 
+    @property
+    def stats(self) -> Path:
+        """Per source: documents read, kept and dropped (the stage's summary, also as a file)."""
+        return self.root / "stats.json"
+
 
 @dataclass(frozen=True)
 class TokenizerPaths:
@@ -102,6 +119,15 @@ class TokenizerPaths:
         """The held-out split's token shards, laid out as `tokens` (see langadapt.data.shards)."""
         return self.tokens / "valid"
 
+    @property
+    def metrics(self) -> Path:
+        """Base vs new tokenizer on held-out text (`tokenizer.metrics.compare_tokenizers`)."""
+        return self.root / "metrics.json"
+
+    @property
+    def fertility_plot(self) -> Path:
+        return self.root / "fertility.png"
+
 
 @dataclass(frozen=True)
 class ModelStagePaths:
@@ -121,10 +147,25 @@ class ModelStagePaths:
     def metrics(self) -> Path:
         return self.root / "metrics.jsonl"
 
+    @property
+    def summary(self) -> Path:
+        """A training stage's summary (also in its manifest), written by rank 0 when it finishes."""
+        return self.root / "summary.json"
+
 
 @dataclass(frozen=True)
 class EmbeddingsPaths(ModelStagePaths):
     """The embeddings stage: its model folder, and the record of which rows it copied from the base."""
+
+    @property
+    def mapping(self) -> Path:
+        """Every new token's old pieces (`embeddings.mapping.TokenMapping`)."""
+        return self.root / "mapping.json"
+
+    @property
+    def report(self) -> Path:
+        """What the initialisation did (method, rows copied, the norms it matched)."""
+        return self.root / "report.json"
 
     @property
     def shared_rows(self) -> Path:
@@ -196,7 +237,7 @@ class RunLayout:
     @property
     def evaluation_results(self) -> Path:
         """The evaluate stage's numbers (`{"models": {NAME: {LANG: {...}}}}`), read by the model card."""
-        return self.evaluate / "results.json"
+        return self.evaluate / RESULTS
 
     @property
     def export(self) -> ExportPaths:

@@ -17,6 +17,7 @@ pipeline from inside.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -81,11 +82,31 @@ class Dependency:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A stage's entry point with its recipe slice bound: `<module>.run(slice, ctx) -> summary`.
+
+    Every stage module has one `run(slice, ctx)`; the module is imported only when the stage runs,
+    so `langadapt plan` and dry runs need no torch."""
+
+    module: str
+    slice: Any
+    """The stage's slice (`run.slices`), built once from the recipe by `stage_table`."""
+
+    def function(self) -> Callable[[Any, StageContext], dict[str, Any]]:
+        return importlib.import_module(self.module).run
+
+    def __call__(self, ctx: StageContext) -> dict[str, Any]:
+        return self.function()(self.slice, ctx)
+
+
+@dataclass(frozen=True)
 class Stage:
-    """One pipeline step: a name, the recipe sections it depends on, and its entry point."""
+    """One pipeline step: a name, the recipe parts it reads, and its entry point (slice bound)."""
 
     name: str
     sections: tuple[str, ...]
+    """What the stage reads of the recipe (sections or dotted keys, see `LoadedRecipe.section_hash`):
+    its fingerprint's recipe part, so it names everything its slice carries."""
     run: Callable[[StageContext], dict[str, Any]]
     skip_reason: str | None = None
     ignores: tuple[str, ...] = ()
@@ -96,40 +117,19 @@ class Stage:
 
 
 def stage_table(recipe: Recipe) -> list[Stage]:
-    """Each stage with its slice of the recipe (imports are lazy: `plan` needs no torch)."""
+    """Each stage with its slice of the recipe bound (`run.slices`); `sections` say what it reads."""
+    from langadapt.data.replay import stage_mixture
+    from langadapt.export.provenance import RunFacts
+    from langadapt.run import slices
 
-    def data(ctx: StageContext) -> dict[str, Any]:
-        from langadapt.data.stage import run
-
-        return run(recipe.data, ctx)
-
-    def tokenizer(ctx: StageContext) -> dict[str, Any]:
-        from langadapt.tokenizer.stage import run
-
-        return run(recipe.tokenizer, ctx, num_workers=recipe.data.num_workers)
-
-    def embeddings(ctx: StageContext) -> dict[str, Any]:
-        if recipe.init == "scratch":
-            from langadapt.embeddings.scratch import run_scratch
-
-            return run_scratch(recipe.base_model.architecture, ctx)
-        from langadapt.embeddings.stage import run
-
-        return run(recipe.embeddings, ctx)
-
-    def training(name: str) -> Callable[[StageContext], dict[str, Any]]:
-        def run_training(ctx: StageContext) -> dict[str, Any]:
-            from langadapt.data.replay import stage_mixture
-            from langadapt.run.slices import TrainingSlice
-            from langadapt.train.stage import run
-
-            stage = getattr(recipe, name)
-            after_stage1 = name == "stage2" and "stage1" in recipe.training_stages
-            return run(TrainingSlice(name, stage, recipe.engine, stage_mixture(recipe.data, name, stage),
-                                     after_stage1=after_stage1, force_epochs=recipe.data.force_epochs,
-                                     document_masking=recipe.data.document_masking), ctx)
-
-        return run_training
+    def training(name: str) -> Entry:
+        stage = getattr(recipe, name)
+        # A stage that will not run has no mixture to derive (its overrides may name what is gone).
+        mixture = None if recipe.training_skip_reason(name) else stage_mixture(recipe.data, name, stage)
+        return Entry("langadapt.train.stage", slices.TrainingSlice(
+            name, stage, recipe.engine, mixture,
+            after_stage1=name == "stage2" and "stage1" in recipe.training_stages,
+            force_epochs=recipe.data.force_epochs, document_masking=recipe.data.document_masking))
 
     def cold_twin(ctx: StageContext) -> Dependency | None:
         from langadapt.evaluation.cold_twin import cold_twin_recipe
@@ -139,28 +139,25 @@ def stage_table(recipe: Recipe) -> list[Stage]:
             return None
         return Dependency("cold", "the cold twin", twin, RunLayout(twin.recipe.run_dir).stage2.model)
 
-    def evaluate(ctx: StageContext) -> dict[str, Any]:
-        from langadapt.evaluation.stage import run
-
-        return run(recipe.evaluation, ctx, dict(ctx.needed))  # the cold twin's model, when there is one
-
-    def export(ctx: StageContext) -> dict[str, Any]:
-        from langadapt.export.provenance import RunFacts
-        from langadapt.export.stage import run
-
-        return run(recipe.export, ctx, RunFacts.from_recipe(recipe))
-
+    embeddings = Entry("langadapt.embeddings.scratch", slices.ScratchSlice(recipe.base_model.architecture)) \
+        if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", slices.EmbeddingsSlice(recipe.embeddings))
     return [
-        Stage("data", ("data",), data, ignores=DATA_STAGE_IGNORES),
+        Stage("data", ("data",), Entry("langadapt.data.stage", slices.DataSlice(recipe.data)), ignores=DATA_STAGE_IGNORES),
         # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
-        Stage("tokenizer", ("tokenizer", "base_model"), tokenizer, ignores=("tokenizer.min_vocab_fraction",)),
+        Stage("tokenizer", ("tokenizer", "base_model"),
+              Entry("langadapt.tokenizer.stage", slices.TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
+              ignores=("tokenizer.min_vocab_fraction",)),
         Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
         Stage("stage1", ("stage1", "engine", *TRAINING_DATA_KEYS), training("stage1"), recipe.training_skip_reason("stage1"),
               ignores=monitoring_keys("stage1")),
         Stage("stage2", ("stage2", "engine", *TRAINING_DATA_KEYS), training("stage2"),
               recipe.training_skip_reason("stage2"), ignores=monitoring_keys("stage2")),
-        Stage("evaluate", ("evaluation",), evaluate, needs=cold_twin),
-        Stage("export", ("export",), export, None if recipe.export.enabled else "export.enabled is false"),
+        Stage("evaluate", ("evaluation", *PLANNING_KEYS),
+              Entry("langadapt.evaluation.stage", slices.EvaluateSlice(recipe.evaluation, recipe)),
+              ignores=(*monitoring_keys("stage1"), *monitoring_keys("stage2")), needs=cold_twin),
+        Stage("export", ("export", *RUN_FACT_KEYS),
+              Entry("langadapt.export.stage", slices.ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
+              None if recipe.export.enabled else "export.enabled is false"),
     ]
 
 
@@ -173,6 +170,17 @@ DATA_STAGE_IGNORES = (*(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELD
                       *(f"data.{key}" for key in (*TRAINING_FIELDS, *UNFINGERPRINTED_FIELDS)))
 """Keys of the data section the data stage does not read: changing one must not re-run data,
 tokenizer and embeddings (hours at scale)."""
+
+
+PLANNING_KEYS = ("cluster", "engine", "stage1", "stage2", "init", "base_model", "tokenizer.kind", "tokenizer.vocab_size",
+                 *TRAINING_DATA_KEYS)
+"""What `langadapt plan` reads to estimate a training stage's energy, which the evaluate stage
+reports (`EvaluateSlice.planning`): the hardware, engine and stage settings, the model's shape (base
+model, vocabulary) and the mixture. `data.sources[].unique_tokens` is left out: planning reads it
+only for a source without shards, and evaluate runs after the tokenizer stage wrote them."""
+RUN_FACT_KEYS = ("init", "base_model.path", "data.valid_fraction", "data.max_valid_docs",
+                 *(f"data.sources[].{key}" for key in ("name", "lang", "role", "format", "path", "valid_path")))
+"""What `export.provenance.RunFacts` reads of the recipe for the model card."""
 
 
 MONITORING_KEYS = ("checkpoint", "log_every", "loggers", "validation", "profile_steps")
@@ -365,9 +373,12 @@ def dry_run(loaded: LoadedRecipe, only: str | None = None, start: str | None = N
         claim_run(loaded, layout, take_over=force is True, record=False)
     force = bool(only) or bool(start) if force is None else force
     actions: list[tuple[str, str]] = []
-    with report.guard():
+    try:
         cache = HashCache(layout.hash_cache)
         actions = [(stage.name, action) for stage, action in plan_actions(loaded, selected, force, cache=cache)[0]]
+    except LangadaptError as exc:  # a consequence of a problem found already (a mixture naming no source), or one more
+        if not report.problems:
+            report.add_line(str(exc))
     return actions, report
 
 
@@ -420,7 +431,10 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
         log.info("stage2 inherits from stage1: %s; overrides: %s",
                  ", ".join(inh["inherited"]) or "nothing", ", ".join(inh["overridden"]) or "nothing")
     started = time.time()
-    summary = _relocate(stage.run(ctx), folder, final)
+    summary = stage.run(ctx)
+    if not isinstance(summary, dict):  # the manifest records it; every stage's protocol says a dict
+        raise TypeError(f"stage {stage.name} returned {type(summary).__name__}, not its summary dict")
+    summary = _relocate(summary, folder, final)
     if not main:
         return
     run_layout.write_manifest(folder, {

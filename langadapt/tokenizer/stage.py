@@ -2,7 +2,8 @@
 
 Reads the data stage's train/valid documents and the base model folder; writes the tokenizer
 (`layout.tokenizer.tokenizer`, a folder that `AutoTokenizer.from_pretrained` loads),
-`metrics.json` and `fertility.png` (base vs new, per held-out language) and the token shards for
+its metrics and their figure (base vs new, per held-out language: `layout.tokenizer.metrics`,
+`fertility_plot`) and the token shards for
 training (`layout.tokenizer.tokens`, via `langadapt.data.shards`).
 """
 
@@ -15,21 +16,18 @@ from typing import Any
 from langadapt.data.documents import iter_split, read_documents, split_files, texts_by_lang
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.run.slices import TokenizerSlice
 from langadapt.tokenizer.extend import UnreachableCharacter
 from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
 from langadapt.tokenizer.saving import check_written_flags, save_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 
 
-def run(config: TokenizerConfig, ctx: StageContext, num_workers: int | None = None) -> dict[str, Any]:
-    """Train (or keep) the tokenizer, write its metrics and the token shards; returns a summary.
-
-    `num_workers` (the recipe's data.num_workers) is the number of processes that encode the
-    shards; None: every core (one for a small corpus). The shards are the same whatever it is."""
+def run(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
+    """Train (or keep) the tokenizer, write its metrics and the token shards; returns a summary."""
     from langadapt.data.shards import encode_corpus
 
-    data_dir, paths = ctx.layout.data.root, ctx.layout.tokenizer
+    config, data_dir, paths = job.config, ctx.layout.data.root, ctx.layout.tokenizer
     base = load_base_tokenizer(ctx.base_model)
     # Without language weights the tokenizer is for the target language only: replay and
     # neighbour sources would otherwise take vocabulary away from it.
@@ -44,11 +42,11 @@ def run(config: TokenizerConfig, ctx: StageContext, num_workers: int | None = No
     candidates = {"base": base, "new": tokenizer} if base is not None and config.kind != "keep_base" else {
         "new": tokenizer}
     metrics = compare_tokenizers(candidates, texts_by_lang(data_dir, "valid"))
-    (ctx.out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    plot_fertility(metrics, ctx.out / "fertility.png")
+    paths.metrics.write_text(json.dumps(metrics, indent=1))
+    plot_fertility(metrics, paths.fertility_plot)
     ctx.log.info("tokenizer metrics on held-out text:\n%s", render_table(metrics))
 
-    shards = encode_corpus(tokenizer, data_dir, paths.tokens, num_workers=num_workers)
+    shards = encode_corpus(tokenizer, data_dir, paths.tokens, num_workers=job.num_workers)
     return {
         "kind": config.kind,
         "vocab_size": len(tokenizer),

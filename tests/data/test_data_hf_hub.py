@@ -25,6 +25,7 @@ from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
 from langadapt.run import pipeline
 from langadapt.run.context import StageContext
+from langadapt.run.slices import DataSlice
 
 REPO = Path(__file__).resolve().parents[2]
 README = """\
@@ -103,7 +104,7 @@ def test_the_data_stage_writes_the_subsets_documents(tmp_path: Path, hub_folder:
          "max_docs": 10}], "valid_fraction": 0.1})
     ctx = StageContext(run_dir=tmp_path / "run", stage="data", seed=0)
     ctx.out.mkdir(parents=True)
-    summary = run_data(config, ctx)
+    summary = run_data(DataSlice(config), ctx)
     assert summary["sources"]["culturax_no"]["docs_read"] == 60
     assert summary["sources"]["culturax_nn"]["docs_read"] == 10
     written = [d["text"] for split in ("train", "valid") for d in read_documents(ctx.out / split / "culturax_nn.jsonl.gz")]

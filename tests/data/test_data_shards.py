@@ -18,6 +18,7 @@ from langadapt.data.shards import encode_corpus, shard_dtype
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
+from langadapt.run.slices import DataSlice
 
 WORDS = ["blåbær", "ørret", "ærlig", "og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "2024", "tekst,", "«sitat»"]
 
@@ -56,7 +57,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     ctx = StageContext(run_dir=root, stage="data", seed=0)
     ctx.out.mkdir()
-    run(config, ctx)
+    run(DataSlice(config), ctx)
     return ctx.out
 
 
@@ -183,7 +184,7 @@ def test_real_corpus_end_to_end_stage_shards_stream(tmp_path: Path, shared_dir: 
          "weight": 1},
     ], "valid_fraction": 0.15})
     ctx = StageContext(run_dir=tmp_path, stage="data", seed=0)
-    run(config, ctx)
+    run(DataSlice(config), ctx)
     summary = encode_corpus(tiny_en_llama, ctx.out, tmp_path / "tokens")
     assert summary["backend"] == "tiktoken"
     stream = build_stream(tmp_path / "tokens", stream_mixture(config), 128, 1_500, seed=0)

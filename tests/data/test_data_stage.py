@@ -13,6 +13,7 @@ from langadapt.data.documents import read_documents
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
+from langadapt.run.slices import DataSlice
 
 WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "de", "at", "seg", "så", "kan"]
 
@@ -31,7 +32,7 @@ def _run(tmp_path: Path, sources: list[dict], name: str = "run", **extra: object
     config = DataConfig.model_validate({"sources": sources, **extra})
     ctx = StageContext(run_dir=tmp_path / name, stage="data", seed=0)
     ctx.out.mkdir(parents=True)
-    return run(config, ctx), ctx.out
+    return run(DataSlice(config), ctx), ctx.out
 
 
 def _texts(path: Path) -> list[str]:

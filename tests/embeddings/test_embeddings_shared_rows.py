@@ -21,6 +21,7 @@ from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embedd
 from langadapt.embeddings.plan import SharedRows
 from langadapt.embeddings.stage import run as run_embeddings
 from langadapt.errors import LangadaptError
+from langadapt.run.slices import EmbeddingsSlice
 from langadapt.train.config import TrainStageConfig
 from langadapt.train.stage import shared_rows
 
@@ -48,7 +49,7 @@ def test_the_plan_records_the_rows_it_copies_bit_for_bit(tmp_path: Path) -> None
 
 
 def test_the_embeddings_stage_records_the_shared_rows_for_training(ctx) -> None:  # noqa: F811
-    summary = run_embeddings(EmbeddingConfig(), ctx)
+    summary = run_embeddings(EmbeddingsSlice(EmbeddingConfig()), ctx)
     recorded = SharedRows.load(ctx.layout.embeddings.shared_rows)
     assert recorded.rows == 420 and len(recorded.ids) == summary["rows_copied"] > 200  # measured 303 of 420
     assert shared_rows(TrainStageConfig(train_rows="new"), "stage1", ctx) == recorded

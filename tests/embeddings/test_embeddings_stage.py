@@ -13,6 +13,7 @@ from langadapt.embeddings import EmbeddingConfig
 from langadapt.embeddings.stage import run
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
+from langadapt.run.slices import EmbeddingsSlice
 
 
 def _docs(texts, lang, role):
@@ -37,7 +38,7 @@ def ctx(tmp_path) -> StageContext:
 
 
 def test_stage_writes_a_standalone_model_folder_mapping_and_report(ctx):
-    summary = run(EmbeddingConfig(), ctx)
+    summary = run(EmbeddingsSlice(EmbeddingConfig()), ctx)
     folder = ctx.out / "model"
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -52,7 +53,7 @@ def test_stage_writes_a_standalone_model_folder_mapping_and_report(ctx):
 
 
 def test_stage_feeds_only_target_language_text_to_corpus_methods(ctx):
-    run(EmbeddingConfig(method="align"), ctx)
+    run(EmbeddingsSlice(EmbeddingConfig(method="align")), ctx)
     report = json.loads((ctx.out / "report.json").read_text())
     nb_mb = sum(len(t.encode("utf-8")) for t in NB_TEXT) / 1e6
     assert report["align"]["corpus_mb"] == pytest.approx(nb_mb, abs=1e-3)  # the English replay is not read
@@ -61,9 +62,9 @@ def test_stage_feeds_only_target_language_text_to_corpus_methods(ctx):
 def test_stage_says_which_input_is_missing(ctx, tmp_path):
     no_base = StageContext(run_dir=ctx.run_dir, stage="embeddings", seed=0, base_model=None)
     with pytest.raises(LangadaptError, match=r"base model folder \(base_model.path\)"):  # the recipe's key
-        run(EmbeddingConfig(), no_base)
+        run(EmbeddingsSlice(EmbeddingConfig()), no_base)
     other = StageContext(
         run_dir=tmp_path / "runs" / "empty", stage="embeddings", seed=0, base_model=ctx.base_model
     )
     with pytest.raises(LangadaptError, match="tokenizer stage"):
-        run(EmbeddingConfig(), other)
+        run(EmbeddingsSlice(EmbeddingConfig()), other)

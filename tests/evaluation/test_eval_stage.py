@@ -17,6 +17,7 @@ from langadapt.evaluation import EvaluationConfig, evaluate_cli, tables
 from langadapt.evaluation.render import visible
 from langadapt.evaluation.stage import run
 from langadapt.run.context import StageContext
+from langadapt.run.slices import EvaluateSlice
 
 BPB_KEYS = {"bits_per_byte", "nll_nats", "bytes", "tokens", "words", "word_perplexity", "tokens_per_second"}
 
@@ -107,7 +108,7 @@ def stage_results(run_dir, tiny_en_llama) -> tuple[dict, dict]:
         log=logging.getLogger("test"),
     )
     ctx.out.mkdir(exist_ok=True)
-    summary = run(config, ctx)
+    summary = run(EvaluateSlice(config), ctx)
     return summary, json.loads((ctx.out / "results.json").read_text("utf-8"))
 
 

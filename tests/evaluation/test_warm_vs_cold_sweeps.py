@@ -18,6 +18,7 @@ from langadapt.data.documents import iter_split, texts_by_lang
 from langadapt.data.stage import run as run_data_stage
 from langadapt.recipe import load_recipe
 from langadapt.run.context import StageContext
+from langadapt.run.slices import DataSlice
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,7 +88,7 @@ def test_capped_source_and_holder_split_the_documents_as_the_full_source_does(tm
     def data_stage(name: str, sources: list[dict]) -> Path:
         ctx = StageContext(run_dir=tmp_path / name, stage="data", seed=0)
         ctx.out.mkdir(parents=True)
-        run_data_stage(DataConfig.model_validate({"sources": sources, "valid_fraction": 0.1}), ctx)
+        run_data_stage(DataSlice(DataConfig.model_validate({"sources": sources, "valid_fraction": 0.1})), ctx)
         return ctx.out
 
     nb = {"name": "nb", "path": str(corpus), "lang": "nb", "weight": 0.8}

@@ -121,6 +121,7 @@ def test_the_tokenizer_stage_writes_the_bases_flags(kind, bases, nb_texts, tmp_p
     """The run's own tokenizer folder (what every later stage and a user reads) keeps them too."""
     from langadapt.data.documents import write_documents
     from langadapt.run.context import StageContext
+    from langadapt.run.slices import TokenizerSlice
     from langadapt.tokenizer.stage import run
 
     base = bases("mistral-sp-legacy")  # add_bos_token, add_eos_token and legacy: true
@@ -129,7 +130,7 @@ def test_the_tokenizer_stage_writes_the_bases_flags(kind, bases, nb_texts, tmp_p
             {"id": f"{split}-{i}", "text": text, "lang": "nb", "source": "nb.src", "role": "target"}
             for i, (_, text) in enumerate(texts)))
     ctx = StageContext(run_dir=tmp_path / "run", stage="tokenizer", seed=0, base_model=str(base))
-    run(TokenizerConfig(kind=kind, vocab_size=1200), ctx)
+    run(TokenizerSlice(TokenizerConfig(kind=kind, vocab_size=1200)), ctx)
     folder = ctx.layout.tokenizer.tokenizer
     config = config_of(folder)
     assert {f: config.get(f) for f in FLAGS} == {f: config_of(base)[f] for f in FLAGS}

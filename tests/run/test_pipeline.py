@@ -276,19 +276,15 @@ def test_a_replay_share_re_runs_training_only(real_prints, change: str, reruns: 
 def test_training_streams_the_stage_mixture_with_its_replay_share(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """What the training stage gets is `data.replay.stage_mixture`, the mixture `plan` reports."""
-    import langadapt.train.stage as train_stage
-
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "config.json").write_text('{"model_type": "llama"}')
     path = tmp_path / "r.yaml"
     path.write_text(WARM_MIX.format(root=tmp_path))
-    seen: dict[str, dict] = {}
-    monkeypatch.setattr(train_stage, "run", lambda job, ctx: seen.update({job.name: job.mixture}))
     stages = {s.name: s for s in pipeline.stage_table(load_recipe(path, [*WEIGHTED_EN, "stage2.replay=0.35"]).recipe)}
-    stages["stage1"].run(SimpleNamespace())
-    stages["stage2"].run(SimpleNamespace())
-    assert seen["stage1"] == {"nb": {"weight": 0.8}, "en": {"weight": 0.2}}  # no share: the weights as written
-    assert seen["stage2"]["nb"]["weight"] == pytest.approx(0.65) and seen["stage2"]["en"]["weight"] == pytest.approx(0.35)
+    stage1, stage2 = stages["stage1"].run.slice, stages["stage2"].run.slice
+    assert stage1.mixture == {"nb": {"weight": 0.8}, "en": {"weight": 0.2}}  # no share: the weights as written
+    assert stage2.mixture["nb"]["weight"] == pytest.approx(0.65) and stage2.mixture["en"]["weight"] == pytest.approx(0.35)
+    assert (stage1.name, stage2.name, stage1.after_stage1, stage2.after_stage1) == ("stage1", "stage2", False, True)
 
 
 def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,7 +293,7 @@ def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatc
     path = tmp_path / "r.yaml"
     path.write_text(scratch_recipe(tmp_path, "stub"))
     seen: dict[str, int | None] = {}
-    monkeypatch.setattr(tokenizer_stage, "run", lambda config, ctx, num_workers=None: seen.update(n=num_workers))
+    monkeypatch.setattr(tokenizer_stage, "run", lambda job, ctx: seen.update(n=job.num_workers) or {})
     stages = {s.name: s for s in pipeline.stage_table(load_recipe(path, ["data.num_workers=3"]).recipe)}
     stages["tokenizer"].run(SimpleNamespace())
     assert seen == {"n": 3}

@@ -139,6 +139,7 @@ def test_the_stage_names_where_an_unreachable_character_comes_from(tmp_path):
     """The one-line refusal points at the source and document, not at the tokenizer's internals."""
     from langadapt.data.documents import write_documents
     from langadapt.run.context import StageContext
+    from langadapt.run.slices import TokenizerSlice
     from langadapt.tokenizer.stage import run
 
     ascii_only = Tokenizer(models.BPE())
@@ -153,7 +154,7 @@ def test_the_stage_names_where_an_unreachable_character_comes_from(tmp_path):
             for i, t in enumerate(docs)))
     ctx = StageContext(run_dir=tmp_path / "run", stage="tokenizer", seed=0, base_model=str(tmp_path / "base"))
     with pytest.raises(LangadaptError, match=r"cannot encode 'å'.*\(first seen in source nb\.src, document train-2 of "):
-        run(TokenizerConfig(kind="extend", vocab_size=90), ctx)
+        run(TokenizerSlice(TokenizerConfig(kind="extend", vocab_size=90)), ctx)
 
 
 def test_a_shortfall_is_measured_on_the_new_tokens(base):

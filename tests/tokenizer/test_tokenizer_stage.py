@@ -13,6 +13,7 @@ from transformers import AutoTokenizer
 from langadapt.data.documents import write_documents
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
+from langadapt.run.slices import TokenizerSlice
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.stage import run
 
@@ -45,7 +46,7 @@ def test_stage_trains_measures_and_encodes(tmp_path: Path, tiny_en_llama: Path, 
     run_dir = _run_dir(tmp_path, shared_texts)
     ctx = StageContext(run_dir=run_dir, stage="tokenizer", seed=0, base_model=str(tiny_en_llama))
     with caplog.at_level(logging.INFO, logger="langadapt"):
-        summary = run(TokenizerConfig(vocab_size=2000), ctx)
+        summary = run(TokenizerSlice(TokenizerConfig(vocab_size=2000)), ctx)
     out = run_dir / "tokenizer"
     tokenizer = AutoTokenizer.from_pretrained(out / "tokenizer")
     assert len(tokenizer) == summary["vocab_size"] <= 2000
@@ -67,12 +68,12 @@ def test_stage_trains_measures_and_encodes(tmp_path: Path, tiny_en_llama: Path, 
 def test_stage_scratch_and_keep_base(tmp_path: Path) -> None:
     run_dir = _run_dir(tmp_path)
     ctx = StageContext(run_dir=run_dir, stage="tokenizer", seed=0, base_model=None)
-    summary = run(TokenizerConfig(kind="byte_bpe", vocab_size=400), ctx)
+    summary = run(TokenizerSlice(TokenizerConfig(kind="byte_bpe", vocab_size=400)), ctx)
     assert set(summary["fertility"]) == {"new"} and summary["train_tokens"] > 0
     saved = AutoTokenizer.from_pretrained(run_dir / "tokenizer" / "tokenizer")
     assert saved("hei").input_ids[0] == saved.bos_token_id == 0
     with pytest.raises(LangadaptError, match="keep_base needs a base model"):
-        run(TokenizerConfig(kind="keep_base"), ctx)
+        run(TokenizerSlice(TokenizerConfig(kind="keep_base")), ctx)
 
 
 def test_num_workers_sets_the_encoding_processes_not_the_shards(tmp_path: Path) -> None:
@@ -80,9 +81,9 @@ def test_num_workers_sets_the_encoding_processes_not_the_shards(tmp_path: Path) 
     run_dir = _run_dir(tmp_path)
     ctx = StageContext(run_dir=run_dir, stage="tokenizer", seed=0, base_model=None)
     shard = run_dir / "tokenizer" / "tokens" / "nb.src" / "tokens.bin"
-    default = run(TokenizerConfig(kind="byte_bpe", vocab_size=400), ctx)
+    default = run(TokenizerSlice(TokenizerConfig(kind="byte_bpe", vocab_size=400)), ctx)
     tokens = shard.read_bytes()
-    two = run(TokenizerConfig(kind="byte_bpe", vocab_size=400), ctx, num_workers=2)
+    two = run(TokenizerSlice(TokenizerConfig(kind="byte_bpe", vocab_size=400), num_workers=2), ctx)
     assert default["encode_workers"] == 1 and two["encode_workers"] == 2  # a small corpus: in-process by default
     assert shard.read_bytes() == tokens
 
@@ -90,7 +91,7 @@ def test_num_workers_sets_the_encoding_processes_not_the_shards(tmp_path: Path) 
 def test_stage_keep_base_measures_and_encodes_with_the_base(tmp_path: Path, tiny_en_llama: Path) -> None:
     run_dir = _run_dir(tmp_path)
     ctx = StageContext(run_dir=run_dir, stage="tokenizer", seed=0, base_model=str(tiny_en_llama))
-    summary = run(TokenizerConfig(kind="keep_base"), ctx)
+    summary = run(TokenizerSlice(TokenizerConfig(kind="keep_base")), ctx)
     base = AutoTokenizer.from_pretrained(tiny_en_llama)
     saved = AutoTokenizer.from_pretrained(run_dir / "tokenizer" / "tokenizer")
     assert summary["vocab_size"] == len(base) and saved.get_vocab() == base.get_vocab()
