@@ -178,10 +178,18 @@ def test_from_and_until_the_same_stage_is_one_stage(stubs: Stubs) -> None:
 
 # --- 4. `langadapt eval` into a run folder takes the run lock --------------------------------------
 
+def _stub_trained_model(run_dir: Path) -> None:
+    """A stage 2 model folder (its config.json): eval refuses a run with nothing trained before the lock."""
+    model = rundir.RunLayout(run_dir).trained("stage2").model
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+
+
 def test_eval_waits_for_no_one_but_refuses_while_a_run_holds_the_folder(stubs: Stubs, capsys, monkeypatch) -> None:
     from langadapt import evaluation
 
     run_pipeline(load_recipe(stubs.recipe), until="data")
+    _stub_trained_model(stubs.run_dir)
     monkeypatch.setattr(evaluation, "evaluate_cli", lambda *a, **k: pytest.fail("evaluated under another's lock"))
     with RunLock(stubs.run_dir / ".lock"):
         code, _, err = cli(capsys, "eval", str(stubs.run_dir))
@@ -193,9 +201,10 @@ def test_eval_holds_the_lock_while_it_writes(stubs: Stubs, capsys, monkeypatch) 
     from langadapt import evaluation
 
     run_pipeline(load_recipe(stubs.recipe), until="data")
+    _stub_trained_model(stubs.run_dir)
     seen = {}
 
-    def fake_eval(model, suites, out, compare, name=None) -> dict:
+    def fake_eval(model, suites, out, compare, name=None, texts=None) -> dict:
         seen["holder"] = json.loads((stubs.run_dir / ".lock").read_text())["pid"]
         return {"models": ["adapted"], "reference": "base"}
 
