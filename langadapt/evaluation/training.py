@@ -25,7 +25,7 @@ from langadapt.errors import LangadaptError
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe import Recipe
-from langadapt.run.layout import TRAINING_STAGES, RunLayout, owning_run_dir
+from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
 from langadapt.train.monitoring.metrics import clock
 
 RISE = 0.005
@@ -98,6 +98,16 @@ def trained_run(name: str, layout: RunLayout) -> TrainedRun:
     return TrainedRun(name, tuple(records))
 
 
+def _run_of(model: Path) -> Path | None:
+    """The run directory whose layout puts a model (a stage's or the export's) at `model`, if any:
+    read from the layout itself, so a run folder needs no recipe file beside it to be found."""
+    for folder in model.parents:
+        layout = RunLayout(folder)
+        if model in {layout.trained(stage).model for stage in MODEL_STAGES.values()} | {layout.export.model}:
+            return folder
+    return None
+
+
 def trained_runs(models: Mapping[str, object]) -> list[TrainedRun]:
     """The runs the scored models (name -> folder) come from, in the order they first appear, each
     named after its last model; runs that trained nothing are left out.
@@ -108,7 +118,7 @@ def trained_runs(models: Mapping[str, object]) -> list[TrainedRun]:
     for name, spec in models.items():
         if name == "base" or not isinstance(spec, (str, Path)):
             continue  # an in-memory model (init_random) has no run
-        run_dir = owning_run_dir(Path(spec).resolve())
+        run_dir = _run_of(Path(spec).resolve())
         if run_dir is not None:
             named[run_dir] = name
     runs = [trained_run(name, RunLayout(run_dir)) for run_dir, name in named.items()]
@@ -129,11 +139,12 @@ def training_rate(record: StageRecord) -> float | None:
     return tokens / seconds if seconds else None
 
 
-def _schedule(recipe: dict) -> str:
+def _schedule(recipe: dict) -> str | None:
+    """`cosine to 0.1x, 20 warm-up steps`, from the stage's recipe slice; None when it has none."""
     schedule = recipe.get("schedule") or {}
     kind = schedule.get("kind")
     if kind is None:
-        return "–"
+        return None
     floor = f" to {schedule['min_lr_ratio']:g}x" if kind != "constant" and "min_lr_ratio" in schedule else ""
     warmup = f", {schedule['warmup_steps']} warm-up steps" if schedule.get("warmup_steps") else ""
     return f"{kind}{floor}{warmup}"
@@ -146,6 +157,7 @@ def stage_facts(record: StageRecord) -> dict[str, str]:
     lr = (record.recipe.get("optimizer") or {}).get("lr")
     tokens, rate, seconds = summary.get("tokens"), training_rate(record), record.wall_seconds
     engine = [str(summary[k]) for k in ("engine", "precision") if k in summary]
+    engine += [f"{summary['world_size']} process(es)"] if "world_size" in summary else []
     facts = {
         "trains": {"embeddings": "embeddings + head"}.get(settings.get("trainable"), settings.get("trainable")),
         "learning rate": f"{lr:g}" if isinstance(lr, (int, float)) else None,
@@ -158,8 +170,7 @@ def stage_facts(record: StageRecord) -> dict[str, str]:
                            if isinstance(tokens, int) and record.flops_per_token else None),
         "tokens/s (training steps)": f"{rate:,.0f}" if rate else None,
         "wall time (whole stage)": clock(seconds) if isinstance(seconds, (int, float)) else None,
-        "engine": ", ".join(engine + [f"{summary['world_size']} process(es)"] if "world_size" in summary else engine)
-        or None,
+        "engine": ", ".join(engine) or None,
     }
     return {label: value for label, value in facts.items() if value is not None}
 

@@ -96,3 +96,10 @@ def test_the_report_draws_and_tabulates_every_trained_model(tmp_path: Path) -> N
     assert "(plots/training.png)" in markdown and "(plots/training_flops.png)" in markdown
     assert json.loads(paths["results"].read_text())["training"]["stages"][0][3] == "cold: stage2"
     assert write_report(results, tmp_path / "bare")["markdown"].read_text().count("## Training") == 0
+
+
+def test_a_run_is_found_by_its_layout_without_its_recipe_file(tmp_path: Path) -> None:
+    warm = fake_run(tmp_path / "demo", {"stage2": ("all", 20)})
+    warm.resolved_recipe.unlink()  # a run folder made by hand (or copied without its recipe)
+    [run] = trained_runs({"adapted": warm.stage2.model, "other": tmp_path / "not_a_run" / "model"})
+    assert run.name == "adapted" and run.stages[0].recipe == {} and run.stages[0].summary["steps"] == 20
