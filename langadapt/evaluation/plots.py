@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from langadapt.evaluation.tables import ordered_langs
-from langadapt.evaluation.training import TrainedRun, epoch_marks, validation_points
+from langadapt.evaluation.training import TrainedRun, epoch_marks, token_axis, validation_points
 
 GAIN, LOSS, NEUTRAL = "#2a9d4b", "#c8452c", "#9a9a9a"
 """Bar colours for a lower (better), a higher (worse) and an equal (or unknown) bpb than the reference."""
@@ -196,31 +196,47 @@ def plot_training_flops(runs: list[TrainedRun], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def plot_validation(metrics: dict[str, Path], path: Path) -> Path | None:
-    """Held-out bits per byte per language over training steps (both stages on one axis), with the
-    passes over the most repeated source marked, so a rise after some repetition is visible."""
-    points = validation_points(metrics)
+def plot_validation(runs: list[TrainedRun], path: Path) -> Path | None:
+    """Held-out bits per byte per language during training of the evaluated run (its stages on one
+    axis), with the passes over the most repeated source marked, so a rise after some repetition is
+    visible; other trained models (the cold twin) dashed beside it. The axis is tokens seen when
+    every point counted them (else optimizer steps, and the run alone)."""
+    own = runs[0].metrics if runs else {}
+    points = validation_points(own)
     if not points:
         return None
+    axis = token_axis(own)
+    by_tokens = all(p["global_step"] in axis for p in points)
+    where = axis.get if by_tokens else (lambda step: step)
+    several = by_tokens and len(runs) > 1
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     langs = list(dict.fromkeys(lang for p in points for lang in p["valid"]))
     for lang, colour in zip(langs, plt.get_cmap("tab10").colors):
-        series = [(p["global_step"], p["valid"][lang]["bits_per_byte"]) for p in points if lang in p["valid"]]
-        ax.plot(*zip(*series), marker=".", color=colour, label=lang)
+        series = [(where(p["global_step"]), p["valid"][lang]["bits_per_byte"]) for p in points if lang in p["valid"]]
+        ax.plot(*zip(*series), marker=".", color=colour, label=f"{runs[0].name} {lang}" if several else lang)
         best = min(series, key=lambda item: item[1])
         ax.plot(*best, marker="o", markersize=9, markerfacecolor="none", color=colour)
+        for other in runs[1:] if several else []:
+            other_axis = token_axis(other.metrics)
+            theirs = [(other_axis[p["global_step"]], p["valid"][lang]["bits_per_byte"])
+                      for p in validation_points(other.metrics) if lang in p["valid"] and p["global_step"] in other_axis]
+            if theirs:
+                ax.plot(*zip(*theirs), "--", marker=".", color=colour, alpha=0.7, label=f"{other.name} {lang}")
     stages = list(dict.fromkeys(p["stage"] for p in points))
     for stage in stages[1:]:  # where the stage starts: the previous one's last step
-        ax.axvline(next(p["offset"] for p in points if p["stage"] == stage), color="grey", linestyle="--",
-                   linewidth=0.8)
-    for step, source, number in epoch_marks(metrics):  # where the most repeated source starts another pass
-        ax.axvline(step, color="#999999", linestyle=":", linewidth=0.8)
-        ax.annotate(f"{source} pass {number}", (step, 1), xycoords=("data", "axes fraction"), rotation=90,
-                    fontsize=6, va="top", ha="right")
-    ax.set_xlabel("optimizer step (stage 2 continues after stage 1); circles: lowest point")
+        start = where(next(p["offset"] for p in points if p["stage"] == stage))
+        if start is not None:
+            ax.axvline(start, color="grey", linestyle="--", linewidth=0.8)
+    for step, source, number in epoch_marks(own):  # where the most repeated source starts another pass
+        if (x := where(step)) is not None:
+            ax.axvline(x, color="#999999", linestyle=":", linewidth=0.8)
+            ax.annotate(f"{source} pass {number}", (x, 1), xycoords=("data", "axes fraction"), rotation=90,
+                        fontsize=6, va="top", ha="right")
+    unit = "tokens seen" if by_tokens else "optimizer step"
+    ax.set_xlabel(f"{unit} (stage 2 continues after stage 1); circles: lowest point")
     ax.set_ylabel("held-out bits per byte")
     ax.set_title("Held-out bits per byte during training (" + " then ".join(stages) + ")")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncol=2 if several else 1)
     return _save(fig, path)
 
 

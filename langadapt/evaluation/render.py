@@ -88,7 +88,7 @@ def _training_blocks(results: dict, figures: set[str]) -> list[Block]:
         blocks.append(("img", "training_flops", "training loss of every trained model over training FLOPs"))
     if "validation" in figures:
         blocks += [("h3", "Held-out bits per byte during training"),
-                   ("img", "validation", "held-out bits per byte per language over training steps"),
+                   ("img", "validation", "held-out bits per byte per language during training"),
                    ("ul", [(f["text"], tables.LOSS if f["hurt"] else tables.NEUTRAL)
                            for f in training.get("validation", [])])]
     if training.get("energy"):

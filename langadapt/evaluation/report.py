@@ -41,7 +41,7 @@ def write_report(
         "fertility": plots.plot_fertility(results, out / "plots" / "fertility.png"),
         "training": plots.plot_training(runs, out / "plots" / "training.png"),
         "training_flops": plots.plot_training_flops(runs, out / "plots" / "training_flops.png"),
-        "validation": plots.plot_validation(runs[0].metrics if runs else {}, out / "plots" / "validation.png"),
+        "validation": plots.plot_validation(runs, out / "plots" / "validation.png"),
     }
     figures = {k: v for k, v in figures.items() if v is not None}
     (out / "report.md").write_text(render_markdown(results, figures, out, title), "utf-8")

@@ -219,6 +219,21 @@ def validation_points(metrics: dict[str, Path]) -> list[dict]:
     return points
 
 
+def token_axis(metrics: dict[str, Path]) -> dict[int, float]:
+    """global step -> tokens the run had seen there, at every logged train row that counted them;
+    stages in order on one axis, with the steps offset as `validation_points` offsets them."""
+    axis: dict[int, float] = {}
+    step_offset, token_offset = 0, 0.0
+    for path in metrics.values():
+        train, valid = read_rows(path)
+        counted = [r for r in train if isinstance(r.get("tokens"), (int, float))]
+        axis.update({step_offset + r["step"]: token_offset + r["tokens"] for r in counted})
+        last = [r["step"] for r in train] or [r["step"] for r in valid]
+        step_offset += last[-1] if last else 0
+        token_offset += counted[-1]["tokens"] if counted else 0.0
+    return axis
+
+
 def epoch_marks(metrics: dict[str, Path]) -> list[tuple[int, str, int]]:
     """(global step, source, pass number) where each stage's most repeated source starts its 2nd,
     3rd, ... pass, from the logged train rows (the step is the first logged one past the boundary)."""

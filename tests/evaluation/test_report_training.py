@@ -9,9 +9,15 @@ from pathlib import Path
 
 import yaml
 
-from langadapt.evaluation.plots import loss_curves
+from langadapt.evaluation.plots import loss_curves, plot_validation
 from langadapt.evaluation.report import write_report
-from langadapt.evaluation.training import settings_rows, trained_runs, training_rate
+from langadapt.evaluation.training import (
+    settings_rows,
+    token_axis,
+    trained_runs,
+    training_rate,
+    validation_points,
+)
 from langadapt.run.layout import RunLayout, write_manifest
 
 CONFIG = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -33,6 +39,7 @@ def fake_run(root: Path, stages: dict[str, tuple[str, int]], lr: float = 1e-3) -
         (paths.model / "config.json").write_text(json.dumps(CONFIG))
         rows = [{"step": s, "loss": 6.0 - s / 100, "lr": lr, "tokens": s * TOKENS_PER_STEP,
                  "tokens_per_second": 100.0 if s == 10 else 50.0} for s in range(10, steps + 1, 10)]
+        rows += [{"step": s, "valid": {"nb": {"bits_per_byte": 3.0 - s / 100}}} for s in range(20, steps + 1, 20)]
         paths.metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
         settings = {"trainable": trainable, "seq_len": 32}
         write_manifest(paths.root, {"summary": {"steps": steps, "tokens": steps * TOKENS_PER_STEP, "global_batch": 8,
@@ -103,3 +110,13 @@ def test_a_run_is_found_by_its_layout_without_its_recipe_file(tmp_path: Path) ->
     warm.resolved_recipe.unlink()  # a run folder made by hand (or copied without its recipe)
     [run] = trained_runs({"adapted": warm.stage2.model, "other": tmp_path / "not_a_run" / "model"})
     assert run.name == "adapted" and run.stages[0].recipe == {} and run.stages[0].summary["steps"] == 20
+
+
+def test_held_out_points_sit_on_the_tokens_axis_of_their_run(tmp_path: Path) -> None:
+    _, _, runs = runs_of(tmp_path)
+    axis = token_axis(runs[0].metrics)
+    points = validation_points(runs[0].metrics)
+    # stage 1 validated at step 20 (5,120 tokens); stage 2's steps 20 and 40 come after stage 1's 20 steps
+    assert [(p["global_step"], axis[p["global_step"]]) for p in points] == [(20, 5120), (40, 10240), (60, 15360)]
+    assert token_axis(runs[1].metrics)[60] == 15360  # the twin: its own run, from 0
+    assert plot_validation(runs, tmp_path / "validation.png").stat().st_size > 10_000

@@ -70,10 +70,10 @@ def test_report_shows_the_validation_curve_its_verdicts_and_the_energy_table(tmp
     paths = write_report(results, tmp_path / "report", [run], planned_energy=planned)
     assert paths["validation"].stat().st_size > 10_000  # a PNG with two curves
     markdown = paths["markdown"].read_text()
-    assert "![held-out bits per byte per language over training steps](plots/validation.png)" in markdown
+    assert "![held-out bits per byte per language during training](plots/validation.png)" in markdown
     assert "- nb: held-out bpb was lowest at step 50" in markdown
     assert "| stage2 | 50 | 100 | 0.50 |" in markdown and "plan: 8 x H100 SXM" in markdown
     html = paths["html"].read_text()
-    assert 'alt="held-out bits per byte per language over training steps"' in html
+    assert 'alt="held-out bits per byte per language during training"' in html
     saved = json.loads(paths["results"].read_text())
     assert saved["training"]["energy"] == [["stage2", "50", "100", "0.50"]]  # stage 1: nothing to show
