@@ -4,11 +4,11 @@ in all three, read back from what each wrote; a resumed stage continues the same
 from __future__ import annotations
 
 import math
-import struct
 from pathlib import Path
 
 import pytest
 from helpers.monitoring import drive
+from helpers.trackers import tensorboard_scalars, wandb_scalars
 
 from langadapt.errors import LangadaptError
 from langadapt.run.trackers import RUN_IDS, open_trackers
@@ -34,43 +34,6 @@ def log_steps(out: Path, loggers: list[str], steps: range, total: int) -> None:
     drive(callbacks, steps, total, loss=lambda step: 4.0 / step, lr=lambda step: 1e-3 * step)
 
 
-def tensorboard_scalars(out: Path) -> dict[tuple[str, int], float]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0})
-    events.Reload()
-    return {(tag, e.step): e.value for tag in events.Tags()["scalars"] for e in events.Scalars(tag)}
-
-
-def wandb_scalars(out: Path) -> dict[tuple[str, int], float]:
-    """History records of the offline run file (W&B's LevelDB-style log of protobuf records)."""
-    from wandb.proto import wandb_internal_pb2
-
-    scalars: dict[tuple[str, int], float] = {}
-    for path in sorted((out / "wandb").glob("offline-run-*/run-*.wandb")):  # a resume may add a file
-        scalars.update(_history(path.read_bytes(), wandb_internal_pb2.Record))
-    return scalars
-
-
-def _history(data: bytes, record_type) -> dict[tuple[str, int], float]:
-    pos, block, pending, scalars = 7, 32768, b"", {}
-    while pos + 7 <= len(data):  # 7-byte file header; records: crc32 u32, length u16, type u8
-        if block - pos % block < 7:
-            pos += block - pos % block  # block trailer
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        pending, pos = pending + data[pos + 7 : pos + 7 + length], pos + 7 + length
-        if kind in (1, 4):  # FULL or LAST chunk
-            record = record_type()
-            record.ParseFromString(pending)
-            pending = b""
-            if record.WhichOneof("record_type") == "history":
-                items = {i.key or "/".join(i.nested_key): float(i.value_json) for i in record.history.item}
-                step = int(items.pop("_step"))
-                scalars.update({(k, step): v for k, v in items.items() if not k.startswith("_")})
-    return scalars
-
-
 def mlflow_scalars(tracking: Path) -> tuple[dict[tuple[str, int], float], list[str]]:
     from mlflow.tracking import MlflowClient
 
@@ -93,7 +56,7 @@ def test_wandb_and_mlflow_get_the_same_scalars_as_tensorboard(tmp_path: Path, mo
     out = tmp_path / "demo" / "stage2"
     log_steps(out, ["tensorboard", "wandb", "mlflow"], range(1, 7), total=10)
     log_steps(out, ["tensorboard", "wandb", "mlflow"], range(7, 11), total=10)  # resumed after step 6
-    board = tensorboard_scalars(out)
+    board = tensorboard_scalars(out / "tensorboard")
     assert board[("train/loss", 10)] == pytest.approx((4 / 9 + 4 / 10) / 2)
     assert board[("valid/nb/loss", 9)] == pytest.approx(2.1)
     assert {("train/tokens", s) for s in (2, 4, 6, 8, 10)} <= set(board)

@@ -7,7 +7,7 @@ that is collective, like validation):
     on_stage_start(start)        once, before the first step (also after a resume: start.step > 0)
     on_step_start(step)          before each optimizer step's data is read
     on_step(record) -> row       after it; a callback that returns a row (a logged step, a
-                                 validation) has it sent to every callback's on_log
+                                 validation) has it sent at once to every callback's on_log
     on_log(row)                  each row, as metrics.jsonl stores it
     on_stage_end(summary)        once, after the last step; callbacks add to the stage summary
     close()                      always, also on an error or a stop signal
