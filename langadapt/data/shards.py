@@ -24,6 +24,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,10 @@ from langadapt.data.documents import read_documents, split_files
 from langadapt.data.encoders import EncoderSpec, build_encoder, choose_encoder, load_tokenizer_info
 from langadapt.errors import LangadaptError
 
+TOKENS, OFFSETS, META = "tokens.bin", "doc_offsets.npy", "meta.json"
+"""A shard's files (see the module docstring); only this module spells them."""
+VALID = "valid"
+"""The held-out split's subfolder of a tokens folder (not a source)."""
 BATCH_CHARS = 1 << 20
 """Characters of text per worker task: big enough to amortise pickling, small enough to bound memory."""
 SAMPLE_CHARS = 200_000
@@ -79,7 +84,7 @@ def encode_corpus(
     workers = num_workers or _default_workers(train_files)
     jobs = [("sources", f, out_dir / f.name.removesuffix(".jsonl.gz")) for f in train_files]
     if include_valid:
-        jobs += [("valid", f, out_dir / "valid" / f.name.removesuffix(".jsonl.gz"))
+        jobs += [("valid", f, out_dir / VALID / f.name.removesuffix(".jsonl.gz"))
                  for f in split_files(data_dir, "valid")]
     summary: dict[str, Any] = {"backend": spec.backend, "backend_reason": why, "dtype": np_dtype.name,
                                "vocab_size": info.vocab_size, "eos_id": info.eos_id, "workers": workers,
@@ -200,8 +205,8 @@ def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: E
     `documents` are dicts with `text` (and optionally `lang`, `role`): a data-stage file, or texts
     from Python (`langadapt.data.texts`)."""
     target.mkdir(parents=True, exist_ok=True)
-    (target / "meta.json").unlink(missing_ok=True)
-    tokens_tmp, offsets_tmp = target / "tokens.bin.tmp", target / "doc_offsets.raw.tmp"
+    (target / META).unlink(missing_ok=True)
+    tokens_tmp, offsets_tmp = target / f"{TOKENS}.tmp", target / "doc_offsets.raw.tmp"
     num_tokens, num_docs, text_bytes, first = 0, 0, 0, {}
     with open(tokens_tmp, "wb") as tokens_file, open(offsets_tmp, "wb") as offsets_file:
         np.zeros(1, dtype=np.int64).tofile(offsets_file)
@@ -212,14 +217,54 @@ def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: E
             num_tokens += int(flat.size)
             num_docs += int(lengths.size)
             text_bytes += nbytes
-    _raw_to_npy(offsets_tmp, target / "doc_offsets.npy", num_docs + 1)
-    tokens_tmp.replace(target / "tokens.bin")
+    _raw_to_npy(offsets_tmp, target / OFFSETS, num_docs + 1)
+    tokens_tmp.replace(target / TOKENS)
     meta = {"source": source, "lang": first.get("lang"), "role": first.get("role"),
             "dtype": encoder.dtype.name, "num_tokens": num_tokens, "num_docs": num_docs,
             "eos_id": encoder.eos_id, "vocab_size": vocab_size, "backend": encoder.spec.backend,
             "text_bytes": text_bytes}
-    (target / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (target / META).write_text(json.dumps(meta, indent=1) + "\n")
     return meta
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One source's complete token shard, as `write_shard` left it (the one reader of the format)."""
+
+    folder: Path
+    meta: dict[str, Any]
+    """dtype, num_tokens, num_docs, eos_id, vocab_size, lang, role, source, backend, text_bytes."""
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.meta["num_tokens"])
+
+    def tokens(self) -> np.memmap:
+        """Every token id of the source, read-only, paged in on demand (a shard can outgrow memory)."""
+        dtype = np.dtype(self.meta["dtype"])
+        return np.memmap(self.folder / TOKENS, dtype=dtype, mode="r", shape=(self.num_tokens,))
+
+    def doc_offsets(self) -> np.ndarray:
+        """int64 [num_docs + 1]: document i is tokens[o[i]:o[i+1]], its EOS included."""
+        return np.load(self.folder / OFFSETS, mmap_mode="r")
+
+
+def read_shard(folder: Path) -> Shard:
+    """The shard in `folder`; one clear error when it is not complete (meta.json is written last)."""
+    try:
+        meta = json.loads((Path(folder) / META).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LangadaptError(f"{folder}: no complete token shard ({META} missing)") from None
+    except (OSError, ValueError) as exc:
+        raise LangadaptError(f"{Path(folder) / META}: unreadable ({exc})") from None
+    return Shard(Path(folder), meta)
+
+
+def read_shards(tokens_dir: Path) -> dict[str, Shard]:
+    """source -> shard of every complete shard in `tokens_dir` (a tokens folder, or its `valid/`),
+    by name; the held-out split's subfolder is not a source."""
+    return {meta.parent.name: read_shard(meta.parent) for meta in sorted(Path(tokens_dir).glob(f"*/{META}"))
+            if meta.parent.name != VALID}
 
 
 def _raw_to_npy(raw: Path, out: Path, count: int, chunk: int = 1 << 20) -> None:

@@ -21,7 +21,6 @@ source is repeated equally often. Sources in `tokens_dir` but not in `mixture` a
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ import numpy as np
 
 from langadapt.data.epochs import plan_stage_mixture
 from langadapt.data.schedule import MixPlan
+from langadapt.data.shards import Shard, read_shards
 from langadapt.errors import LangadaptError
 
 if TYPE_CHECKING:  # torch is imported where positions are made: reading shards needs only numpy
@@ -209,7 +209,7 @@ def build_stream(
     if seq_len < 1 or total_samples < 1:
         raise LangadaptError(f"stream: seq_len ({seq_len}) and total_samples ({total_samples}) must be >= 1")
     tokens_dir = Path(tokens_dir)
-    available = {p.parent.name: p for p in sorted(tokens_dir.glob("*/meta.json")) if p.parent.name != "valid"}
+    available = read_shards(tokens_dir)
     if mixture is None:
         mixture = {name: {} for name in available}
     if not mixture:
@@ -220,20 +220,18 @@ def build_stream(
             raise LangadaptError(
                 f"stream: source {name} has no shards in {tokens_dir} (found: {', '.join(available) or 'none'})"
             )
-        sources.append(_open_source(name, available[name], seq_len))
+        sources.append(_open_source(available[name], seq_len))
     # The same function plans `langadapt plan` and the preflight check: they cannot disagree.
     plan = plan_stage_mixture(mixture, {s.name: len(s.tokens) for s in sources}, seq_len, total_samples, force)
     targets = _apportion([plan.source(s.name).tokens for s in sources], seq_len, total_samples)
     return PackedStream(sources, targets, seq_len, seed, plan, document_masking)
 
 
-def _open_source(name: str, meta_path: Path, seq_len: int) -> _Source:
-    meta = json.loads(meta_path.read_text())
-    num_tokens = int(meta["num_tokens"])
+def _open_source(shard: Shard, seq_len: int) -> _Source:
+    name, num_tokens = shard.folder.name, shard.num_tokens
     if num_tokens < seq_len + 1:
         raise LangadaptError(
             f"stream: source {name} has {num_tokens} tokens, fewer than one sample of {seq_len + 1}"
         )
-    tokens = np.memmap(meta_path.parent / "tokens.bin", dtype=np.dtype(meta["dtype"]), mode="r", shape=(num_tokens,))
-    return _Source(name=name, tokens=tokens, num_chunks=(num_tokens - 1) // seq_len, key=_source_key(name),
-                   eos_id=int(meta["eos_id"]))
+    return _Source(name=name, tokens=shard.tokens(), num_chunks=(num_tokens - 1) // seq_len, key=_source_key(name),
+                   eos_id=int(shard.meta["eos_id"]))

@@ -7,12 +7,12 @@ shards when the tokenizer stage has run, else from the sources' declared `unique
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from langadapt.data.epochs import plan_stage_mixture
 from langadapt.data.replay import REPLAY_ROLE, stage_mixture, stage_replay
+from langadapt.data.shards import read_shards
 from langadapt.errors import LangadaptError
 from langadapt.planning.languages import language_rows, weighted_tokens
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
@@ -48,10 +48,8 @@ def _architecture_dims(recipe: Recipe) -> ModelDims:
 
 def measured_tokens(recipe: Recipe) -> dict[str, float]:
     """Unique tokens per source from this run's shards, when they exist."""
-    measured = {}
-    for meta in RunLayout(recipe.run_dir).tokenizer.tokens.glob("*/meta.json"):
-        measured[meta.parent.name] = float(json.loads(meta.read_text())["num_tokens"])
-    return measured
+    shards = read_shards(RunLayout(recipe.run_dir).tokenizer.tokens)
+    return {name: float(shard.num_tokens) for name, shard in shards.items()}
 
 
 def stage_settings(recipe: Recipe, name: str, world_size: int) -> TrainingSettings:

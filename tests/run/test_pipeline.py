@@ -257,6 +257,25 @@ def test_a_changed_data_key_re_runs_the_stages_that_read_it(real_prints, change:
     assert all(actions[name] == "skip (complete, inputs unchanged)" for name in EVERYTHING if name not in reruns)
 
 
+@pytest.mark.parametrize("change, reruns", [
+    # what `langadapt plan` reads for the report's planned energy: evaluate (and export after it) re-runs
+    ("cluster.hardware=a100", ["evaluate", "export"]), ("cluster.mfu=0.3", ["evaluate", "export"]),
+    ("cluster.nodes=2", ["evaluate", "export"]),
+    # how a training stage is watched: nothing, not even the report
+    ("stage2.log_every=7", []), ("stage1.validation.every_steps=5", []),
+    ("export.dtype=float32", ["export"]),
+])
+def test_a_changed_key_re_runs_the_report_that_reads_it(real_prints, change: str, reruns: list[str]) -> None:
+    """A finished run whose cluster changes re-runs evaluate: its report's planned energy is for the
+    new hardware, never the old one kept as complete."""
+    path, calls = real_prints
+    run_pipeline(load_recipe(path))
+    calls.clear()
+    actions = dict(run_pipeline(load_recipe(path, [change])))
+    assert calls == reruns
+    assert all(actions[name] == "skip (complete, inputs unchanged)" for name in EVERYTHING if name not in reruns)
+
+
 WEIGHTED_EN = ["data.sources[1].epochs=null", "data.sources[1].weight=0.2"]
 """WARM_MIX with en by weight: a replay share cannot be combined with an epochs source."""
 

@@ -1,0 +1,124 @@
+"""One stage protocol: every stage's entry point is `run(slice, ctx) -> dict`, its slice a frozen
+object bound by the stage table; and the evaluate stage, which reports `langadapt plan`'s energy
+estimate, is fingerprinted on what planning reads, so a `--set cluster.*` cannot leave its report stale."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.recipes import scratch_recipe
+
+from langadapt.evaluation.training import planned_energy
+from langadapt.recipe import load_recipe
+from langadapt.run import pipeline
+from langadapt.run.context import StageContext
+from langadapt.run.fingerprint import fingerprints
+from langadapt.run.layout import STAGES, RunLayout
+from langadapt.run.slices import TokenizerSlice
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPES = ("recipes/tiny_norwegian_warm.yaml", "recipes/tiny_english_source.yaml")
+"""A warm recipe and a scratch one: between them every stage module the table can bind."""
+
+
+def protocol_problems(function: Callable[..., Any], bound: Any) -> list[str]:
+    """What keeps `function` with slice `bound` from the protocol (empty: it keeps it)."""
+    problems = []
+    parameters = list(inspect.signature(function).parameters.values())
+    if [p.kind for p in parameters] != [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2:
+        problems.append(f"takes ({', '.join(map(str, parameters))}), not exactly (slice, ctx)")
+    elif any(p.default is not inspect.Parameter.empty for p in parameters):
+        problems.append("gives a parameter a default: a stage gets everything from its slice and ctx")
+    hints = typing.get_type_hints(function)
+    names = [p.name for p in parameters]
+    if len(names) == 2:
+        if hints.get(names[0]) is not type(bound):
+            problems.append(f"annotates its slice as {hints.get(names[0])}, but is bound {type(bound).__name__}")
+        if hints.get(names[1]) is not StageContext:
+            problems.append(f"annotates ctx as {hints.get(names[1])}, not StageContext")
+    if typing.get_origin(hints.get("return")) is not dict:
+        problems.append(f"returns {hints.get('return')}, not a dict summary")
+    if not (dataclasses.is_dataclass(bound) and type(bound).__dataclass_params__.frozen):
+        problems.append(f"is bound a {type(bound).__name__}, not a frozen dataclass")
+    return problems
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_stage_of_the_table_keeps_the_protocol(recipe: str) -> None:
+    table = pipeline.stage_table(load_recipe(REPO / recipe).recipe)
+    assert [stage.name for stage in table] == list(STAGES)
+    found = {}
+    for stage in table:
+        assert isinstance(stage.run, pipeline.Entry), f"{stage.name}: its entry point is not bound by the table"
+        found[stage.name] = protocol_problems(stage.run.function(), stage.run.slice)
+    assert found == {name: [] for name in STAGES}
+
+
+def test_the_protocol_check_sees_each_way_to_break_it() -> None:
+    ok = TokenizerSlice(config=None)  # type: ignore[arg-type]
+
+    def extra(job: TokenizerSlice, ctx: StageContext, num_workers: int | None = None) -> dict[str, Any]:
+        return {}
+
+    def defaulted(job: TokenizerSlice, ctx: StageContext = None) -> dict[str, Any]:  # type: ignore[assignment]
+        return {}
+
+    def wrong_slice(job: dict, ctx: StageContext) -> dict[str, Any]:
+        return {}
+
+    def no_summary(job: TokenizerSlice, ctx: StageContext) -> None:
+        return None
+
+    def good(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
+        return {}
+
+    assert protocol_problems(good, ok) == []
+    assert "not exactly (slice, ctx)" in protocol_problems(extra, ok)[0]
+    assert "default" in protocol_problems(defaulted, ok)[0]
+    assert "bound TokenizerSlice" in protocol_problems(wrong_slice, ok)[0]
+    assert "not a dict summary" in protocol_problems(no_summary, ok)[0]
+    assert "not a frozen dataclass" in protocol_problems(good, {"config": None})[-1]
+
+
+def test_a_stage_that_returns_no_summary_is_refused(tmp_path: Path) -> None:
+    stage = pipeline.Stage("data", (), lambda ctx: None)  # type: ignore[arg-type,return-value]
+    ctx = StageContext(run_dir=tmp_path, stage="data", seed=0)
+    loaded = load_recipe(_write(tmp_path))
+    with pytest.raises(TypeError, match="stage data returned NoneType, not its summary dict"):
+        pipeline._run_stage(stage, ctx, "print", loaded, pipeline.RUN, main=True)
+    assert not (tmp_path / "data" / "COMPLETE").exists()
+
+
+def _write(tmp_path: Path, name: str = "r") -> Path:
+    (tmp_path / "nb.txt").write_text("hei")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(scratch_recipe(tmp_path, name))
+    return path
+
+
+def test_evaluate_plans_from_its_slice_and_is_fingerprinted_on_what_planning_reads(tmp_path: Path) -> None:
+    """The report's planned energy comes from the recipe bound in evaluate's slice; each change that
+    moves that estimate moves evaluate's fingerprint, and a change planning does not read leaves it."""
+    def evaluate(overrides: list[str]) -> tuple[str, dict]:
+        loaded = load_recipe(REPO / "recipes/tiny_english_source.yaml", [f"run_root={tmp_path}", *overrides])
+        table = pipeline.stage_table(loaded.recipe)
+        prints = fingerprints(loaded, table)
+        job = next(s for s in table if s.name == "evaluate").run.slice
+        return prints["evaluate"], planned_energy(RunLayout(loaded.recipe.run_dir), job.planning)
+
+    before, planned = evaluate([])
+    assert "h100" in planned["note"].lower() and planned["joules_per_step"]
+    for change in ("cluster.hardware=a100", "cluster.mfu=0.2", "cluster.gpus_per_node=4", "stage2.grad_accum_steps=2",
+                   "stage2.seq_len=96"):
+        after, moved = evaluate([change])
+        assert after != before, change
+        assert moved["joules_per_step"] != planned["joules_per_step"], change  # the estimate it reports moved
+    assert "a100" in evaluate(["cluster.hardware=a100"])[1]["note"].lower()
+    for unread in ("stage2.log_every=7", "stage2.checkpoint.every_steps=3", "export.dtype=float32"):
+        assert evaluate([unread])[0] == before, unread
