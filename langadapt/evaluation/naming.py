@@ -16,9 +16,7 @@ from pathlib import Path
 
 from langadapt.errors import LangadaptError
 from langadapt.run.layout import MODEL_STAGES, RunLayout
-
-RESULTS = "results.json"
-"""The report folder's machine-readable results (what `langadapt eval` refuses to overwrite)."""
+from langadapt.run.layout import RESULTS as RESULTS  # a report folder's numbers (what eval won't overwrite)
 
 
 def derived_name(path: Path) -> str:

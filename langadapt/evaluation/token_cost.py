@@ -42,7 +42,7 @@ def token_costs(layout: RunLayout) -> dict[str, dict[str, float]]:
     The run's tokenizer is metrics.json's `new`. With `keep_base` that IS the base tokenizer (the stage
     measures it once), so the base side is the same numbers; a scratch run has no base side."""
     try:
-        per_tokenizer = json.loads((layout.tokenizer.root / "metrics.json").read_text(encoding="utf-8"))["tokenizers"]
+        per_tokenizer = json.loads(layout.tokenizer.metrics.read_text(encoding="utf-8"))["tokenizers"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     run = per_tokenizer.get("new")

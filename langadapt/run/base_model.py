@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.constants import SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE
+
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem, read_input_text
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
@@ -113,8 +115,7 @@ def hub_cached(repo_id: str, revision: str | None) -> str | None:
         return None
 
 
-SAFETENSORS = "model.safetensors"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
+SAFETENSORS, SAFETENSORS_INDEX = SAFETENSORS_SINGLE_FILE, SAFETENSORS_INDEX_FILE
 
 
 def weights_problem(folder: Path) -> str | None:
