@@ -3,6 +3,7 @@ guarantee on the demo's real data stage, and the task run end to end on a tiny m
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
+import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -19,7 +21,7 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import evaluate_models
 from langadapt.evaluation.suite import REPO_ROOT, TranslationTask, load_suite
-from langadapt.evaluation.translation import answer, build_prompt, corpus_scores, translate
+from langadapt.evaluation.translation import _LineDone, answer, build_prompt, corpus_scores, translate
 from langadapt.recipe import load_recipe
 from langadapt.run.layout import RunLayout
 from langadapt.train.synthetic import tiny_llama
@@ -117,6 +119,17 @@ def test_answer_is_the_first_line_with_text():
     assert answer("\n") == ""
 
 
+def test_generation_stops_per_row_after_a_line_with_text(tiny):
+    _, tok = tiny
+    prompt = tok("Norsk: Pakken\nEnglish:", add_special_tokens=False)["input_ids"]
+    rows = ["\n\n", " The package", " The package\n", "\n The package\nNorsk"]
+    encoded = [tok(r, add_special_tokens=False)["input_ids"] for r in rows]
+    width = max(map(len, encoded))
+    pad = tok.convert_tokens_to_ids("</s>")  # skipped when decoding, as left padding would be
+    ids = torch.tensor([prompt + e + [pad] * (width - len(e)) for e in encoded])
+    assert _LineDone(tok, len(prompt))(ids, None).tolist() == [False, False, True, True]
+
+
 # --- suites --------------------------------------------------------------------------------------
 
 def _suite(tmp_path: Path, task: dict, rows: list[dict] | None = None) -> Path:
@@ -200,8 +213,6 @@ def test_a_model_that_copies_the_reference_scores_100(tiny):
             return model.parameters()
 
         def generate(self, input_ids, **_):
-            import torch
-
             ids = tok(" " + reference + "\nNorsk: more", add_special_tokens=False)["input_ids"]
             return torch.cat([input_ids, torch.tensor([ids] * len(input_ids))], dim=1)
 
@@ -228,8 +239,6 @@ def test_no_pair_is_in_the_demos_training_split(tmp_path):
     data = RunLayout(tmp_path / "tiny_norwegian_warm").data
 
     def texts(folder: Path) -> list[str]:
-        import gzip
-
         return [json.loads(line)["text"] for f in sorted(folder.glob("*.jsonl.gz")) for line in gzip.open(f, "rt")]
 
     train, valid = "\n".join(texts(data.train)), "\n".join(texts(data.valid))
