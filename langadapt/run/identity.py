@@ -11,6 +11,7 @@ re-runs. A recipe moved or copied unchanged (same content hash) is the same owne
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from langadapt.errors import LangadaptError
 from langadapt.ioerrors import make_folder
 from langadapt.recipe import LoadedRecipe
 from langadapt.run.contenthash import file_sha256
-from langadapt.run.layout import RunLayout
+from langadapt.run.layout import RunLayout, owning_run_dir
+
+log = logging.getLogger("langadapt")
 
 
 def recipe_identity(loaded: LoadedRecipe) -> dict[str, str | None]:
@@ -38,8 +41,9 @@ def recorded_owner(layout: RunLayout) -> dict | None:
 
 
 def claim_run(loaded: LoadedRecipe, layout: RunLayout, take_over: bool, record: bool) -> None:
-    """Refuse a run folder another recipe file made (unless `take_over`); with `record`, write
-    this recipe as its owner (under the run lock: a dry run only checks)."""
+    """Refuse a run folder another recipe file made (unless `take_over`) or one inside another run;
+    with `record`, write this recipe as its owner (under the run lock: a dry run only checks)."""
+    _check_place(layout.root)
     mine, owner = recipe_identity(loaded), recorded_owner(layout)
     same = owner is None or owner["recipe"] == mine["recipe"] or (
         mine["sha256"] is not None and owner.get("sha256") == mine["sha256"])
@@ -53,3 +57,23 @@ def claim_run(loaded: LoadedRecipe, layout: RunLayout, take_over: bool, record: 
         tmp = layout.owner.with_name(layout.owner.name + ".tmp")
         tmp.write_text(json.dumps(mine, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, layout.owner)
+
+
+def _check_place(root: Path) -> None:
+    """Where the run folder really is, said when it is not where the recipe seems to put it.
+
+    A run folder inside another run's folder (a `run_root` set to a run directory) is refused: the
+    outer run's lock, fingerprints and `langadapt eval` would take the inner one for part of it. A
+    symlinked run folder (or run_root) is followed, as a cluster user linking runs to scratch
+    storage wants, and the real place is said once."""
+    real = root.resolve()
+    outer = owning_run_dir(real.parent)
+    if outer is not None:
+        raise LangadaptError(f"{root}: run folder inside the folder of another run ({outer}){_real(root, real)}: "
+                             "choose a run_root outside every run directory")
+    if real != root.absolute():
+        log.info("%s is a link: this run reads and writes %s", root, real)
+
+
+def _real(root: Path, real: Path) -> str:
+    return f" (it resolves to {real})" if real != root.absolute() else ""
