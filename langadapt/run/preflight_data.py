@@ -85,7 +85,7 @@ def check_vocab_size(recipe: Recipe, base_tokenizer: dict | None, report: Report
         return
     if family not in ("byte_bpe", "sentencepiece_bpe"):
         return  # a Unigram vocabulary is not bounded by merges
-    ceiling, what = _vocab_ceiling(recipe, fixed + 256)
+    ceiling, what = _vocab_ceiling(recipe, fixed + 256, report)
     if ceiling is not None and cfg.vocab_size > ceiling:
         report.add(("tokenizer", "vocab_size"), f"{cfg.vocab_size:,} is more than a BPE vocabulary can have "
                    f"on this corpus (at most {ceiling:,}: {what}); lower it")
@@ -121,8 +121,9 @@ def _training_sources(recipe: Recipe) -> list[SourceConfig]:
     return [s for s in recipe.data.sources if s.role == "target"]
 
 
-def _vocab_ceiling(recipe: Recipe, fixed: int) -> tuple[int | None, str]:
-    """An upper bound on the learnable vocabulary and how it was found; None when unknown."""
+def _vocab_ceiling(recipe: Recipe, fixed: int, report: Report) -> tuple[int | None, str]:
+    """An upper bound on the learnable vocabulary and how it was found; None when unknown (or when a
+    source has no text at all: that source is the problem, reported on its path, not vocab_size)."""
     sources = _training_sources(recipe)
     files = {s.name: local_files(s) for s in sources}
     if not sources or any(f is None for f in files.values()):
@@ -132,6 +133,13 @@ def _vocab_ceiling(recipe: Recipe, fixed: int) -> tuple[int | None, str]:
         return None, ""
     total = sum(sizes)  # type: ignore[arg-type]
     if total <= CEILING_MAX_BYTES:
+        blank = [s for s in sources if not any(text.strip() for text in _texts([s], files))]  # type: ignore[arg-type]
+        for source in blank:
+            index = recipe.data.sources.index(source)
+            report.add(("data", "sources", index, "path"), f"every document of source {source.name} is empty or "
+                       f"whitespace ({', '.join(str(p) for p in files[source.name] or [])}): no text to train on")
+        if blank:
+            return None, ""
         texts = _texts(sources, files)  # type: ignore[arg-type]
         return bpe_vocab_ceiling(texts, fixed), f"the distinct words of {_size(total)} of training text"
     return fixed + total, f"one merge per byte of {_size(total)} of training text"

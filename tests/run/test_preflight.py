@@ -228,3 +228,12 @@ def test_keep_base_with_another_vocab_size_is_said(warm, tmp_path: Path) -> None
     same = langadapt("run", str(warm()), "--set", "tokenizer.kind=keep_base", "--set", "tokenizer.vocab_size=8192",
                      "--dry-run")
     assert same.returncode == 0 and "is ignored" not in same.stderr, same.stderr
+
+
+def test_a_corpus_of_blank_documents_is_blamed_on_its_file_not_vocab_size(warm, tmp_path: Path) -> None:
+    corpus = tmp_path / "blank.jsonl"
+    corpus.write_text('{"text": "   "}\n{"text": "\\n\\t\\n"}\n' * 40)
+    result = langadapt("run", str(warm(corpus=str(corpus))))
+    line = assert_refused(result, tmp_path, "data.sources[0].path", "every document of source nb is empty or whitespace",
+                          "blank.jsonl")
+    assert "vocab_size" not in line
