@@ -27,6 +27,7 @@ from langadapt.data.config import SourceConfig
 from langadapt.data.sources import _format_of, iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
+from langadapt.export.config import RECIPE_FILE
 from langadapt.ioerrors import input_problem
 from langadapt.recipe.paths import run_directory
 from langadapt.run.layout import RunLayout, owning_run_dir
@@ -99,8 +100,6 @@ def check_model_or_run(path: str, what: str = "") -> None:
 
 def exported_recipe(folder: Path) -> dict[str, Any]:
     """The recipe the export stage wrote beside a model folder's weights; {} for other folders."""
-    from langadapt.export.stage import RECIPE_FILE  # imports torch: only once a model is to be scored
-
     return recipe_tree(folder / RECIPE_FILE)
 
 

@@ -7,6 +7,10 @@ from typing import Literal
 from langadapt.recipe.base import Config
 from langadapt.recipe.languages import LanguageCode
 
+RECIPE_FILE = "langadapt_recipe.yaml"
+"""The resolved recipe the export writes beside the weights (machine paths stripped): how the
+model was made, and where `langadapt eval` of the folder finds its run and scoring settings."""
+
 
 class ExportConfig(Config):
     """What the export stage writes, how it checks it, and where it pushes."""

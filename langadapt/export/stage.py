@@ -27,7 +27,7 @@ from huggingface_hub.constants import REPOCARD_NAME
 
 from langadapt.errors import LangadaptError
 from langadapt.export.card import Exported, build_card, check_licence, read_json, trained_tokens
-from langadapt.export.config import ExportConfig
+from langadapt.export.config import RECIPE_FILE, ExportConfig
 from langadapt.export.folder import write_model_folder
 from langadapt.export.provenance import RunFacts, publishable_recipe
 from langadapt.export.verify import default_prompt, probe, verify_folder
@@ -45,7 +45,6 @@ from langadapt.run.layout import (
 from langadapt.run.slices import ExportSlice
 
 log = logging.getLogger("langadapt")
-RECIPE_FILE = "langadapt_recipe.yaml"
 
 
 def completed_training_stages(layout: RunLayout, models: dict[str, Path] | None = None) -> tuple[str, ...]:
