@@ -24,8 +24,8 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.held_out import read_given_texts, run_of
 from langadapt.evaluation.stage import run as evaluate_stage
 from langadapt.evaluation.suite import REPO_ROOT
-from langadapt.export.provenance import publishable_recipe
 from langadapt.export.config import RECIPE_FILE
+from langadapt.export.provenance import publishable_recipe
 from langadapt.recipe import load_recipe
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
