@@ -211,7 +211,7 @@ def evaluate_cli(
     given = texts or GivenTexts({}, {})
     results = evaluate_models(models, load_suites(suites), {**held_out_texts(data_dir), **given.texts}, config,
                               reference=next(iter(references), None), given=given.sources,
-                              missing_note=_missing_note(target, data_dir, tree))
+                              missing_note=_missing_note(target, origin, data_dir, tree))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
     results["target_langs"] = target_langs(RunLayout(data_dir)) if data_dir is not None else recipe_target_langs(tree)
     if origin is not None:
@@ -223,11 +223,13 @@ def evaluate_cli(
     return results
 
 
-def _missing_note(target: Path, data_dir: Path | None, tree: dict[str, Any]) -> str:
+def _missing_note(target: Path, origin: Path | None, data_dir: Path | None, tree: dict[str, Any]) -> str:
     """The end of the one note on languages without held-out text: where it was looked for, what to pass."""
     hint = "pass --texts LANG=FILE (repeatable) to score them"
     if data_dir is not None:
         return f"in the run's data; skipped: {hint}"
+    if origin is not None:
+        return f"here: {origin} has no held-out split (its data stage did not run or was removed); skipped: {hint}"
     if _is_model(target) and tree.get("name"):
         return (f"here: {target} was exported by run {tree['name']} (run_root {tree.get('run_root')}), which is "
                 f"not in this working directory; skipped: {hint}")
