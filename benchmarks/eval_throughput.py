@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langadapt.evaluation import bpb
 from langadapt.evaluation.bpb import bits_per_byte, default_batch_size, model_device, rolling_windows
-from langadapt.evaluation.tasks import cap_bytes
+from langadapt.evaluation.task_data import cap_bytes
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 LANGS = ("nb", "nn", "en", "sv", "da", "fi")

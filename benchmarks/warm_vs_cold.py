@@ -207,7 +207,7 @@ def source_passes(run_dir: Path, stages: list[str]) -> dict[str, dict[str, float
 def held_out(run_dir: Path, langs: tuple[str, ...], max_bytes: int) -> dict[str, list[str]]:
     """The run's held-out documents per language, the leading `max_bytes` of each language."""
     from langadapt.data.documents import texts_by_lang
-    from langadapt.evaluation.tasks import cap_bytes
+    from langadapt.evaluation.task_data import cap_bytes
     from langadapt.run.layout import RunLayout
 
     texts = texts_by_lang(RunLayout(run_dir).data.root, "valid")

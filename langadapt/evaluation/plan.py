@@ -23,7 +23,7 @@ from langadapt.evaluation.suite import (
     TranslationTask,
     unmeasured,
 )
-from langadapt.evaluation.tasks import cap_bytes, read_minimal_pairs, read_texts
+from langadapt.evaluation.task_data import cap_bytes, read_minimal_pairs, read_texts
 from langadapt.evaluation.translation import read_translation
 
 RUN_DATA = "run data (valid)"

@@ -28,7 +28,8 @@ from transformers import StoppingCriteria
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import context_length, model_device
 from langadapt.evaluation.suite import TranslationTask
-from langadapt.evaluation.tasks import left_padded, read_parallel
+from langadapt.evaluation.task_data import read_parallel
+from langadapt.evaluation.tasks import left_padded
 
 GENERATION_BATCH = 8
 """Prompts per `generate` call when `evaluation.batch_size` is unset (its CPU default, 1, suits scoring

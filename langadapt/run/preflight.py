@@ -20,6 +20,7 @@ from typing import Any
 from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
+from langadapt.planning.models import complete_architecture
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
 from langadapt.run.base_model import (
@@ -102,7 +103,7 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     """(config.json as a dict, tokenizer.json as a dict) of the base model, where they can be read."""
     spec = recipe.base_model
     if spec.path is None or not needs_model:
-        return spec.architecture, None
+        return complete_architecture(spec.architecture or {}) or None, None
     folder = Path(spec.path)
     if folder.exists() and not folder.is_dir():  # e.g. the model.safetensors or config.json inside it
         report.add(("base_model", "path"), f"{folder} is a file, not a model folder: name the folder that holds "
@@ -166,7 +167,7 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
     assert spec.path is not None
     if spec.build_recipe:
         try:
-            return load_recipe(spec.build_recipe).recipe.base_model.architecture
+            return complete_architecture(load_recipe(spec.build_recipe).recipe.base_model.architecture or {}) or None
         except LangadaptError as exc:
             report.add(("base_model", "build_recipe"), str(exc))
             return None
@@ -228,7 +229,7 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
 def _check_suites(recipe: Recipe, report: Report) -> None:
     """Suite files exist, parse and name known task kinds; lm_eval tasks need lm-eval installed."""
     from langadapt.evaluation.suite import LmEvalTask, MinimalPairsTask, load_suite, unmeasured
-    from langadapt.evaluation.tasks import read_minimal_pairs
+    from langadapt.evaluation.task_data import read_minimal_pairs
 
     for i, path in enumerate(recipe.evaluation.suites):
         try:

@@ -36,7 +36,7 @@ from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import read_documents, write_documents
 from langadapt.data.sources import iter_texts
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.tasks import read_minimal_pairs, read_texts
+from langadapt.evaluation.task_data import read_minimal_pairs, read_texts
 from tests.helpers.cli import run_cli
 
 FORMATS = ("txt", "jsonl", "parquet")

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langadapt.evaluation import EvaluationConfig, evaluate_models, load_suite
 from langadapt.evaluation.suite import REPO_ROOT
-from langadapt.evaluation.tasks import read_minimal_pairs
+from langadapt.evaluation.task_data import read_minimal_pairs
 
 pytest.importorskip("lm_eval")
 

@@ -12,7 +12,7 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation import EvaluationConfig, load_suite
 from langadapt.evaluation.plan import plan_suites
 from langadapt.evaluation.suite import REPO_ROOT, BpbTask, MinimalPairsTask, load_suites
-from langadapt.evaluation.tasks import cap_bytes, read_minimal_pairs, read_texts
+from langadapt.evaluation.task_data import cap_bytes, read_minimal_pairs, read_texts
 from langadapt.recipe import load_recipe
 
 SHIPPED = sorted((REPO_ROOT / "eval").glob("*.yaml"))
