@@ -107,6 +107,26 @@ _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gpt2"}  # their configs d
 _QK_NORM = {"olmo2": "full", "qwen3": "per_head"}
 
 
+SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+"""What `dims_from_config` needs of an architecture (the position check skips a missing length)."""
+
+
+def complete_architecture(architecture: dict) -> dict:
+    """A recipe's `base_model.architecture` with transformers' defaults for the shape keys it leaves
+    out, as the model built from it (`AutoConfig.for_model`) will have them; `vocab_size` stays the
+    tokenizer's. transformers (and torch with it, seconds) is imported only when a key is missing."""
+    model_type = architecture.get("model_type")
+    if not model_type or all(key in architecture for key in SHAPE_KEYS):
+        return architecture
+    from transformers import AutoConfig
+
+    try:
+        defaults = AutoConfig.for_model(model_type).to_dict()
+    except ValueError:  # an unknown model_type: the scratch stage's check names it
+        return architecture
+    return {**{key: defaults[key] for key in SHAPE_KEYS if key in defaults}, **architecture}
+
+
 def dims_from_config(config: dict, name: str = "model") -> ModelDims:
     """ModelDims from a Hugging Face config.json dict (Llama-style decoders)."""
     try:

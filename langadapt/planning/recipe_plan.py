@@ -15,7 +15,7 @@ from langadapt.data.replay import REPLAY_ROLE, stage_mixture, stage_replay
 from langadapt.data.shards import read_shards
 from langadapt.errors import LangadaptError
 from langadapt.planning.languages import language_rows, weighted_tokens
-from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
+from langadapt.planning.models import ModelDims, complete_architecture, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.recipe import Recipe, load_recipe
 from langadapt.run.layout import RunLayout
@@ -42,7 +42,8 @@ def model_dims(recipe: Recipe) -> ModelDims:
 def _architecture_dims(recipe: Recipe) -> ModelDims:
     """The shape of a scratch recipe's model: its architecture, with the vocabulary its own
     tokenizer will have (a scratch architecture leaves vocab_size to the tokenizer)."""
-    architecture = {"vocab_size": recipe.tokenizer.vocab_size, **(recipe.base_model.architecture or {})}
+    architecture = {"vocab_size": recipe.tokenizer.vocab_size,
+                    **complete_architecture(recipe.base_model.architecture or {})}
     return dims_from_config(architecture, name=recipe.name)
 
 

@@ -237,3 +237,22 @@ def test_a_corpus_of_blank_documents_is_blamed_on_its_file_not_vocab_size(warm, 
     line = assert_refused(result, tmp_path, "data.sources[0].path", "every document of source nb is empty or whitespace",
                           "blank.jsonl")
     assert "vocab_size" not in line
+
+
+def test_a_base_to_be_built_from_a_partial_architecture_is_checked_with_transformers_defaults(tmp_path: Path,
+                                                                                               shared_dir: Path) -> None:
+    """A build recipe that leaves shape keys to transformers' defaults: the dry run said NOT valid
+    ("config.json has no 'num_attention_heads'") while the real run built the base and went on."""
+    corpus = shared_dir / "corpora" / "nb.debian-handbook.train.jsonl.gz"
+    (tmp_path / "source.yaml").write_text(
+        f"name: source\nrun_root: {tmp_path}/runs\ninit: scratch\nbase_model:\n  architecture: "
+        "{model_type: llama, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1}\n"
+        f"data:\n  sources:\n    - {{name: nb, path: {corpus}, lang: nb}}\ntokenizer: {{kind: byte_bpe, vocab_size: 1000}}\n")
+    warm = WARM.format(root=tmp_path, base=f"{tmp_path}/runs/source/export/model", corpus=corpus).replace(
+        "base_model:\n", f"base_model:\n  build_recipe: {tmp_path}/source.yaml\n")
+    (tmp_path / "recipe.yaml").write_text(warm)
+    result = langadapt("run", str(tmp_path / "recipe.yaml"), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "num_attention_heads" not in result.stderr
+    plan = json.loads(langadapt("plan", str(tmp_path / "recipe.yaml"), "--json").stdout)
+    assert plan["model"]["heads"] == 32  # LlamaConfig's default, as the built base will have it
