@@ -11,7 +11,7 @@ not downloaded again. Without apt (not Debian/Ubuntu), fetch the packages elsewh
 `--deb`, or drop them into the cache folder. The corpus cards are in corpora/README.md.
 
 `--pairs` writes the translation task's nb/en paragraph pairs instead
-(`langadapt.corpora.parallel`): the handbook pages that `--pairs-recipe`'s data stage holds out
+(`langadapt.evaluation.parallel`): the handbook pages that `--pairs-recipe`'s data stage holds out
 in both languages, so the recipe never trains on a pair.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from langadapt.corpora.debian_docs import SOURCES, build_debian_corpus, fetch_deb, read_deb_package
-from langadapt.corpora.parallel import handbook_pairs, write_pairs
+from langadapt.evaluation.parallel import handbook_pairs, write_pairs
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
 

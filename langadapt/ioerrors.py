@@ -32,6 +32,7 @@ import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -286,8 +287,6 @@ def input_problem(path: Path | str) -> str | None:
                 return f"{path} is empty"
             kind = compression_of(raw.peek(4)[:4])  # type: ignore[attr-defined]
             if kind == "zstd":  # a frame cut short decompresses quietly to less: walk its headers first
-                from langadapt.data.bounded import zstd_frames
-
                 zstd_frames(raw, path, "")
             stream = decompressing(raw)
             named = COMPRESSED_SUFFIXES.get(Path(path).suffix.lower())
@@ -300,3 +299,96 @@ def input_problem(path: Path | str) -> str | None:
     except decompression_errors() as exc:
         return f"{path} is not valid {kind} data ({' '.join(str(exc).split()) or type(exc).__name__})"
     return None
+
+
+# --- zstd frames: a cut stream decompresses quietly to less, so its headers are walked first ---
+
+_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
+_MAX_FRAME_HEADER = 18
+
+
+def _file_size(raw: IO[bytes]) -> int:
+    return os.fstat(raw.fileno()).st_size
+
+
+@dataclass(frozen=True)
+class ZstdFrame:
+    """Where one zstd frame lies in its file, and what its header declares."""
+
+    start: int
+    end: int
+    content_size: int | None
+    has_checksum: bool
+
+
+def zstd_frames(raw: IO[bytes], path: Path | str, key: str) -> list[ZstdFrame]:
+    """Walk the frame and block headers of a zstd file (seeking over block contents): a frame
+    that runs past the file's end (a last block never written, a cut copy) or bytes that are no
+    frame are one LangadaptError with the byte offset. Leaves `raw` at its start."""
+    import zstandard
+
+    size, frames, position = _file_size(raw), [], 0
+    try:
+        while position < size:
+            raw.seek(position)
+            head = raw.read(_MAX_FRAME_HEADER)
+            magic = int.from_bytes(head[:4], "little")
+            if len(head) >= 8 and magic in _SKIPPABLE:  # metadata frames: a length, then bytes to skip
+                position += 8 + int.from_bytes(head[4:8], "little")
+                continue
+            if not head.startswith(ZSTD_MAGIC):
+                raise _not_zstd(key, path, position, len(frames))
+            try:
+                header = zstandard.frame_header_size(head)
+                params = zstandard.get_frame_parameters(head[:header])
+            except zstandard.ZstdError as err:
+                if position + _MAX_FRAME_HEADER <= size:  # the bytes are there: they are wrong
+                    raise LangadaptError(f"{key}: {path} is not valid zstd data (frame {len(frames) + 1} at byte "
+                                         f"{position}: {' '.join(str(err).split())})") from None
+                raise _cut(key, path, len(frames), position, size, "its header") from None
+            end = _blocks_end(raw, position + header, size)
+            if end is None:
+                raise _cut(key, path, len(frames), position, size, "its last block")
+            end += 4 if params.has_checksum else 0
+            if end > size:
+                raise _cut(key, path, len(frames), position, size, "its checksum")
+            content = None if params.content_size == zstandard.CONTENTSIZE_UNKNOWN else params.content_size
+            frames.append(ZstdFrame(position, end, content, params.has_checksum))
+            position = end
+    finally:
+        raw.seek(0)
+    return frames
+
+
+def _blocks_end(raw: IO[bytes], position: int, size: int) -> int | None:
+    """Where the block after the frame header at `position` ends (past the last block); None when
+    the file ends first. Block header (RFC 8878 3.1.1.2): 3 bytes little-endian, bit 0 last block,
+    bits 1-2 type (0 raw, 1 RLE: one byte stored, 2 compressed), bits 3-23 stored size."""
+    while True:
+        raw.seek(position)
+        header = raw.read(3)
+        if len(header) < 3:
+            return None
+        value = int.from_bytes(header, "little")
+        stored = 1 if (value >> 1) & 3 == 1 else value >> 3
+        position += 3 + stored
+        if position > size:
+            return None
+        if value & 1:
+            return position
+
+
+def _cut(key: str, path: Path | str, index: int, start: int, size: int, missing: str) -> LangadaptError:
+    return LangadaptError(
+        f"{key}: cannot read {path}: it is truncated at byte {size} (the file's end): zstd frame {index + 1} "
+        f"(from byte {start}) has no end ({missing} is missing: a streaming writer that was never closed, "
+        f"a cut copy, or a corrupt block header); the rest of the corpus would be lost: copy or write the "
+        f"file again (zstd -t {path} checks it)"
+    )
+
+
+def _not_zstd(key: str, path: Path | str, position: int, index: int) -> LangadaptError:
+    return LangadaptError(
+        f"{key}: cannot read {path}: at byte {position}, after {index} complete zstd frame(s), comes data "
+        f"that is no zstd frame (corrupt, or another file appended); zstd -t {path} checks it"
+    )

@@ -26,7 +26,7 @@ from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe import Recipe
 from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
-from langadapt.train.monitoring.metrics import clock
+from langadapt.runtime.logs import clock
 
 RISE = 0.005
 """Relative rise of held-out bpb above its lowest point that the report calls "hurt" (0.5%):

@@ -45,3 +45,9 @@ def _rank() -> str:
         return str(DistInfo.from_env().rank)
     except LangadaptError:
         return "?"
+
+
+def clock(seconds: float) -> str:
+    """Seconds as H:MM:SS (days as hours: a month-long run says 720:00:00)."""
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from langadapt.corpora.debian_docs import default_cache_dir
-from langadapt.corpora.parallel import PairLimits, align_page, handbook_pairs, held_out_pages, parallel_pages
+from langadapt.evaluation.parallel import PairLimits, align_page, handbook_pairs, held_out_pages, parallel_pages
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import evaluate_models
