@@ -12,9 +12,16 @@ import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from langadapt.data.bounded import DEFAULT_MAX_DOCUMENT_BYTES, MAX_DOCUMENT_BYTES_CEILING
 from langadapt.data.schedule import MAX_EPOCHS  # the one epoch cap, beside the maths it comes from
@@ -183,6 +190,8 @@ class DataConfig(Config):
     """Share of each source held out by document hash (sources with `valid_path` use that instead)."""
     max_valid_docs: int | None = Field(default=None, gt=0)
     """Cap on held-out documents per source (the lowest hashes are kept; the rest train)."""
+    split_by: Literal["text", "id"] = "text"
+    """What the held-out hash is taken of. text: each document's cleaned text (exact duplicates land on the same side). id: the last path component of the document's `id` field (`.../nb-NO/intro.html` and `.../en-US/intro.html` both hash `intro.html`), so the translations of one page are held out together in every language and a translation task can use them; documents without an id (.txt files, rows without the field) fall back to their text (counted as split_by_text_fallback in the data summary)."""
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     """Invalid UTF-8: stop with file and byte offset, replace bad bytes with U+FFFD, or skip the document."""
     max_document_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1, le=MAX_DOCUMENT_BYTES_CEILING)
@@ -195,6 +204,15 @@ class DataConfig(Config):
     """Training attends only within each packed document (position ids restart after every EOS); on GPUs use engine.attn_implementation: flex_attention (H100: 1.35x masked SDPA)."""
     replay: float | None = Field(default=None, ge=0, lt=1)
     """Share of each training stage's tokens from the `role: replay` sources with weight > 0 (split by their weights; the other trained sources share the rest by theirs); None: the weights as written. A stage's own `replay` overrides it. Anchors: 1-5% for small shifts, up to ~25% for a new language (Ibrahim et al. 2024, Simple and Scalable Strategies to Continually Pre-train LLMs); Poro 2 (Llama-3.1-8B to Finnish) replayed 30% English, 30% code, 10% math and lost 1.1 points of English."""
+
+    @model_serializer(mode="wrap")
+    def _without_default_split(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`split_by: text` (the split before the setting existed) is left out of the dumped recipe,
+        so the data stage's fingerprint of every earlier run stays what it was."""
+        dumped = handler(self)
+        if self.split_by == "text":
+            dumped.pop("split_by", None)
+        return dumped
 
     @field_validator("sources")
     @classmethod

@@ -17,7 +17,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from langadapt.data.bounded import CHUNK_BYTES, DEFAULT_MAX_DOCUMENT_BYTES, Bound, Line, iter_lines
 from langadapt.data.config import SourceConfig
@@ -34,6 +34,9 @@ _TEXT_TYPES = {"string", "large_string", "binary", "large_binary", "string_view"
 _PARQUET_SLACK = 1 << 20
 """Bytes a Parquet column chunk holds besides its values (page headers, levels): the margin before
 a row group's size alone proves one of its cells over the bound."""
+ID_FIELD = "id"
+"""The field (JSON key, `datasets` or Parquet column) holding a document's id, when it has one:
+what `data.split_by: id` splits by."""
 _EXTENSIONS = {
     ".txt": "txt", ".text": "txt", ".md": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl",
     ".json": "json", ".parquet": "parquet",
@@ -119,19 +122,36 @@ def _fetch(source: SourceConfig, out_path: Path) -> Path:
     return build_debian_corpus(source.fetch.debian_package, source.fetch.locale, out_path)
 
 
+class Document(NamedTuple):
+    """One document as read: its raw text, and its `ID_FIELD` as text when its record has one
+    (JSON, `datasets` and Parquet rows; .txt documents and rows without the field have none)."""
+
+    text: str
+    id: str | None = None
+
+
 def iter_texts(
     source: SourceConfig, paths: list[Path], on_decode_error: DecodePolicy, counts: Counter,
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
 ) -> Iterator[str]:
-    """Yield the raw texts of a source, at most `source.max_docs`; counts decode problems.
+    """Yield the raw texts of a source (`iter_documents` without the ids)."""
+    for doc in iter_documents(source, paths, on_decode_error, counts, max_document_bytes):
+        yield doc.text
+
+
+def iter_documents(
+    source: SourceConfig, paths: list[Path], on_decode_error: DecodePolicy, counts: Counter,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+) -> Iterator[Document]:
+    """Yield the raw documents of a source, at most `source.max_docs`; counts decode problems.
 
     No document longer than `max_document_bytes` (UTF-8, before cleaning) is ever held: a longer
     line, paragraph, file or Parquet cell is refused while it is read (`langadapt.data.bounded`)."""
     bound = Bound(max_document_bytes)
     produced = 0
     for path in paths:
-        for text in _iter_path(source, path, on_decode_error, counts, bound):
-            yield _without_nul(source, path, text, counts) if "\x00" in text else text
+        for doc in _iter_path(source, path, on_decode_error, counts, bound):
+            yield doc._replace(text=_without_nul(source, path, doc.text, counts)) if "\x00" in doc.text else doc
             produced += 1
             if source.max_docs is not None and produced >= source.max_docs:
                 return
@@ -152,7 +172,9 @@ def _without_nul(source: SourceConfig, path: Path, text: str, counts: Counter) -
     return text.replace("\x00", "")
 
 
-def _iter_path(source: SourceConfig, path: Path, policy: DecodePolicy, counts: Counter, bound: Bound) -> Iterator[str]:
+def _iter_path(
+    source: SourceConfig, path: Path, policy: DecodePolicy, counts: Counter, bound: Bound
+) -> Iterator[Document]:
     fmt = _format_of(source, path)
     if fmt in ("hf_disk", "hf_hub"):
         yield from _iter_hf(source, path, fmt == "hf_disk", bound)
@@ -161,7 +183,7 @@ def _iter_path(source: SourceConfig, path: Path, policy: DecodePolicy, counts: C
     else:
         lines = _decoded_lines(source, path, iter_lines(path, f"source {source.name}", bound), policy, counts)
         if fmt == "txt":
-            yield from _txt_documents(source, path, lines, bound)
+            yield from map(Document, _txt_documents(source, path, lines, bound))
         else:
             yield from _json_documents(source, path, lines, bound)
 
@@ -253,7 +275,7 @@ def _txt_documents(
 
 def _json_documents(
     source: SourceConfig, path: Path, lines: Iterator[tuple[Line, str | None]], bound: Bound
-) -> Iterator[str]:
+) -> Iterator[Document]:
     """JSON Lines, or a .json file holding one array of objects (read whole: bounded as one document)."""
     for line, text in lines:
         if text is None or not text.strip():
@@ -262,10 +284,10 @@ def _json_documents(
             whole, last = _whole_array(source, path, line, text, lines, bound)
             records = _parse(source, path, whole, "the array", last)
             for i, record in enumerate(records):
-                yield _field(source, path, record, f"item {i}")
+                yield _record(source, path, record, f"item {i}")
             return
         where = f"line {line.number}"
-        yield _field(source, path, _parse(source, path, text, where, line), where)
+        yield _record(source, path, _parse(source, path, text, where, line), where)
 
 
 def _whole_array(
@@ -291,7 +313,7 @@ def _parse(source: SourceConfig, path: Path, text: str, where: str, line: Line) 
         raise LangadaptError(f"source {source.name}: invalid JSON at {where} of {path}: {err.msg}{cut}") from None
 
 
-def _field(source: SourceConfig, path: Path | str, record: object, where: str) -> str:
+def _record(source: SourceConfig, path: Path | str, record: object, where: str) -> Document:
     if not isinstance(record, dict):
         raise LangadaptError(f"source {source.name}: {where} of {path} is not a JSON object")
     if source.text_field not in record:
@@ -301,17 +323,20 @@ def _field(source: SourceConfig, path: Path | str, record: object, where: str) -
             f"(keys: {keys}); set text_field"
         )
     value = record[source.text_field]
-    if value is None:
-        return ""
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise LangadaptError(
             f"source {source.name}: field {source.text_field!r} at {where} of {path} is "
             f"{type(value).__name__}, not text"
         )
-    return value
+    return Document(value or "", _id_text(record.get(ID_FIELD)))
 
 
-def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[str]:
+def _id_text(value: object) -> str | None:
+    """A record's id as text (numbers too); None when it has none."""
+    return None if value is None or value == "" else str(value)
+
+
+def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[Document]:
     """The text column of a Parquet file, in batches sized from the row groups' metadata.
 
     No cell over the bound reaches Python: each batch's value lengths are checked in Arrow first.
@@ -339,6 +364,7 @@ def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[st
             f"(columns: {', '.join(names)}); set text_field"
         )
     column = parquet.schema_arrow.get_field_index(source.text_field)
+    columns = [source.text_field] + ([ID_FIELD] if ID_FIELD in names and ID_FIELD != source.text_field else [])
     first_row = 0
     for group in range(parquet.num_row_groups):
         meta = parquet.metadata.row_group(group)
@@ -349,7 +375,7 @@ def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[st
             raise bound.refuse(key, what, path, f"row group {group} holds {stored:,} bytes of text in {len(rows)} row(s)")
         batch_size = max(1, min(_PARQUET_BATCH_ROWS, CHUNK_BYTES * len(rows) // max(stored, 1)))
         try:
-            for batch in parquet.iter_batches(batch_size=batch_size, row_groups=[group], columns=[source.text_field]):
+            for batch in parquet.iter_batches(batch_size=batch_size, row_groups=[group], columns=columns):
                 values = batch.column(0)
                 if str(values.type) in _TEXT_TYPES and len(values):
                     lengths = pc.binary_length(values)
@@ -357,15 +383,16 @@ def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[st
                     if longest > bound.max_bytes:
                         row = first_row + pc.index(lengths, longest).as_py()
                         raise bound.refuse(key, f"row {row}", path, f"{longest:,} bytes in column {source.text_field!r}")
-                for value in values.to_pylist():
-                    yield "" if value is None else str(value)
+                ids = batch.column(1).to_pylist() if len(columns) > 1 else itertools.repeat(None)
+                for value, doc_id in zip(values.to_pylist(), ids):
+                    yield Document("" if value is None else str(value), _id_text(doc_id))
                 first_row += len(batch)
         except (OSError, ValueError) as err:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
             raise LangadaptError(f"{key}: cannot read {path} as parquet at row {first_row} (corrupt or "
                                  f"truncated?): {' '.join(str(err).split())}") from None
 
 
-def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound) -> Iterator[str]:
+def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound) -> Iterator[Document]:
     """A `datasets` dataset saved with save_to_disk, or a Hub dataset (id or local folder) streamed.
 
     `datasets` holds a row before it is seen here: the bound keeps such a document out of the data
@@ -404,10 +431,10 @@ def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound) -
         except Exception as err:  # a stream fails mid-way: a bad shard, a dropped connection
             raise LangadaptError(f"source {source.name}: reading row {i} of {path} failed: "
                                  f"{' '.join(str(err).split())}") from None
-        text = _field(source, path, record, f"row {i}")
-        if bound.over(text):
+        doc = _record(source, path, record, f"row {i}")
+        if bound.over(doc.text):
             raise bound.refuse(f"source {source.name}", f"row {i}", path, f"field {source.text_field!r}")
-        yield text
+        yield doc
 
 
 def _hub_error(source: SourceConfig, path: Path | str, err: Exception) -> str:

@@ -1,11 +1,12 @@
 """The data stage: sources in, cleaned train/held-out documents out.
 
 `run(job, ctx)` reads every source of `job.config` (the data section), cleans it (`cleaning.Cleaner`),
-splits off held-out documents by a hash of their normalised text, and writes
-`ctx.out/{train,valid}/<source>.jsonl.gz` (format: `langadapt.data.documents`) plus `DataPaths.stats`.
-The split depends only on a document's text, so it is the same across runs and whatever order the
-files are read in, and exact duplicates always land on the same side. Everything is streamed: train
-and held-out files are written at the same time, each by `write_documents` fed through a bounded queue.
+splits off held-out documents by a hash of their normalised text (or, with `data.split_by: id`, of
+their id's last path component: `split_digest`), and writes `ctx.out/{train,valid}/<source>.jsonl.gz`
+(format: `langadapt.data.documents`) plus `DataPaths.stats`. The split depends only on each document's
+text (or id), so it is the same across runs and whatever order the files are read in; by text, exact
+duplicates always land on the same side, by id, a page and its translations do. Everything is streamed:
+train and held-out files are written at the same time, each by `write_documents` fed through a bounded queue.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
 from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import write_documents
-from langadapt.data.sources import iter_texts, resolve_paths
+from langadapt.data.sources import iter_documents, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
 from langadapt.run.layout import DataPaths
@@ -83,7 +84,7 @@ def run(job: DataSlice, ctx: StageContext) -> dict[str, Any]:
     held_out = {s.name: resolve_paths(s, s.valid_path, "valid_path") for s in config.sources if s.valid_path}
     cleaner = Cleaner(config.cleaning)
     ctx.out.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"valid_fraction": config.valid_fraction, "sources": {}}
+    summary: dict[str, Any] = {"valid_fraction": config.valid_fraction, "split_by": config.split_by, "sources": {}}
     for source in config.sources:
         ctx.log.info("data: reading source %s (%d file(s))", source.name, len(resolved[source.name]))
         stats = _process_source(source, config, cleaner, resolved[source.name], held_out.get(source.name), ctx.out)
@@ -112,9 +113,9 @@ def _process_source(
     try:
         if valid_paths is not None:
             # Held-out file first: its texts enter the dedup memory, so copies in train are dropped.
-            for _, doc in _clean(source, config, cleaner, valid_paths, counts):
+            for _, _, doc in _clean(source, config, cleaner, valid_paths, counts):
                 valid.put(doc)
-            for _, doc in _clean(source, config, cleaner, paths, counts):
+            for _, _, doc in _clean(source, config, cleaner, paths, counts):
                 train.put(doc)
         else:
             _split_by_hash(source, config, cleaner, paths, counts, train, valid)
@@ -128,6 +129,7 @@ def _process_source(
             f"source {source.name}: no training documents left after cleaning "
             f"(read {counts['read']}, dropped: {dropped})"
         )
+    fallback = {_FALLBACK: counts.pop(_FALLBACK, 0)} if config.split_by == "id" and valid_paths is None else {}
     return {
         "lang": source.lang,
         "role": source.role,
@@ -137,8 +139,24 @@ def _process_source(
         "train_chars": train.chars,
         "valid_docs": valid.count,
         "valid_chars": valid.chars,
+        **fallback,
         "dropped": dict(sorted(counts.items())),
     }
+
+
+_FALLBACK = "split_by_text_fallback"
+"""Summary key: documents that `split_by: id` split by their text, having no id."""
+
+
+def split_digest(text_digest: bytes, doc_id: str | None, split_by: str) -> bytes:
+    """The digest whose `hash_fraction` decides a document's side of the held-out split.
+
+    By `id`: the hash of the id's last path component, the part a page shares with its translations
+    (`.../html/nb-NO/intro.html` and `.../html/en-US/intro.html` both give `intro.html`), so every
+    language holds out the same pages. By `text`, or for a document without an id: its text digest."""
+    if split_by == "id" and doc_id:
+        return text_hash(PurePosixPath(doc_id).name)
+    return text_digest
 
 
 def _split_by_hash(
@@ -150,40 +168,47 @@ def _split_by_hash(
     train: _DocumentWriter,
     valid: _DocumentWriter,
 ) -> None:
-    """Held out = hash fraction below valid_fraction; with max_valid_docs the lowest hashes win.
+    """Held out = hash fraction (`split_digest`) below valid_fraction; with max_valid_docs the lowest
+    hashes win.
 
     The cap keeps a heap of the held-out candidates with the lowest hashes (bounded by the cap);
-    a candidate pushed out goes to train. The result depends only on the set of texts.
+    a candidate pushed out goes to train. Ties (documents sharing an id) are broken by the text
+    digest, so the result depends only on the set of documents, not on their order.
     """
-    capped: list[tuple[float, bytes, dict]] = []  # max-heap via negated fraction
-    for digest, doc in _clean(source, config, cleaner, paths, counts):
-        fraction = hash_fraction(digest)
+    capped: list[tuple[float, bytes, bytes, int, dict]] = []  # max-heap via negated fraction
+    for number, (digest, doc_id, doc) in enumerate(_clean(source, config, cleaner, paths, counts)):
+        if config.split_by == "id" and not doc_id:
+            counts[_FALLBACK] += 1
+        key = split_digest(digest, doc_id, config.split_by)
+        fraction = hash_fraction(key)
         if fraction >= config.valid_fraction:
             train.put(doc)
         elif config.max_valid_docs is None:
             valid.put(doc)
         else:
-            heapq.heappush(capped, (-fraction, digest, doc))
+            # The number only separates identical documents (dedup off), whose order is immaterial.
+            heapq.heappush(capped, (-fraction, key, digest, number, doc))
             if len(capped) > config.max_valid_docs:
-                train.put(heapq.heappop(capped)[2])
-    for _, _, doc in sorted(capped, key=lambda item: -item[0]):
+                train.put(heapq.heappop(capped)[-1])
+    for *_, doc in sorted(capped, key=lambda item: (-item[0], item[1], item[2])):
         valid.put(doc)
 
 
 def _clean(
     source: SourceConfig, config: DataConfig, cleaner: Cleaner, paths: list[Path], counts: Counter
 ) -> Iterator[tuple[bytes, dict]]:
-    """(digest, output record) for each document that survives cleaning; counts the rest."""
+    """(text digest, the id as read, output record) for each document that survives cleaning;
+    counts the rest."""
     check_lang = source.role != "code" and source.lang != "code"
-    for raw in iter_texts(source, paths, config.on_decode_error, counts, config.max_document_bytes):
+    for raw in iter_documents(source, paths, config.on_decode_error, counts, config.max_document_bytes):
         counts["read"] += 1
-        text = cleaner.normalize(raw)
+        text = cleaner.normalize(raw.text)
         digest = text_hash(text)
         reason = cleaner.reject(text, digest, source.lang, check_lang)
         if reason is not None:
             counts[reason] += 1
             continue
-        yield digest, {
+        yield digest, raw.id, {
             "id": f"{source.name}-{digest.hex()[:16]}",
             "text": text,
             "lang": source.lang,
