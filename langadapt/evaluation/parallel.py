@@ -12,11 +12,14 @@ translator. No sentence aligner is needed and the result is deterministic.
 Held out: `held_out_pages` keeps only pages whose corpus documents (exactly as `debian_docs`
 writes them) the data stage's hash split puts in the held-out set in BOTH languages, so no text
 of a pair is ever in the training split (tests/evaluation/test_eval_translation.py runs the data
-stage and checks).
+stage and checks). A recipe with `data.split_by: id` (the demo) holds a page out with its
+translations, so every page it holds out gives pairs; split by text, a page and its translation
+fall on either side independently and few pages are held out in both.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -28,6 +31,7 @@ from langadapt.corpora.html_text import html_paragraphs
 from langadapt.corpora.langvote import matches_language
 from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
 from langadapt.data.config import CleaningConfig
+from langadapt.data.stage import split_digest
 
 
 @dataclass(frozen=True)
@@ -83,36 +87,55 @@ def parallel_pages(
 
 
 def held_out_pages(docs_by_lang: dict[str, list[dict]], valid_fraction: float,
-                   cleaning: CleaningConfig | None = None) -> set[str]:
+                   cleaning: CleaningConfig | None = None, split_by: str = "text") -> set[str]:
     """Page keys whose corpus documents the data stage holds out in every language given.
 
-    The data stage splits by a hash of each cleaned document's text (`langadapt.data.stage`), so a
-    page and its translation fall on either side independently; only pages held out in all
+    The data stage's own key (`langadapt.data.stage.split_digest`) decides: by `text`, a hash of
+    each cleaned document's text, so a page and its translation fall on either side independently;
+    by `id`, a hash of the page's file name, the same in every language. Only pages held out in all
     languages are free of training text. (Not modelled: `data.max_valid_docs`, which moves some
-    held-out documents to train; the test on the real data stage would catch it.)"""
+    held-out documents to train, and documents the data stage's cleaning drops; the test on the
+    real data stage would catch either.)"""
     cleaner = Cleaner(cleaning or CleaningConfig())
     held: set[str] | None = None
     for docs in docs_by_lang.values():
         keys = {page_key(d["id"]) for d in docs
-                if hash_fraction(text_hash(cleaner.normalize(d["text"]))) < valid_fraction}
+                if hash_fraction(split_digest(text_hash(cleaner.normalize(d["text"])), d["id"], split_by))
+                < valid_fraction}
         held = keys if held is None else held & keys
     return held or set()
 
 
 def handbook_pairs(
     deb: Path, locales: tuple[str, str], valid_fraction: float,
-    cleaning: CleaningConfig | None = None, limits: PairLimits = PairLimits(),
+    cleaning: CleaningConfig | None = None, limits: PairLimits = PairLimits(), split_by: str = "text",
 ) -> list[dict[str, str]]:
     """The Debian Administrator's Handbook's aligned paragraphs in two locales (e.g. nb-NO, en-US),
-    from the pages a data stage with `valid_fraction` (and `cleaning`) holds out in both languages."""
+    from the pages a data stage with `valid_fraction` (and `cleaning`, `split_by`) holds out in both
+    languages, less the pairs with a side that a training page quotes (a sidebar's title such as
+    "TIP Removing and installing at the same time" is also the text of links to it on other pages)."""
     (src_locale, src_lang), (tgt_locale, tgt_lang) = (resolve_locale("debian-handbook", loc) for loc in locales)
     prefix = {lang: HTML_DIRS["debian-handbook"].format(locale=loc)
               for lang, loc in ((src_lang, src_locale), (tgt_lang, tgt_locale))}
     everything = read_deb(Path(deb), os.path.commonprefix(list(prefix.values())))[1]  # one pass over the package
     pages = {lang: {p: b for p, b in everything.items() if p.startswith(pre)} for lang, pre in prefix.items()}
     docs = {lang: list(page_documents("debian-handbook", p, lang, "debian-handbook")) for lang, p in pages.items()}
-    held = held_out_pages(docs, valid_fraction, cleaning)
-    return list(parallel_pages(pages[src_lang], pages[tgt_lang], (src_lang, tgt_lang), limits, held))
+    held = held_out_pages(docs, valid_fraction, cleaning, split_by)
+    trained = {lang: "\n".join(d["text"] for d in lang_docs if page_key(d["id"]) not in held)
+               for lang, lang_docs in docs.items()}
+    rows = parallel_pages(pages[src_lang], pages[tgt_lang], (src_lang, tgt_lang), limits, held)
+    return interleave_pages(row for row in rows if not any(row[lang] in trained[lang] for lang in trained))
+
+
+def interleave_pages(rows: Iterable[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows reordered round-robin over their pages (first row of each page, then the second, ...):
+    a translation task scores the file's first rows (its `limit`), which then come from every
+    page, not from the first pages in name order."""
+    by_page: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_page.setdefault(row["page"], []).append(row)
+    rounds = itertools.zip_longest(*by_page.values())
+    return [row for round_ in rounds for row in round_ if row is not None]
 
 
 def write_pairs(rows: Iterable[dict[str, str]], path: Path) -> int:

@@ -16,10 +16,17 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from langadapt.corpora.debian_docs import default_cache_dir
-from langadapt.evaluation.parallel import PairLimits, align_page, handbook_pairs, held_out_pages, parallel_pages
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import evaluate_models
+from langadapt.evaluation.parallel import (
+    PairLimits,
+    align_page,
+    handbook_pairs,
+    held_out_pages,
+    interleave_pages,
+    parallel_pages,
+)
 from langadapt.evaluation.suite import REPO_ROOT, TranslationTask, load_suite
 from langadapt.evaluation.translation import _LineDone, answer, build_prompt, corpus_scores, translate
 from langadapt.recipe import load_recipe
@@ -80,6 +87,22 @@ def test_held_out_pages_need_every_language_held_out():
     nb_only, en_only = held_out_pages({"nb": docs["nb"]}, 0.3), held_out_pages({"en": docs["en"]}, 0.3)
     assert both == nb_only & en_only and 20 < len(nb_only) < 100 and both < nb_only
     assert held_out_pages(docs, 0.0) == set()
+
+
+def test_held_out_pages_by_id_are_those_held_out_in_any_one_language():
+    """`split_by: id` (the demo): a page and its translation share their fate, so every page held out
+    in nb is held out in en too, unlike the text split above."""
+    docs = {"nb": [{"id": f"x/nb-NO/p{i}.html", "text": f"side {i}"} for i in range(200)],
+            "en": [{"id": f"x/en-US/p{i}.html", "text": f"page {i}"} for i in range(200)]}
+    both = held_out_pages(docs, 0.3, split_by="id")
+    assert both == held_out_pages({"nb": docs["nb"]}, 0.3, split_by="id") and 40 < len(both) < 100
+    assert len(both) > 2 * len(held_out_pages(docs, 0.3))
+
+
+def test_interleaved_pairs_take_turns_between_pages():
+    rows = [{"page": p, "n": str(i)} for p, n in (("a", 3), ("b", 1), ("c", 2)) for i in range(n)]
+    assert [(r["page"], r["n"]) for r in interleave_pages(rows)] == [
+        ("a", "0"), ("b", "0"), ("c", "0"), ("a", "1"), ("c", "1"), ("a", "2")]
 
 
 # --- the metric ----------------------------------------------------------------------------------
@@ -243,7 +266,8 @@ def test_no_pair_is_in_the_demos_training_split(tmp_path):
 
     train, valid = "\n".join(texts(data.train)), "\n".join(texts(data.valid))
     rows = [json.loads(line) for line in SHIPPED.read_text().splitlines()]
-    assert rows
+    # split_by: id holds pages out in both languages: ~10 pages, 200+ pairs (by text: 1 page, 5 pairs).
+    assert len(rows) >= 100 and len({row["page"] for row in rows}) >= 8
     for row in rows:
         assert row["nb"] not in train and row["en"] not in train, row["page"]
         assert row["nb"] in valid and row["en"] in valid, row["page"]
@@ -257,5 +281,5 @@ def test_the_shipped_pairs_are_rebuilt_identically():
     if not debs:
         pytest.skip("debian-handbook .deb not in the package cache (python corpora/build.py fetches it)")
     data = load_recipe(DEMO).recipe.data
-    rows = handbook_pairs(debs[-1], ("nb-NO", "en-US"), data.valid_fraction, data.cleaning)
+    rows = handbook_pairs(debs[-1], ("nb-NO", "en-US"), data.valid_fraction, data.cleaning, split_by=data.split_by)
     assert rows == [json.loads(line) for line in SHIPPED.read_text().splitlines()]
