@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from langadapt.data.cleaning import hash_fraction, text_hash
-from langadapt.data.config import DataConfig
+from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import read_documents
+from langadapt.data.sources import Document, iter_documents
 from langadapt.data.stage import run, split_digest
 from langadapt.run.context import StageContext
 from langadapt.run.slices import DataSlice
@@ -113,3 +118,16 @@ def test_the_default_leaves_the_dumped_recipe_and_so_every_fingerprint_as_it_was
     by_id = DataConfig.model_validate({"sources": sources, "split_by": "id"})
     assert by_id.model_dump(mode="json")["split_by"] == "id"
     assert DataConfig.model_validate(by_id.model_dump(mode="json")).split_by == "id"
+
+
+def test_the_reader_carries_ids_from_json_and_parquet_rows(tmp_path: Path) -> None:
+    rows = [{"text": "en", "id": "a/p1.html"}, {"text": "to"}, {"text": "tre", "id": 7}]
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = pa.table({"text": ["en", "to"], "id": ["a/p1.html", None]})
+    pq.write_table(table, tmp_path / "x.parquet")
+    source = SourceConfig.model_validate({"name": "nb", "path": str(jsonl), "lang": "nb"})
+    assert list(iter_documents(source, [jsonl], "error", Counter())) == [
+        Document("en", "a/p1.html"), Document("to", None), Document("tre", "7")]
+    assert list(iter_documents(source, [tmp_path / "x.parquet"], "error", Counter())) == [
+        Document("en", "a/p1.html"), Document("to", None)]
