@@ -43,6 +43,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from langadapt.runtime.logs import clock
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
 
@@ -86,12 +87,6 @@ def human(count: float) -> str:
         if abs(count) >= size:
             return f"{count / size:.1f}{unit}"
     return f"{count:.0f}"
-
-
-def clock(seconds: float) -> str:
-    """Seconds as H:MM:SS (days as hours: a month-long run says 720:00:00)."""
-    whole = int(seconds)
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 def kept_rows(path: Path, step: int) -> list[str]:
