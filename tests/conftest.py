@@ -13,9 +13,23 @@ from pathlib import Path
 
 import pytest
 from helpers.shared_data import skip_unless_required
+from helpers.tiers import DurationRecorder, add_option, mark_slow
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_option(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if path := config.getoption("--record-durations"):
+        config.pluginmanager.register(DurationRecorder(Path(path)), "duration-recorder")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_slow(items)  # the fast tier: -m "not slow" (tests/helpers/tiers.py)
 
 
 @pytest.fixture(scope="session")
