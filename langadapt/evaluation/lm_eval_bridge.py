@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import default_batch_size, model_device
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.suite import LmEvalTask
+from langadapt.run.base_model import hub_dataset_cached, hub_offline, hub_reachable
 
 INSTALL_HINT = "pip install 'langadapt[eval]'"
 
@@ -54,10 +54,10 @@ def prepare_lm_eval(task: LmEvalTask, where: str) -> Any:
     offline = hub_offline()
     reachable: bool | None = None  # probed once, on the first dataset that is not cached
     for name, (path, config_name) in hub_datasets(manager, task.tasks):
-        if hub_cached(path):
+        if hub_dataset_cached(path):
             continue
         if not offline and reachable is None:
-            reachable = hub_reachable(path)
+            reachable = hub_reachable(path, "dataset")
         if offline or not reachable:
             why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub cannot be reached"
             raise LangadaptError(
@@ -72,39 +72,6 @@ def fetch_hint(path: str, config_name: str | None) -> str:
     args = f"'{path}'" + (f", '{config_name}'" if config_name else "")
     return (f"where there is network run HF_HOME=DIR python -c \"import datasets; datasets.load_dataset({args})\", "
             "then copy DIR here and run with HF_HOME=DIR HF_HUB_OFFLINE=1 (eval/README.md)")
-
-
-def hub_offline() -> bool:
-    """Whether the Hub is switched off, read now (the libraries read their flags once, at import)."""
-    from huggingface_hub import constants
-
-    flags = (os.environ.get(name, "") for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-    return constants.HF_HUB_OFFLINE or any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
-
-
-def hub_cached(path: str) -> bool:
-    """Whether `datasets` has a copy of Hub dataset `path`: prepared (its cache) or downloaded (the Hub's)."""
-    from datasets import config
-    from huggingface_hub import constants
-
-    prepared = Path(config.HF_DATASETS_CACHE) / path.replace("/", "___")
-    downloaded = Path(constants.HF_HUB_CACHE) / f"datasets--{path.replace('/', '--')}" / "snapshots"
-    return any(folder.is_dir() and any(folder.iterdir()) for folder in (prepared, downloaded))
-
-
-def hub_reachable(path: str, timeout: float = 5.0) -> bool:
-    """Whether the Hub answers about `path`: any HTTP answer counts (a gated or missing dataset is
-    lm-eval's to report), any failure short of one (DNS, refused, timeout) does not."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
-    try:
-        HfApi().dataset_info(path, timeout=timeout)
-    except HfHubHTTPError:
-        return True
-    except Exception:  # noqa: BLE001  the HTTP client's transport errors share no base class with OSError
-        return False
-    return True
 
 
 def hub_datasets(manager: Any, names: list[str]) -> Iterator[tuple[str, tuple[str, str | None]]]:

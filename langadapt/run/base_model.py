@@ -11,6 +11,7 @@ and every folder resolved here.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +66,38 @@ def _resolve(recipe: Recipe, fetch: bool) -> str | None:
 
 
 def hub_offline() -> bool:
-    """Whether the Hub is switched off here (HF_HUB_OFFLINE=1, as on a compute node without network)."""
+    """Whether the Hub is switched off here (HF_HUB_OFFLINE=1 or HF_DATASETS_OFFLINE=1, as on a
+    compute node without network), read now: the libraries read their flags once, at import."""
     from huggingface_hub import constants
 
-    return bool(constants.HF_HUB_OFFLINE)
+    flags = (os.environ.get(name, "") for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return constants.HF_HUB_OFFLINE or any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
+
+
+def hub_reachable(repo_id: str, repo_type: str = "model", timeout: float = 5.0) -> bool:
+    """Whether the Hub answers about `repo_id`: any HTTP answer counts (a gated or missing repository
+    is the download's to report), any failure short of one (DNS, refused, timeout) does not. What
+    tells a machine without network from one with it when HF_HUB_OFFLINE is not set."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        HfApi().repo_info(repo_id, repo_type=repo_type, timeout=timeout)
+    except HfHubHTTPError:
+        return True
+    except Exception:  # noqa: BLE001  the HTTP client's transport errors share no base class with OSError
+        return False
+    return True
+
+
+def hub_dataset_cached(path: str) -> bool:
+    """Whether `datasets` has a copy of Hub dataset `path`: prepared (its cache) or downloaded (the Hub's)."""
+    from datasets import config
+    from huggingface_hub import constants
+
+    prepared = Path(config.HF_DATASETS_CACHE) / path.replace("/", "___")
+    downloaded = Path(constants.HF_HUB_CACHE) / f"datasets--{path.replace('/', '--')}" / "snapshots"
+    return any(folder.is_dir() and any(folder.iterdir()) for folder in (prepared, downloaded))
 
 
 def not_cached_line(repo_id: str, why: str) -> str:

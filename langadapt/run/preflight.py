@@ -26,6 +26,7 @@ from langadapt.recipe.errors import Report
 from langadapt.run.base_model import (
     hub_cached,
     hub_offline,
+    hub_reachable,
     hub_repo_id,
     not_cached_line,
     parts_problem,
@@ -63,6 +64,8 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if "data" in will:
         with report.guard():
             check_sources(recipe, report)
+        with report.guard():
+            _check_hub_sources(recipe, report)
     with report.guard():
         model_config, base_tokenizer = _check_base_model(recipe, report, needs_model=bool(will - {"data", "export"}))
     for name in training:
@@ -171,13 +174,42 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
         except LangadaptError as exc:
             report.add(("base_model", "build_recipe"), str(exc))
             return None
-    if hub_repo_id(spec.path) is not None:  # a Hub id: downloaded when the run starts, unless offline
-        if hub_offline() and hub_cached(spec.path, spec.revision) is None:
-            report.add(("base_model", "path"), not_cached_line(spec.path, "HF_HUB_OFFLINE=1 keeps the Hub out of reach"))
+    if hub_repo_id(spec.path) is not None:  # a Hub id: downloaded when the run starts, if the Hub answers
+        if hub_cached(spec.path, spec.revision) is None and (why := _hub_out_of_reach(spec.path, "model")):
+            report.add(("base_model", "path"), not_cached_line(spec.path, why))
         return None
     report.add(("base_model", "path"), f"folder {spec.path} not found (and no base_model.build_recipe; "
                "not a Hub id of the form org/name)")
     return None
+
+
+def _hub_out_of_reach(repo_id: str, repo_type: str) -> str | None:
+    """Why the Hub cannot serve `repo_id` from here (None: it can): switched off, or no answer. A
+    machine without network and without HF_HUB_OFFLINE used to pass the dry run, and the run then
+    stopped at once."""
+    if hub_offline():
+        return "HF_HUB_OFFLINE=1 keeps the Hub out of reach"
+    if repo_type not in _HUB_ANSWERED:  # one probe per kind: a machine without network times out once
+        _HUB_ANSWERED[repo_type] = hub_reachable(repo_id, repo_type, timeout=3.0)
+    return None if _HUB_ANSWERED[repo_type] else "the Hub cannot be reached (no network?)"
+
+
+_HUB_ANSWERED: dict[str, bool] = {}
+"""Whether the Hub answered, by repository type, in this process."""
+
+
+def _check_hub_sources(recipe: Recipe, report: Report) -> None:
+    """Hub dataset sources that are neither cached nor downloadable from here."""
+    from langadapt.run.base_model import hub_dataset_cached
+
+    for i, source in enumerate(recipe.data.sources):
+        if source.format != "hf_hub":
+            continue
+        for path in [source.path] if isinstance(source.path, str) else source.path:
+            if not hub_dataset_cached(path) and (why := _hub_out_of_reach(path, "dataset")):
+                report.add(("data", "sources", i, "path"), f"Hub dataset {path} is not cached here, and {why}: "
+                           f"fetch it where there is network (HF_HOME=DIR python -c \"import datasets; "
+                           f"datasets.load_dataset('{path}')\") and run with that HF_HOME")
 
 
 def _read_json(path: Path, loc: tuple[Any, ...], report: Report, missing: str) -> dict | None:
@@ -256,9 +288,12 @@ def _check_licence(recipe: Recipe, report: Report) -> None:
     from langadapt.export.card import check_licence
     from langadapt.export.provenance import RunFacts
 
-    planned = {name: {source: int(bool(entry.get("epochs") or entry.get("weight")))
-                      for source, entry in stage_mixture(recipe.data, name, getattr(recipe, name)).items()}
-               for name in recipe.training_stages}
+    try:
+        planned = {name: {source: int(bool(entry.get("epochs") or entry.get("weight")))
+                          for source, entry in stage_mixture(recipe.data, name, getattr(recipe, name)).items()}
+                   for name in recipe.training_stages}
+    except LangadaptError:  # a mixture that names no source: the epochs check reports it, once
+        return
     check_licence(recipe.export, RunFacts.from_recipe(recipe), planned)  # its line starts with the key: located
 
 

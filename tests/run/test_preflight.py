@@ -256,3 +256,27 @@ def test_a_base_to_be_built_from_a_partial_architecture_is_checked_with_transfor
     assert "num_attention_heads" not in result.stderr
     plan = json.loads(langadapt("plan", str(tmp_path / "recipe.yaml"), "--json").stdout)
     assert plan["model"]["heads"] == 32  # LlamaConfig's default, as the built base will have it
+
+
+def test_without_network_the_dry_run_names_the_hub_base_and_datasets_it_cannot_reach(tmp_path: Path, monkeypatch) -> None:
+    """Without HF_HUB_OFFLINE a machine with no route to the Hub passed the dry run; the run then stopped at once."""
+    from langadapt.run import preflight
+    from langadapt.run.preflight import find_problems
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(preflight, "_HUB_ANSWERED", {})
+    probes = []
+    monkeypatch.setattr(preflight, "hub_reachable", lambda repo, kind, timeout: probes.append(kind) or False)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"name: hub\nrun_root: {tmp_path}/runs\nbase_model: {{path: langadapt-test/no-such-base}}\n"
+                      "data:\n  sources:\n"
+                      "    - {name: a, path: langadapt-test/no-such-data, format: hf_hub, lang: nb, split: train}\n"
+                      "    - {name: b, path: langadapt-test/other-data, format: hf_hub, lang: nb, split: train}\n"
+                      "tokenizer: {vocab_size: 1000}\n")
+    lines = find_problems(load_recipe(recipe)).lines()
+    assert any("data.sources[0].path: Hub dataset langadapt-test/no-such-data is not cached here, and the Hub "
+               "cannot be reached" in line for line in lines), lines
+    assert any("data.sources[1].path" in line for line in lines), lines
+    assert any("base_model.path: langadapt-test/no-such-base is not in the local Hugging Face cache, and the Hub "
+               "cannot be reached" in line for line in lines), lines
+    assert sorted(probes) == ["dataset", "model"]  # one probe per kind, not one per source
