@@ -150,11 +150,20 @@ def run(job: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
     results["target_langs"] = target_langs(ctx.layout)
-    results["tokens_per_byte"] = token_costs(ctx.layout)
+    add_tokenizer_facts(results, ctx.layout)
     write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
                  planned_energy=planned_energy(ctx.layout, job.planning))
     log_evaluation(ctx.layout, results, ctx.out)  # into the trackers the training stages opened
     return _summary(results)
+
+
+def add_tokenizer_facts(results: dict[str, Any], layout: RunLayout) -> None:
+    """What the run's tokenizer stage measured, for the report and results.json: tokens per byte
+    (the run's tokenizer and the base's) and, when the vocabulary stopped short of vocab_size, the
+    line that says so (said on the console, in `plan` and the card; the report used to omit it)."""
+    results["tokens_per_byte"] = token_costs(layout)
+    if shortfall := vocabulary_shortfall(layout.stage_summary("tokenizer")):
+        results.setdefault("tokenizers", {})["shortfall"] = shortfall
 
 
 def _run_base_and_seed(run_dir: Path) -> tuple[str | None, int]:
@@ -215,9 +224,7 @@ def evaluate_cli(
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
     results["target_langs"] = target_langs(RunLayout(data_dir)) if data_dir is not None else recipe_target_langs(tree)
     if origin is not None:
-        results["tokens_per_byte"] = token_costs(RunLayout(origin))
-    if origin is not None and (shortfall := vocabulary_shortfall(RunLayout(origin).stage_summary("tokenizer"))):
-        results.setdefault("tokenizers", {})["shortfall"] = shortfall
+        add_tokenizer_facts(results, RunLayout(origin))
     write_report(results, out, trained_runs(models), title=f"langadapt evaluation: {next(iter(models))}",
                  planned_energy=planned_energy(RunLayout(origin)) if origin is not None else None)
     return results
