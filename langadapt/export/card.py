@@ -17,6 +17,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from langadapt.data.shards import read_shard
 from langadapt.errors import LangadaptError
 from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
@@ -163,7 +164,8 @@ def data_table(layout: RunLayout, facts: RunFacts, tokens: dict[str, dict[str, i
     head = ["source", "language", "role", "unique tokens", *[f"{s} tokens" for s in stages], "epochs", "licence"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for source in facts.sources:
-        unique = read_json(layout.tokenizer.tokens / source.name / "meta.json").get("num_tokens", 0)
+        shard = layout.tokenizer.tokens / source.name
+        unique = read_shard(shard).num_tokens if shard.is_dir() else 0
         used = [tokens[s].get(source.name, 0) for s in stages]
         taught = source.name in trained
         epochs = f"{sum(used) / unique:.2f}" if unique and taught else "-"
@@ -186,7 +188,7 @@ def fertility_table(layout: RunLayout, results: dict[str, Any]) -> str:
     measured = ((results.get("tokenizers") or {}).get("metrics") or {}).get("tokenizers")
     where = "on the held-out text the evaluation scored"
     if not measured:
-        measured = read_json(layout.tokenizer.root / "metrics.json").get("tokenizers", {})
+        measured = read_json(layout.tokenizer.metrics).get("tokenizers", {})
         where = "on the run's held-out text"
     rows = [(lang, name, m) for name, per_lang in measured.items() for lang, m in sorted(per_lang.items())
             if "fertility" in m and "bytes_per_token" in m]

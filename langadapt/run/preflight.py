@@ -17,6 +17,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.constants import PYTORCH_WEIGHTS_NAME, SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE
+
 from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
@@ -40,7 +42,7 @@ from langadapt.train.config import resolve_training
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.json")
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = (SAFETENSORS_SINGLE_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_WEIGHTS_NAME, f"{PYTORCH_WEIGHTS_NAME}.index.json")
 
 
 def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> None:
@@ -108,7 +110,7 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     if spec.path is None or not needs_model:
         return complete_architecture(spec.architecture or {}) or None, None
     folder = Path(spec.path)
-    if folder.exists() and not folder.is_dir():  # e.g. the model.safetensors or config.json inside it
+    if folder.exists() and not folder.is_dir():  # e.g. the weights or config.json inside it
         report.add(("base_model", "path"), f"{folder} is a file, not a model folder: name the folder that holds "
                    "config.json, the weights and the tokenizer")
         return None, None

@@ -37,7 +37,15 @@ import torch.distributed as torch_dist
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
-from langadapt.run.layout import LATEST, STEP_DIR, TRAINER_STATE, latest_checkpoint
+from langadapt.run.layout import (
+    LATEST,
+    STEP_DIR,
+    STEP_PREFIX,
+    TRAINER_STATE,
+    WEIGHTS,
+    latest_checkpoint,
+    step_dir_name,
+)
 from langadapt.train.config import CheckpointConfig
 from langadapt.train.engines.base import Engine
 from langadapt.train.engines.deepspeed_engine import TAG as DEEPSPEED_TAG
@@ -124,7 +132,7 @@ class Checkpointer:
         self._last_save = time.monotonic()
         if rank == 0:
             root.mkdir(parents=True, exist_ok=True)
-            for stale in [*root.glob("step_*.tmp"), *root.glob("step_*.del")]:  # never complete, never named
+            for stale in [*root.glob(f"{STEP_PREFIX}*.tmp"), *root.glob(f"{STEP_PREFIX}*.del")]:  # never complete, never named
                 shutil.rmtree(stale, ignore_errors=True)
         _barrier()
 
@@ -146,7 +154,7 @@ class Checkpointer:
 
     def save(self, state: TrainState, engine: Engine, stream: Stateful) -> Path:
         """Write checkpoint `step_<step>` on every rank; returns its final path."""
-        name = f"step_{state.step:08d}"
+        name = step_dir_name(state.step)
         final, tmp = self.root / name, self.root / f"{name}.tmp"
         if self.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -217,7 +225,7 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
     step = latest_checkpoint(checkpoint) if not (checkpoint / TRAINER_STATE).is_file() else checkpoint
     if step is None:
         raise LangadaptError(f"{checkpoint}: no complete checkpoint (step_N folder with trainer_state.json)")
-    weights = step / "model.safetensors"
+    weights = step / WEIGHTS
     if (step / FSDP_TAG).is_dir():
         state = fsdp_weights(step / FSDP_TAG)
     elif (step / DEEPSPEED_TAG).is_dir():
@@ -225,12 +233,12 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
     elif weights.is_file():
         state = load_file(weights)
     else:
-        raise LangadaptError(f"{step}: no model.safetensors, {FSDP_TAG}/ or {DEEPSPEED_TAG}/ folder: not a langadapt checkpoint")
+        raise LangadaptError(f"{step}: no {WEIGHTS}, {FSDP_TAG}/ or {DEEPSPEED_TAG}/ folder: not a langadapt checkpoint")
     if not (config_from / "config.json").is_file():
         raise LangadaptError(f"{config_from}: no config.json; pass the stage's model folder as config_from")
     out.mkdir(parents=True, exist_ok=True)
     for path in config_from.iterdir():  # config, generation config, tokenizer: everything but weights
-        if path.is_file() and not path.name.startswith(("model.safetensors", "model-", "pytorch_model")):
+        if path.is_file() and not path.name.startswith((WEIGHTS, "model-", "pytorch_model")):
             shutil.copy2(path, out / path.name)
     save_torch_state_dict(state, out)  # shards big models, handles tied tensors
     return out

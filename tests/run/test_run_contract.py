@@ -307,11 +307,6 @@ OWNERS = {
 (`model.safetensors` is huggingface_hub's SAFETENSORS_SINGLE_FILE, spelled by nobody here)."""
 PENDING = {
     "train/stage.py": {"summary.json"},
-    "train/checkpoint.py": {STEP_PREFIX, "model.safetensors"},
-    "train/engines/torch_engine.py": {"model.safetensors"},
-    "train/monitoring/validation.py": {"tokens.bin", "meta.json"},
-    "export/card.py": {"meta.json", "metrics.json"},
-    "run/preflight.py": {"model.safetensors"},
 }
 """Spellings still to move to their owner (issue 31: these files were being changed for other items
 when the layout took the names over). Each must still be there: one that moves leaves this list."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
+from langadapt.run.layout import WEIGHTS
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
@@ -72,14 +73,14 @@ class TorchEngine(Engine):
         if not torch_dist.is_initialized() or torch_dist.get_rank() == 0:  # DDP replicas are identical
             from safetensors.torch import save_model
 
-            save_model(self.model, str(directory / "model.safetensors"))
+            save_model(self.model, str(directory / WEIGHTS))
             extra = {"scaler": self.scaler.state_dict()} if self.scaler else {}
             torch.save({"optimizer": self.optimizer.state_dict(), **extra}, directory / "optimizer.pt")
 
     def load(self, directory: Path) -> None:
         from safetensors.torch import load_model
 
-        load_model(self.model, str(directory / "model.safetensors"), device=str(self.device))
+        load_model(self.model, str(directory / WEIGHTS), device=str(self.device))
         state = torch.load(directory / "optimizer.pt", map_location=self.device, weights_only=True)
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scaler is not None:

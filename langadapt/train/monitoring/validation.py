@@ -23,7 +23,6 @@ language every `validation.every_steps` steps:
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from langadapt.data.shards import Shard, read_shards
 from langadapt.errors import LangadaptError
 from langadapt.train.config import ValidationConfig
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
@@ -66,25 +66,24 @@ def load_held_out(valid_dir: Path, sources: list[str] | None, langs: list[str] |
     shorter than one window is skipped with a warning. `decode` maps token ids to text (the
     tokenizer that wrote the shards), for the byte count of bits per byte.
     """
-    by_lang: dict[str, list[tuple[dict, Path]]] = {}
-    for meta_path in sorted(Path(valid_dir).glob("*/meta.json")):
-        meta = json.loads(meta_path.read_text())
+    by_lang: dict[str, list[Shard]] = {}
+    for shard in read_shards(Path(valid_dir)).values():
+        meta = shard.meta
         if (sources is None or meta["source"] in sources) and (langs is None or meta["lang"] in langs):
-            by_lang.setdefault(meta["lang"], []).append((meta, meta_path.parent))
+            by_lang.setdefault(meta["lang"], []).append(shard)
     sets = []
     for lang, found in sorted(by_lang.items()):
         shards = []
-        for meta, folder in found:
-            if meta["num_tokens"] >= seq_len + 1:
-                shards.append((meta, folder))
+        for shard in found:
+            if shard.num_tokens >= seq_len + 1:
+                shards.append(shard)
             else:
                 log.warning("validation: held-out shard %s has %d tokens, fewer than one window of %d; skipped",
-                            folder, meta["num_tokens"], seq_len + 1)
+                            shard.folder, shard.num_tokens, seq_len + 1)
         windows = []
-        for meta, folder in shards:
-            tokens = np.memmap(folder / "tokens.bin", dtype=np.dtype(meta["dtype"]), mode="r",
-                               shape=(meta["num_tokens"],))
-            starts = _window_starts(meta["num_tokens"], seq_len, math.ceil(tokens_per_lang / len(shards)))
+        for shard in shards:
+            tokens = shard.tokens()
+            starts = _window_starts(shard.num_tokens, seq_len, math.ceil(tokens_per_lang / len(shards)))
             windows += [np.asarray(tokens[s : s + seq_len + 1], dtype=np.int64) for s in starts]
         if windows:
             stacked = np.stack(windows)
