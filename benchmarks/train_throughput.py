@@ -61,6 +61,7 @@ from langadapt.train.config import (
     check_engine,
 )
 from langadapt.train.flops import flops_per_token, peak_flops
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.energy import energy_counter
 from langadapt.train.policy import select_trainable
@@ -154,7 +155,7 @@ def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label:
     stream = TimedStream(spec["vocab_size"], preset["seq"])
     reset_peak()
     with tempfile.TemporaryDirectory() as tmp:
-        fit(build_model(spec), stream, config, engine, Path(tmp), seed=0, stage_name=stage_name)
+        fit(build_model(spec), stream, TrainingJob.resolve(config, engine, Path(tmp), seed=0, stage_name=stage_name))
     if engine.kind == "fsdp":  # its one-rank group would make the next config's HF Trainer look distributed
         destroy()
     record_peak(label)
@@ -379,8 +380,10 @@ def profile_stage(spec: dict, preset: dict, engine: EngineConfig, stage_name: st
     with profile(activities=activities, schedule=schedule(wait=preset["warmup"], warmup=0, active=3)) as prof:
         stream.profiler = prof
         with tempfile.TemporaryDirectory() as tmp:
-            fit(build_model(spec), stream, stage_config(preset, steps),
-                engine.model_copy(update={"precision": preset["precision"]}), Path(tmp), seed=0, stage_name=stage_name)
+            fit(build_model(spec), stream,
+                TrainingJob.resolve(stage_config(preset, steps),
+                                    engine.model_copy(update={"precision": preset["precision"]}),
+                                    Path(tmp), seed=0, stage_name=stage_name))
     key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
     print(f"\nprofile: ours {stage_name}, 3 steps after {preset['warmup']} warm-up steps, top kernels by {key}")
     print(prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=70))

@@ -7,7 +7,8 @@ The library's entry points, importable from here (each is documented where it li
     encode_texts, stream_from_texts, build_stream,          texts / HF datasets -> token shards ->
     PackedStream, PackedIterableDataset                       the packed, resumable stream (and its
                                                               torch IterableDataset for HF Trainer)
-    fit, TrainStageConfig, EngineConfig, TrainResult        the training loop of both stages
+    fit, TrainingJob, TrainStageConfig, EngineConfig,       the training loop of both stages, and the
+      TrainResult                                             job it runs (resolved once)
     checkpoint_model                                        a checkpoint's weights as a model folder
     bits_per_byte, evaluate_models, load_suite              evaluation
     planning                                                FLOPs, memory, GPU-hours, energy
@@ -39,6 +40,7 @@ _EXPORTS = {
     "PackedIterableDataset": "langadapt.data.torch_dataset",
     "fit": "langadapt.train.loop",
     "TrainResult": "langadapt.train.loop",
+    "TrainingJob": "langadapt.train.job",
     "TrainStageConfig": "langadapt.train.config",
     "EngineConfig": "langadapt.train.config",
     "checkpoint_model": "langadapt.train.checkpoint",
@@ -50,9 +52,9 @@ _EXPORTS = {
 _SUBMODULES = ("planning",)
 __all__ = [  # _EXPORTS and _SUBMODULES, spelled out for linters and `from langadapt import *`
     "EmbeddingConfig", "EngineConfig", "PackedIterableDataset", "PackedStream", "TokenizerConfig", "TrainResult",
-    "TrainStageConfig", "bits_per_byte", "build_mapping", "build_stream", "checkpoint_model", "encode_texts",
-    "evaluate_models", "fit", "load_recipe", "load_suite", "planning", "stream_from_texts", "tokenizer_metrics",
-    "train_tokenizer", "transfer_embeddings",
+    "TrainStageConfig", "TrainingJob", "bits_per_byte", "build_mapping", "build_stream", "checkpoint_model",
+    "encode_texts", "evaluate_models", "fit", "load_recipe", "load_suite", "planning", "stream_from_texts",
+    "tokenizer_metrics", "train_tokenizer", "transfer_embeddings",
 ]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
@@ -72,6 +74,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from langadapt.tokenizer.train import train_tokenizer
     from langadapt.train.checkpoint import checkpoint_model
     from langadapt.train.config import EngineConfig, TrainStageConfig
+    from langadapt.train.job import TrainingJob
     from langadapt.train.loop import TrainResult, fit
 
 

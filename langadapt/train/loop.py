@@ -15,21 +15,20 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from langadapt.embeddings.plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.run.layout import ModelStagePaths
-from langadapt.runtime.distributed import DistInfo
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
 from langadapt.tokenizer.saving import save_tokenizer
 from langadapt.train.checkpoint import Checkpointer, TrainState
-from langadapt.train.config import EngineConfig, TrainStageConfig, resolve_training
+from langadapt.train.config import TrainStageConfig
 from langadapt.train.engines import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
+from langadapt.train.job import TrainingJob
 from langadapt.train.lr import lr_at
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
 from langadapt.train.monitoring.defaults import default_callbacks
@@ -62,34 +61,23 @@ class TrainResult:
     """What the callbacks add to the stage summary: wall time, tokens/s, measured energy, the last validation."""
 
 
-def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, engine_config: EngineConfig,
-        out_dir: Path, *, seed: int, dist: DistInfo | None = None, stage_name: str | None = None,
-        tokenizer: Any = None, callbacks: Sequence[Callback] | None = None,
-        shared_rows: SharedRows | None = None) -> TrainResult:
-    """Train `model` on `stream` for `config.steps` steps; write checkpoints, metrics and `out_dir/model`
-    (with `tokenizer` saved beside the weights when given, so the folder loads on its own).
-    `shared_rows`: the embedding rows copied from the base, which `config.train_rows: new` keeps.
+def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
+        callbacks: Sequence[Callback] | None = None) -> TrainResult:
+    """Train `model` on `stream` for `job.config.steps` steps; write checkpoints, metrics and
+    `job.out_dir/model` (with `job.tokenizer` saved beside the weights when the job has one).
+    What trains, on which engine and with which global batch was decided when the job was
+    resolved (`TrainingJob.resolve`); `fit` reads it and decides nothing again.
     `callbacks` watch the run (`langadapt.train.monitoring.callbacks`); None runs
-    `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list.
-
-    `stage_name` decides what trains when `config.trainable` is unset, because a `TrainStageConfig`
-    does not know which stage it is: "stage1" trains the embeddings and head only, "stage2" the
-    whole model. None (the library's one-stage road: `transfer_embeddings`, then `fit`) trains
-    `config.trainable`, else the whole model, under the name "train", and says so in the log: it
-    used to pass for "stage2" in logs and trackers, and a caller who meant stage 1 trained the
-    body without a word. Any other name is refused (a "stage_1" would train the body as well)."""
-    stage_name = _stage_name(stage_name, config)
-    dist = dist or DistInfo.from_env()
-    settings = resolve_training(stage_name, config, engine_config, dist.world_size,
-                                "cuda" if torch.cuda.is_available() else "cpu")
-    engine_config, global_batch = settings.engine, settings.global_batch
+    `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list."""
+    config, engine_config, dist, stage_name = job.config, job.engine, job.dist, job.stage
+    global_batch, out_dir, seed = job.settings.global_batch, job.out_dir, job.seed
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed + dist.rank)  # e.g. dropout masks differ per rank, as data does
     paths = ModelStagePaths(out_dir)
     selection = select_trainable(model, config.trainable_patterns(stage_name), f"{stage_name}.trainable")
     # The engine frees its optimizer state on the way out of this block, also on an error.
-    with build_engine(model, selection, config, engine_config, dist, stage_name, shared_rows) as engine:
+    with build_engine(model, selection, config, engine_config, dist, stage_name, job.shared_rows) as engine:
         ckpt = Checkpointer(paths.checkpoints, config.checkpoint, dist.rank)
         state, resumed, resumed_step = TrainState(), ckpt.latest(), None
         if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read
@@ -124,31 +112,11 @@ def fit(model: torch.nn.Module, stream: TokenStream, config: TrainStageConfig, e
                     raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
             monitoring = monitor.stage_end()
         engine.export(paths.model, dist.rank)
-    if tokenizer is not None and dist.rank == 0:
-        save_tokenizer(tokenizer, paths.model)
+    if job.tokenizer is not None and dist.rank == 0:
+        save_tokenizer(job.tokenizer, paths.model)
     return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
                        paths.model, monitoring)
-
-
-STAGE_NAMES = ("stage1", "stage2")
-"""The stages whose name sets the default `trainable` (TrainStageConfig.trainable_patterns)."""
-ONE_STAGE = "train"
-"""The name of a `fit` called without one (one stage of what `config.trainable` names, else all)."""
-
-
-def _stage_name(stage_name: str | None, config: TrainStageConfig) -> str:
-    """The stage's name for logs, metrics and error keys; see `fit` for why None is not "stage2"."""
-    if stage_name is None:
-        if config.trainable is None:
-            log.info("%s: no stage_name and no config.trainable: the whole model trains "
-                     "(stage_name='stage1' trains the embeddings and head only)", ONE_STAGE)
-        return ONE_STAGE
-    if stage_name not in STAGE_NAMES:
-        raise LangadaptError(f"fit: stage_name={stage_name!r}; pass 'stage1' (embeddings and head train), "
-                             "'stage2' (the whole model) or leave it out (config.trainable, else the whole "
-                             "model)")
-    return stage_name
 
 
 def _account(state: TrainState, loss: float, grad_norm: float, config: TrainStageConfig,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,9 @@ from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
 from langadapt.run.slices import TrainingSlice
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, TrainStageConfig, resolve_training
+from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.fastpath import check_document_masking
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import Validation, load_held_out
@@ -134,9 +136,10 @@ def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     from langadapt.data.stream import build_stream
     from langadapt.tokenizer.loading import load_tokenizer
 
-    device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    settings = resolve_training(stage_name, config, engine, dist.world_size, device_type)  # before any loading
-    engine, global_batch = settings.engine, settings.global_batch
+    # Resolved once, before any loading: an engine that cannot run here fails in seconds.
+    training = TrainingJob.resolve(config, engine, ctx.out, seed=ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0),
+                                   stage_name=stage_name, dist=dist)
+    engine, global_batch = training.engine, training.settings.global_batch
     init = init_model_dir(after_stage1, stage_name, ctx)
     shared = shared_rows(config, stage_name, ctx)  # before any loading
     log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
@@ -144,23 +147,22 @@ def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     model = load_model(init, config, stage_name, engine, dist)
     if document_masking:
         check_document_masking(model)
-    seed = ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0)
     # The pipeline passes the data mixture with this stage's overrides and replay share applied
     # (data.replay.stage_mixture); without it, only the stage's own overrides are known here.
     if mixture is None and config.mixture is not None:
         mixture = {name: entry.model_dump() for name, entry in config.mixture.items()}
     stream = build_stream(ctx.layout.tokenizer.tokens, mixture,
-                          config.seq_len, config.steps * global_batch, seed, force=force_epochs,
+                          config.seq_len, config.steps * global_batch, training.seed, force=force_epochs,
                           document_masking=document_masking)
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]
-    tokenizer = load_tokenizer(tokenizer_dir(ctx, init))  # saved beside the model by fit
+    tokenizer = load_tokenizer(tokenizer_dir(ctx, init))
+    training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
     validation = build_validation(stage_name, config, engine, ctx, tokenizer, trained, dist, stream.position_ids)
     step_offset, recipe = tracker_setup(after_stage1, stage_name, config, ctx)
     callbacks = default_callbacks(config, ctx.out, f"{ctx.run_dir.name}/{stage_name}", stream=stream,
                                   validation=validation, step_offset=step_offset, recipe=recipe)
     try:
-        result = fit(model, stream, config, engine, ctx.out, seed=seed, dist=dist, stage_name=stage_name,
-                     tokenizer=tokenizer, callbacks=callbacks, shared_rows=shared)
+        result = fit(model, stream, training, callbacks)
     finally:
         if engine.kind == "deepspeed" and engine.zero_stage == 3:
             from langadapt.train.engines.deepspeed_engine import release_zero3_loading
@@ -171,7 +173,7 @@ def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
         "skipped_steps": result.skipped_steps, "trainable_params": result.trainable_params,
         "resumed_from_step": result.resumed_from, "init_model": str(init), "model": str(result.model_dir),
         "engine": engine.kind, "zero_stage": engine.zero_stage, "precision": engine.precision,
-        "world_size": dist.world_size, "global_batch": global_batch, "settings": settings.as_dict(),
+        "world_size": dist.world_size, "global_batch": global_batch, "settings": training.settings.as_dict(),
         "train_rows": config.train_rows, "shared_rows_kept": None if shared is None else len(shared.ids),
         **result.monitoring,
     }

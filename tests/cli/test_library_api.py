@@ -56,7 +56,7 @@ def test_fit_with_a_tokenizer_writes_a_folder_that_loads_alone(tmp_path: Path) -
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-    from langadapt import EngineConfig, TrainStageConfig, checkpoint_model, fit
+    from langadapt import EngineConfig, TrainingJob, TrainStageConfig, checkpoint_model, fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     backend = Tokenizer(models.BPE())
@@ -67,8 +67,8 @@ def test_fit_with_a_tokenizer_writes_a_folder_that_loads_alone(tmp_path: Path) -
     config = TrainStageConfig(steps=4, micro_batch_size=2, seq_len=16, log_every=2,
                               checkpoint={"every_steps": 2, "keep_last": 2})
     model = tiny_llama(len(tokenizer))
-    result = fit(model, SyntheticStream(len(tokenizer), 16), config, EngineConfig(), tmp_path, seed=0,
-                 tokenizer=tokenizer)
+    result = fit(model, SyntheticStream(len(tokenizer), 16),
+                 TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0, tokenizer=tokenizer))
     loaded = AutoModelForCausalLM.from_pretrained(result.model_dir)
     reloaded_tokenizer = AutoTokenizer.from_pretrained(result.model_dir)
     assert reloaded_tokenizer("det er")["input_ids"] == tokenizer("det er")["input_ids"]

@@ -10,6 +10,7 @@ import torch
 
 from langadapt.train.config import CheckpointConfig, EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -82,8 +83,8 @@ def test_embedding_surgery_on_a_gpu_model_equals_the_cpu_result(method, tmp_path
 def _fit(tmp: Path, engine: EngineConfig, steps: int = 12, stage_name: str = "stage2") -> list[float]:
     config = TrainStageConfig(steps=steps, micro_batch_size=4, grad_accum_steps=2, seq_len=SEQ, log_every=1,
                               optimizer=OptimizerConfig(lr=3e-3), checkpoint=CheckpointConfig(every_steps=None))
-    fit(tiny_llama(VOCAB, hidden=128, layers=2, seed=0), SyntheticStream(VOCAB, SEQ), config, engine, tmp,
-        seed=0, stage_name=stage_name)
+    fit(tiny_llama(VOCAB, hidden=128, layers=2, seed=0), SyntheticStream(VOCAB, SEQ),
+        TrainingJob.resolve(config, engine, tmp, seed=0, stage_name=stage_name))
     rows = [json.loads(line) for line in (tmp / "metrics.jsonl").read_text().splitlines()]
     return [r["loss"] for r in rows if "loss" in r]
 

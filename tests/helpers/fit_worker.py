@@ -36,6 +36,7 @@ from langadapt.train.config import (
     ScheduleConfig,
     TrainStageConfig,
 )
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -87,8 +88,9 @@ def train(out: Path, engine: str = "deepspeed", zero: int = 2, stage: str = "sta
 
         liger_stand_in.install()
     stream = SlowStream(VOCAB, SEQ, seed=7, sleep=step_sleep)
-    result = fit(model, stream, config, engine_config, out, seed=0, dist=dist, stage_name=stage,
-                 shared_rows=SHARED_ROWS if train_rows == "new" else None)
+    result = fit(model, stream,
+                 TrainingJob.resolve(config, engine_config, out, seed=0, stage_name=stage, dist=dist,
+                                     shared_rows=SHARED_ROWS if train_rows == "new" else None))
     if fused_stand_in:
         (out / f"fused-calls-{dist.rank}.json").write_text(json.dumps(liger_stand_in.CALLS))
     if compile:

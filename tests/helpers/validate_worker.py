@@ -16,6 +16,7 @@ import torch
 
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig, ValidationConfig
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import HeldOutSet, Validation
@@ -32,8 +33,9 @@ def main(out: Path, engine: str, zero: int) -> None:
     config = TrainStageConfig(steps=4, micro_batch_size=GLOBAL_BATCH // dist.world_size, seq_len=SEQ, log_every=1,
                               checkpoint=CheckpointConfig(every_steps=4), validation=ValidationConfig(every_steps=2))
     validation = Validation(sets, config.validation, micro_batch_size=2, rank=dist.rank, world_size=dist.world_size)
-    fit(tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0), SyntheticStream(VOCAB, SEQ, seed=7), config,
-        EngineConfig(kind=engine, zero_stage=zero, attn_implementation="eager"), out, seed=0, dist=dist,
+    fit(tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0), SyntheticStream(VOCAB, SEQ, seed=7),
+        TrainingJob.resolve(config, EngineConfig(kind=engine, zero_stage=zero, attn_implementation="eager"), out,
+                            seed=0, dist=dist),
         callbacks=default_callbacks(config, out, "run/stage2", validation=validation))
 
 

@@ -31,14 +31,16 @@ def test_a_deepspeed_checkpoint_exports_the_engines_weights(tmp_path: Path, monk
     from test_train_resume import SEQ, VOCAB, stage_config
 
     from langadapt.train.config import EngineConfig
+    from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
     model = tiny_llama(VOCAB)
     initial = {k: v.clone() for k, v in model.state_dict().items()}
-    fit(model, SyntheticStream(VOCAB, SEQ), stage_config(4), EngineConfig(kind="deepspeed", zero_stage=zero),
-        tmp_path / "run", seed=0, stage_name=stage)
+    fit(model, SyntheticStream(VOCAB, SEQ),
+        TrainingJob.resolve(stage_config(4), EngineConfig(kind="deepspeed", zero_stage=zero), tmp_path / "run", seed=0,
+                            stage_name=stage))
     checkpoints = tmp_path / "run" / "checkpoints"
     assert (checkpoints / "step_00000004" / "deepspeed").is_dir()
 

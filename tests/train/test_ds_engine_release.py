@@ -21,6 +21,7 @@ def test_fit_frees_the_engine_its_optimizer_and_the_fp32_masters(tmp_path: Path,
     from test_train_resume import SEQ, VOCAB, stage_config
 
     from langadapt.train.config import EngineConfig
+    from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -38,8 +39,8 @@ def test_fit_frees_the_engine_its_optimizer_and_the_fp32_masters(tmp_path: Path,
 
     monkeypatch.setattr(deepspeed, "initialize", recording_initialize)
     model = tiny_llama(VOCAB)
-    fit(model, SyntheticStream(VOCAB, SEQ), stage_config(2), EngineConfig(kind="deepspeed", zero_stage=zero),
-        tmp_path, seed=0)
+    fit(model, SyntheticStream(VOCAB, SEQ),
+        TrainingJob.resolve(stage_config(2), EngineConfig(kind="deepspeed", zero_stage=zero), tmp_path, seed=0))
     gc.collect()
     assert len(built) >= (2 if zero == 0 else 3)
     assert [name for name, ref in built.items() if ref() is not None] == []
@@ -56,13 +57,15 @@ def test_after_release_a_second_engine_in_the_same_process_trains(tmp_path: Path
     from test_train_resume import SEQ, VOCAB, stage_config
 
     from langadapt.train.config import EngineConfig
+    from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
     losses = []
     for run in ("first", "second"):
-        result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage_config(2),
-                     EngineConfig(kind="deepspeed", zero_stage=3), tmp_path / run, seed=0)
+        result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+                     TrainingJob.resolve(stage_config(2), EngineConfig(kind="deepspeed", zero_stage=3), tmp_path / run,
+                                         seed=0))
         losses.append(result.final_loss)
     assert losses[0] == losses[1]  # same data, same init: the second engine is not disturbed by the first

@@ -12,6 +12,7 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.run.layout import ModelStagePaths
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
 from langadapt.train.monitoring.defaults import default_callbacks
@@ -53,7 +54,8 @@ def test_a_callback_of_ones_own_receives_every_hook_in_order(tmp_path: Path) -> 
     config = TrainStageConfig(steps=4, micro_batch_size=2, seq_len=SEQ, log_every=2, loggers=[],
                               checkpoint=CheckpointConfig(every_steps=2))
     recorder = Recorder()
-    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0,
+    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+                 TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0),
                  callbacks=[*default_callbacks(config, tmp_path, "run/train"), recorder])
     # the step meter comes first in the list: a logged step's row reaches every callback before
     # the later callbacks' own on_step
@@ -68,7 +70,8 @@ def test_a_callback_of_ones_own_receives_every_hook_in_order(tmp_path: Path) -> 
 
     # a second attempt after the run finished resumes at step 4: start, nothing to step, end
     resumed = Recorder()
-    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0, callbacks=[resumed])
+    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+        TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0), callbacks=[resumed])
     assert resumed.calls == [("stage_start", 4, 4), ("stage_end",), ("close",)]
 
 

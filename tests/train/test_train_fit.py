@@ -23,6 +23,7 @@ from langadapt.train.config import (
     TrainStageConfig,
 )
 from langadapt.train.engines.base import Engine
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -47,7 +48,8 @@ def rows(out: Path) -> list[dict]:
 def test_stage1_leaves_every_frozen_tensor_bit_identical_and_trains_the_embeddings(tmp_path: Path) -> None:
     model = tiny_llama(VOCAB)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    result = fit(model, SyntheticStream(VOCAB, SEQ), stage(8), EngineConfig(), tmp_path, seed=0, stage_name="stage1")
+    result = fit(model, SyntheticStream(VOCAB, SEQ),
+                 TrainingJob.resolve(stage(8), EngineConfig(), tmp_path, seed=0, stage_name="stage1"))
     after = load_file(tmp_path / "model" / "model.safetensors")
     trained = {"model.embed_tokens.weight", "lm_head.weight"}
     assert set(after) == set(before)
@@ -62,8 +64,8 @@ def test_stage1_leaves_every_frozen_tensor_bit_identical_and_trains_the_embeddin
 
 
 def test_stage2_loss_decreases_and_metrics_have_the_documented_fields(tmp_path: Path) -> None:
-    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage(16, log_every=4), EngineConfig(),
-                 tmp_path, seed=0)
+    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+                 TrainingJob.resolve(stage(16, log_every=4), EngineConfig(), tmp_path, seed=0))
     logged = rows(tmp_path)
     assert [r["step"] for r in logged] == [4, 8, 12, 16]
     for key in ("loss", "lr", "grad_norm", "tokens", "tokens_per_second", "tokens_per_second_per_device",
@@ -94,7 +96,7 @@ def test_a_nan_step_is_skipped_without_touching_weights(tmp_path: Path) -> None:
     model = tiny_llama(VOCAB)
     nan_on_steps(model, {3}, accum=2)
     config = stage(4, checkpoint=CheckpointConfig(every_steps=1, keep_last=10))
-    result = fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0)
+    result = fit(model, SyntheticStream(VOCAB, SEQ), TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0))
     assert result.skipped_steps == 1
     weights = {s: load_file(tmp_path / "checkpoints" / f"step_{s:08d}" / "model.safetensors") for s in (2, 3, 4)}
     assert all(torch.equal(weights[2][k], weights[3][k]) for k in weights[2])
@@ -107,7 +109,8 @@ def test_k_nonfinite_steps_in_a_row_stop_with_the_last_good_checkpoint_intact(tm
     nan_on_steps(model, set(range(5, 100)), accum=2)
     config = stage(20, max_nonfinite_steps=3)
     with pytest.raises(LangadaptError, match=r"stage2: loss or gradient not finite for 3 steps in a row \(up to step 7"):
-        fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0, stage_name="stage2")
+        fit(model, SyntheticStream(VOCAB, SEQ),
+            TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0, stage_name="stage2"))
     root = tmp_path / "checkpoints"
     latest = root / (root / "latest").read_text()
     assert latest.name == "step_00000006" and not list(root.glob("*.tmp"))
@@ -126,7 +129,8 @@ class ExplodingEngine(Engine):
 
 
 def test_a_crash_mid_write_leaves_latest_on_the_previous_complete_checkpoint(tmp_path: Path) -> None:
-    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage(4), EngineConfig(), tmp_path, seed=0)
+    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+        TrainingJob.resolve(stage(4), EngineConfig(), tmp_path, seed=0))
     root = tmp_path / "checkpoints"
     ckpt = Checkpointer(root, CheckpointConfig(every_steps=2, keep_last=2))
     with pytest.raises(OSError, match="disk full"):
@@ -164,12 +168,14 @@ def test_a_signal_latched_before_the_loop_stops_it_after_one_step(tmp_path: Path
     monkeypatch.setattr(signals, "_latched", [])
     signals._remember(signal.SIGUSR1)  # what the latch's handler does
     with pytest.raises(signals.Preempted) as stopped:
-        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage(8), EngineConfig(), tmp_path, seed=0)
+        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+            TrainingJob.resolve(stage(8), EngineConfig(), tmp_path, seed=0))
     assert stopped.value.code == signals.REQUEUE_EXIT_CODE and "at step 1" in str(stopped.value)
     latest = tmp_path / "checkpoints" / (tmp_path / "checkpoints" / "latest").read_text().strip()
     assert json.loads((latest / "trainer_state.json").read_text())["step"] == 1
     assert not signals.stop_pending()
-    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), stage(8), EngineConfig(), tmp_path, seed=0)
+    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+                 TrainingJob.resolve(stage(8), EngineConfig(), tmp_path, seed=0))
     assert result.resumed_from == 1
 
 
@@ -178,7 +184,7 @@ def test_checkpoint_at_end_switch_keeps_the_final_model(tmp_path: Path, at_end: 
     """`checkpoint.at_end: false` (throughput runs, `launch --sweep`): no optimizer state after the
     last step, but the final model is written as always."""
     config = stage(3, checkpoint=CheckpointConfig(every_steps=None, at_end=at_end))
-    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0)
+    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0))
     saved = sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*")) if (tmp_path / "checkpoints").is_dir() else []
     assert saved == (["step_00000003"] if at_end else [])
     assert (tmp_path / "model" / "model.safetensors").is_file()

@@ -17,6 +17,7 @@ from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, ValidationConfig
 from langadapt.train.fastpath import CausalLMLoss
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import HeldOutSet, Validation, load_held_out
@@ -59,7 +60,8 @@ def test_validation_scores_the_same_windows_as_the_models_own_forward(tmp_path: 
     sets = synthetic_sets(tmp_path)
     config = stage(8, every=3)
     out = tmp_path / "run" / "stage2"
-    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), out, seed=0,
+    fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+        TrainingJob.resolve(config, EngineConfig(), out, seed=0),
         callbacks=default_callbacks(config, out, "run/stage2",
                                     validation=Validation(sets, config.validation, micro_batch_size=3)))
     valid = [r for r in rows(out) if "valid" in r]
@@ -149,7 +151,8 @@ def test_progress_line_and_rows_carry_elapsed_eta_and_tokens_per_source(tmp_path
     config = stage(6, every=None)
     stream = build_stream(tokens, {"nb.src": {"weight": 0.75}, "en.src": {"weight": 0.25}}, SEQ, 6 * 4, seed=0)
     with caplog.at_level(logging.INFO, logger="langadapt.train"):
-        fit(tiny_llama(VOCAB), stream, config, EngineConfig(), tmp_path / "run" / "stage2", seed=0)
+        fit(tiny_llama(VOCAB), stream,
+            TrainingJob.resolve(config, EngineConfig(), tmp_path / "run" / "stage2", seed=0))
     logged = rows(tmp_path / "run" / "stage2")
     for row in logged:
         assert sum(row["tokens_by_source"].values()) == row["tokens"]

@@ -25,6 +25,7 @@ from langadapt.train.config import (
     TrainStageConfig,
 )
 from langadapt.train.engines.base import build_optimizer
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.policy import select_trainable
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
@@ -54,8 +55,9 @@ def train_in_process(out: Path, train_rows: str, tied: bool = False) -> tuple[di
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(), out, seed=0, stage_name="stage1",
-            shared_rows=SHARED if train_rows == "new" else None)
+        fit(model, SyntheticStream(VOCAB, SEQ),
+            TrainingJob.resolve(config, EngineConfig(), out, seed=0, stage_name="stage1",
+                                shared_rows=SHARED if train_rows == "new" else None))
     finally:
         torch.set_num_threads(threads)
     return before, model.state_dict()
@@ -144,11 +146,12 @@ def test_refusals_name_the_key(tmp_path: Path) -> None:
         load_recipe(warm, ["stage1.train_rows=new", "stage1.optimizer.decay_embeddings=true"])
     config = TrainStageConfig(steps=1, micro_batch_size=1, seq_len=SEQ, train_rows="new")
     with pytest.raises(LangadaptError, match=r"stage1\.train_rows: new, but the embeddings stage recorded no"):
-        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0,
-            stage_name="stage1")
+        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+            TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0, stage_name="stage1"))
     with pytest.raises(LangadaptError, match=r"stage1\.train_rows: new, but the model's embedding matrices have 96"):
-        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config, EngineConfig(), tmp_path, seed=0,
-            stage_name="stage1", shared_rows=SharedRows(128, (0,)))
+        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+            TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0, stage_name="stage1",
+                                shared_rows=SharedRows(128, (0,))))
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ def stage_config(steps: int):
 def train(out: Path, steps: int, kind: str, zero: int) -> dict:
     """One (possibly resumed) run; returns where the stream started and how much it served."""
     from langadapt.train.config import EngineConfig
+    from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -55,7 +56,8 @@ def train(out: Path, steps: int, kind: str, zero: int) -> dict:
     torch.set_num_threads(1)  # same reduction order in every process
     stream = RecordingStream(VOCAB, SEQ)
     try:
-        fit(tiny_llama(VOCAB), stream, stage_config(steps), EngineConfig(kind=kind, zero_stage=zero), out, seed=0)
+        fit(tiny_llama(VOCAB), stream,
+            TrainingJob.resolve(stage_config(steps), EngineConfig(kind=kind, zero_stage=zero), out, seed=0))
     finally:
         record = {"first_position": stream.first_position, "served": stream.served}
         (out / f"stream_{os.getpid()}.json").write_text(json.dumps(record))

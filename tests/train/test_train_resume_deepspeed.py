@@ -46,13 +46,15 @@ def test_deepspeed_stage1_keeps_the_frozen_body_bit_identical(tmp_path: Path) ->
     from test_train_resume import stage_config
 
     from langadapt.train.config import EngineConfig
+    from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     model = tiny_llama(VOCAB)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    fit(model, SyntheticStream(VOCAB, SEQ), stage_config(4), EngineConfig(kind="deepspeed", zero_stage=1),
-        tmp_path, seed=0, stage_name="stage1")
+    fit(model, SyntheticStream(VOCAB, SEQ),
+        TrainingJob.resolve(stage_config(4), EngineConfig(kind="deepspeed", zero_stage=1), tmp_path, seed=0,
+                            stage_name="stage1"))
     after = final_weights(tmp_path)
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved == {"model.embed_tokens.weight", "lm_head.weight"}
@@ -64,14 +66,15 @@ def test_deepspeed_skips_a_nan_step_without_touching_weights_or_moments(tmp_path
     from test_train_resume import stage_config
 
     from langadapt.train.config import CheckpointConfig, EngineConfig
+    from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     model = tiny_llama(VOCAB)
     nan_on_steps(model, {2}, accum=ACCUM)
     config = stage_config(3).model_copy(update={"checkpoint": CheckpointConfig(every_steps=1, keep_last=5)})
-    result = fit(model, SyntheticStream(VOCAB, SEQ), config, EngineConfig(kind="deepspeed", zero_stage=zero),
-                 tmp_path, seed=0)
+    result = fit(model, SyntheticStream(VOCAB, SEQ),
+                 TrainingJob.resolve(config, EngineConfig(kind="deepspeed", zero_stage=zero), tmp_path, seed=0))
     assert result.skipped_steps == 1
 
     def saved(step: int) -> dict:

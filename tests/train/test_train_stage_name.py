@@ -10,6 +10,7 @@ import pytest
 
 from langadapt.errors import LangadaptError
 from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -22,15 +23,16 @@ def config() -> TrainStageConfig:
 
 def test_a_stage_name_other_than_stage1_or_stage2_is_refused_before_training(tmp_path: Path) -> None:
     with pytest.raises(LangadaptError, match="stage_name='stage_1'; pass 'stage1' .*, 'stage2' "):
-        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ), config(), EngineConfig(), tmp_path, seed=0,
-            stage_name="stage_1")
+        fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+            TrainingJob.resolve(config(), EngineConfig(), tmp_path, seed=0, stage_name="stage_1"))
     assert not (tmp_path / "model").exists()
 
 
 def test_fit_without_a_stage_name_says_the_whole_model_trains(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     model = tiny_llama(VOCAB)
     with caplog.at_level(logging.INFO, logger="langadapt.train"):
-        result = fit(model, SyntheticStream(VOCAB, SEQ), config(), EngineConfig(), tmp_path, seed=0)
+        result = fit(model, SyntheticStream(VOCAB, SEQ),
+                     TrainingJob.resolve(config(), EngineConfig(), tmp_path, seed=0))
     said = caplog.text
     assert "train: no stage_name and no config.trainable: the whole model trains" in said
     assert "stage_name='stage1' trains the embeddings and head only" in said and "stage2" not in said

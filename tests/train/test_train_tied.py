@@ -19,6 +19,7 @@ from langadapt.train.config import (
     ScheduleConfig,
     TrainStageConfig,
 )
+from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
@@ -41,7 +42,8 @@ def train(out: Path, engine: str) -> list[float]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same reduction order in both runs
     try:
-        fit(model, SyntheticStream(VOCAB, SEQ), stage(4), ENGINES[engine], out, seed=0, stage_name="stage2")
+        fit(model, SyntheticStream(VOCAB, SEQ),
+            TrainingJob.resolve(stage(4), ENGINES[engine], out, seed=0, stage_name="stage2"))
     finally:
         torch.set_num_threads(threads)
     return [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
