@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import queue
 import threading
 from collections import Counter
@@ -28,6 +29,8 @@ from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
 from langadapt.run.layout import DataPaths
 from langadapt.run.slices import DataSlice
+
+log = logging.getLogger("langadapt")
 
 _DONE, _ABORT = object(), object()
 
@@ -129,6 +132,12 @@ def _process_source(
             f"source {source.name}: no training documents left after cleaning "
             f"(read {counts['read']}, dropped: {dropped})"
         )
+    if valid.count == 0 and source.role == "target" and valid_paths is None and config.valid_fraction > 0:
+        # Said, not refused: a small test corpus may hold out nothing by chance and still be a fine run,
+        # but every report of a real run would then measure nothing for the language it is for.
+        log.warning("data.valid_fraction: %g holds out none of the %s documents of target source %s (%s): the "
+                    "evaluation and validation measure nothing for %s; raise it, or give the source a valid_path",
+                    config.valid_fraction, f"{train.count:,}", source.name, source.lang, source.lang)
     fallback = {_FALLBACK: counts.pop(_FALLBACK, 0)} if config.split_by == "id" and valid_paths is None else {}
     return {
         "lang": source.lang,
