@@ -271,7 +271,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     export verified is unchanged."""
     from langadapt.export.hub import check_push, push
     from langadapt.export.provenance import RunFacts
-    from langadapt.export.stage import export_checkpoint, require_trained, verified_for_push
+    from langadapt.export.trained import parse_checkpoint, require_trained
     from langadapt.recipe import load_recipe
     from langadapt.run.base_model import resolve_base_model
     from langadapt.run.layout import RunLayout
@@ -283,8 +283,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise LangadaptError("--revision: only used with --push-to-hub REPO_ID")
     if args.push_to_hub:
         check_push(args.push_to_hub, args.revision)
+    if args.checkpoint:
+        parse_checkpoint(args.checkpoint)
     layout = RunLayout(recipe.run_dir)
     require_trained(layout)
+    from langadapt.export.stage import (  # torch: after every refusal above
+        export_checkpoint,
+        verified_for_push,
+    )
+
     revision = args.revision
     if args.checkpoint:
         paths = export_checkpoint(args.checkpoint, layout, recipe.export, RunFacts.from_recipe(recipe),

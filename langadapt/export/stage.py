@@ -30,13 +30,13 @@ from langadapt.export.card import Exported, build_card, check_licence, read_json
 from langadapt.export.config import RECIPE_FILE, ExportConfig
 from langadapt.export.folder import write_model_folder
 from langadapt.export.provenance import RunFacts, publishable_recipe
+from langadapt.export.trained import completed_training_stages, parse_checkpoint, require_trained
 from langadapt.export.verify import default_prompt, probe, verify_folder
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
 from langadapt.run.layout import (
     MANIFEST,
     MODEL_STAGES,
-    STEP_PREFIX,
     TRAINING_STAGES,
     ExportPaths,
     RunLayout,
@@ -45,20 +45,6 @@ from langadapt.run.layout import (
 from langadapt.run.slices import ExportSlice
 
 log = logging.getLogger("langadapt")
-
-
-def completed_training_stages(layout: RunLayout, models: dict[str, Path] | None = None) -> tuple[str, ...]:
-    """The training stages of this run that completed (of those the recipe enables, if known)."""
-    enabled = None if models is None else {MODEL_STAGES[name] for name in models}
-    return tuple(s for s in TRAINING_STAGES if (enabled is None or s in enabled) and is_complete(layout.stage_dir(s)))
-
-
-def require_trained(layout: RunLayout, models: dict[str, Path] | None = None) -> tuple[str, ...]:
-    stages = completed_training_stages(layout, models)
-    if not stages:
-        raise LangadaptError(f"{layout.root}: no completed training stage ({', '.join(TRAINING_STAGES)}): "
-                             "nothing trained to export; run `langadapt run RECIPE` first")
-    return stages
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
@@ -146,19 +132,15 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
     into its own folder (with a manifest; it never replaces the run's export)."""
     from langadapt.run.layout import complete_checkpoints, promote, write_manifest
 
-    stage, _, step = spec.partition("/")
-    step = step.removeprefix(STEP_PREFIX)
-    if stage not in TRAINING_STAGES or not step.isdigit():
-        raise LangadaptError(f"--checkpoint {spec}: expected STAGE/STEP with STAGE one of {', '.join(TRAINING_STAGES)}, "
-                             "e.g. stage2/500")
+    stage, step = parse_checkpoint(spec)
     root = layout.trained(stage).checkpoints
     found = complete_checkpoints(root)
-    if int(step) not in found:
-        raise LangadaptError(f"--checkpoint {spec}: no complete checkpoint at step {int(step)} in {root} "
+    if step not in found:
+        raise LangadaptError(f"--checkpoint {spec}: no complete checkpoint at step {step} in {root} "
                              f"(there: {', '.join(map(str, sorted(found))) or 'none'})")
     if not is_complete(layout.embeddings.root):
         raise LangadaptError(f"--checkpoint {spec}: the embeddings stage (the run's architecture and tokenizer) is not complete")
-    name = f"{stage}-step{int(step)}"
+    name = f"{stage}-step{step}"
     paths = layout.checkpoint_export(name)
     if paths.root.exists() and not overwrite:
         raise LangadaptError(f"{paths.root}: exists already; pass --overwrite to replace it")

@@ -1,4 +1,4 @@
-"""Every refusal of `langadapt eval` comes before torch and transformers load (issue 32 item 4).
+"""Every refusal of `langadapt eval` and `langadapt export` comes before torch and transformers load (issue 32 item 4).
 
 Importing them costs 2-3 s of CPU; a missing suite or a typo in --texts must not. Each refusal
 runs in a fresh interpreter (an in-process run would find torch already imported by other tests)
@@ -56,6 +56,9 @@ def folders(tmp_path: Path) -> dict[str, Path]:
     done = tmp_path / "done"
     done.mkdir()
     (done / RESULTS).write_text("{}", "utf-8")
+    (tmp_path / "fresh.yaml").write_text(  # the recipe of the run with nothing trained, for `export`
+        f"name: fresh\nrun_root: {tmp_path}/runs\ninit: scratch\nbase_model:\n  architecture: {{model_type: llama}}\n"
+        "data:\n  sources:\n    - {name: nb, path: nb.jsonl, lang: nb}\ntokenizer: {kind: byte_bpe, vocab_size: 300}\n")
     return {"model": model, "run": run.root, "fresh": untrained.root, "tmp": tmp_path}
 
 
@@ -69,6 +72,9 @@ CASES = {
     "--texts missing file": (["eval", "{model}", "--texts", "nb={tmp}/none.txt"], "none.txt"),
     "--texts malformed JSON": (["eval", "{model}", "--texts", "nb={tmp}/bad.jsonl"], "--texts nb: invalid JSON at line 2"),
     "--out holds results": (["eval", "{model}", "--out", "{tmp}/done"], "already exists; pass --overwrite"),
+    "export: malformed --checkpoint": (["export", "{tmp}/fresh.yaml", "--checkpoint", "last"], "expected STAGE/STEP"),
+    "export: --revision alone": (["export", "{tmp}/fresh.yaml", "--revision", "v1"], "only used with --push-to-hub"),
+    "export: nothing trained": (["export", "{tmp}/fresh.yaml"], "nothing trained to export"),
 }
 
 
