@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from langadapt.embeddings.plan import PlanBuilder, PlanInputs, RowPlan, bounded_texts, mapping_rows
+from langadapt.embeddings.row_plan import PlanBuilder, PlanInputs, RowPlan, bounded_texts, mapping_rows
 from langadapt.errors import LangadaptError
 
 _DOCS_PER_BATCH = 256

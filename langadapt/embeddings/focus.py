@@ -27,7 +27,7 @@ import zlib
 import numpy as np
 import torch
 
-from langadapt.embeddings.plan import PlanBuilder, PlanInputs, RowPlan, bounded_texts, mapping_rows
+from langadapt.embeddings.row_plan import PlanBuilder, PlanInputs, RowPlan, bounded_texts, mapping_rows
 from langadapt.errors import LangadaptError
 
 _CHUNK_TOKENS = 1000  # gensim silently truncates "sentences" longer than 10,000 words

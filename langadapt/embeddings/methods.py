@@ -7,7 +7,7 @@ mapping) and gives fallback and padding rows the mean row.
 
 from __future__ import annotations
 
-from langadapt.embeddings.plan import PlanBuilder, PlanInputs, RowPlan, mapping_rows
+from langadapt.embeddings.row_plan import PlanBuilder, PlanInputs, RowPlan, mapping_rows
 from langadapt.errors import LangadaptError
 
 

@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM
 
 from langadapt.data.documents import iter_split
 from langadapt.embeddings.mapping import build_mapping
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext

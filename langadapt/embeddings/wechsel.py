@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from langadapt.embeddings.plan import PlanBuilder, PlanInputs, RowPlan, mapping_rows
+from langadapt.embeddings.row_plan import PlanBuilder, PlanInputs, RowPlan, mapping_rows
 from langadapt.embeddings.vocab import vocab_view
 from langadapt.errors import LangadaptError
 

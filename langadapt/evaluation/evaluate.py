@@ -42,7 +42,7 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import bits_per_byte, scoring_window
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.lm_eval_bridge import run_lm_eval
-from langadapt.evaluation.plan import Plan, bpb_langs, plan_suites
+from langadapt.evaluation.preparation import Plan, bpb_langs, plan_suites
 from langadapt.evaluation.suite import Suite
 from langadapt.evaluation.tables import flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy

@@ -169,7 +169,7 @@ class EmbeddingsPaths(ModelStagePaths):
 
     @property
     def shared_rows(self) -> Path:
-        """`embeddings.plan.SharedRows`: the rows `train_rows: new` keeps (none for init: scratch)."""
+        """`embeddings.row_plan.SharedRows`: the rows `train_rows: new` keeps (none for init: scratch)."""
         return self.root / "shared_rows.json"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainingSettings, TrainStageConfig, resolve_training

@@ -1,6 +1,6 @@
 """`train_rows: new`: the rows copied from the base keep its values, bit for bit; the new rows train.
 
-Which rows are shared is the embeddings stage's record (`embeddings.plan.SharedRows`). The
+Which rows are shared is the embeddings stage's record (`embeddings.row_plan.SharedRows`). The
 mechanism is one operation, `RowFreeze.zero_shared`: the gradient rows of the input embedding
 and of the LM head (one matrix when tied) are set to zero before clipping and the optimizer, so
 the gradient norm counts the new rows only. Each engine applies it where its gradients are
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import torch
 
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.train.policy import TrainableParams
 

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import yaml
 
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext

@@ -25,7 +25,7 @@ from safetensors.numpy import save as safetensors_bytes
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
-from langadapt.evaluation.plan import plan_suites
+from langadapt.evaluation.preparation import plan_suites
 from langadapt.evaluation.suite import load_suite
 
 REPO = Path(__file__).resolve().parents[2]

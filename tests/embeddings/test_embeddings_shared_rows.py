@@ -18,7 +18,7 @@ from test_embeddings_support import (
 from transformers import AutoModelForCausalLM
 
 from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.embeddings.stage import run as run_embeddings
 from langadapt.errors import LangadaptError
 from langadapt.run.slices import EmbeddingsSlice

@@ -15,7 +15,7 @@ from test_embeddings_support import (
 from transformers import AutoModelForCausalLM
 
 from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
-from langadapt.embeddings.plan import sample_like
+from langadapt.embeddings.row_plan import sample_like
 from langadapt.errors import LangadaptError
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation import EvaluationConfig, load_suite
-from langadapt.evaluation.plan import plan_suites
+from langadapt.evaluation.preparation import plan_suites
 from langadapt.evaluation.suite import REPO_ROOT, BpbTask, MinimalPairsTask, load_suites
 from langadapt.evaluation.task_data import cap_bytes, read_minimal_pairs, read_texts
 from langadapt.recipe import load_recipe

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import (
     CheckpointConfig,

@@ -15,7 +15,7 @@ import torch
 from helpers import fit_worker
 from helpers import multiproc as mp
 
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
 from langadapt.train.config import (

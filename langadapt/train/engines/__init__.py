@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from langadapt.embeddings.plan import SharedRows
+from langadapt.embeddings.row_plan import SharedRows
 from langadapt.runtime.distributed import DistInfo, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine
