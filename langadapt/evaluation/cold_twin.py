@@ -22,7 +22,8 @@ from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.recipe import LoadedRecipe, Recipe, with_overrides
 from langadapt.recipe.paths import COLD_SUFFIX
-from langadapt.train.config import TrainStageConfig, global_batch
+from langadapt.train.config import TrainStageConfig
+from langadapt.train.settings import global_batch
 
 log = logging.getLogger("langadapt")
 

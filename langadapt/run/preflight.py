@@ -37,7 +37,7 @@ from langadapt.run.base_model import (
 from langadapt.run.layout import STAGES
 from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
-from langadapt.train.config import resolve_training
+from langadapt.train.settings import resolve_training
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""

@@ -20,7 +20,7 @@ from langadapt.data.sources import iter_texts, local_files, matched_inputs, unma
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem
 from langadapt.recipe import Recipe
-from langadapt.train.config import global_batch
+from langadapt.train.settings import global_batch
 
 if TYPE_CHECKING:
     from langadapt.recipe.errors import Report

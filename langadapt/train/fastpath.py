@@ -102,7 +102,7 @@ def use_fused_loss(model: torch.nn.Module, setting: bool) -> bool:
     """Whether this model trains with the fused loss; `setting` is the resolved engine.fused_loss.
 
     Refused (error) when the head is not plain. The device and install checks are made earlier,
-    in `config.check_engine`.
+    in `settings.check_engine`.
     """
     if not setting:
         return False

@@ -86,18 +86,33 @@ FORBIDDEN = {
     "export": {"evaluation"},
     "recipe": {"run", "train", "evaluation", "export", "planning"},
 }
-"""package -> packages it must not import; `config` modules (recipe slices) are exempt. export may use
-train.checkpoint's reader (an earlier stage's library, docs/architecture.md); nothing else of train."""
+"""package -> packages it must not import; `config` modules (recipe slices, plain settings) are exempt,
+and `train.settings`, the one resolver of what a training stage runs with, which `plan`, the preflight
+check and the cold twin share with training (no torch: `test_shared_modules_import_no_torch`). export
+may use train.checkpoint's reader (an earlier stage's library, docs/architecture.md); nothing else of train."""
+SHARED = ("langadapt.train.settings",)
 
 
 def test_no_forbidden_arrows():
     package = lambda module: module.split(".")[1] if module.count(".") else ""
     wrong = sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
-                   if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config"))
+                   if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config")
+                   and dst not in SHARED)
     wrong += sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
                     if package(src) == "export" and package(dst) == "train"
                     and dst not in ("langadapt.train.checkpoint", "langadapt.train.config"))
     assert not wrong, wrong
+
+
+def test_shared_modules_import_no_torch():
+    """What other packages may import of train (its configs, its resolver) must not load torch:
+    `langadapt plan` and every refusal run without it."""
+    import subprocess
+    import sys
+
+    probe = "import sys; import " + ", ".join(SHARED) + ", langadapt.train.config; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_only_entry_points_start_a_pipeline():

@@ -49,7 +49,7 @@ class LigerFusedLinearCrossEntropyLoss(torch.nn.Module):
 def install(monkeypatch=None) -> None:
     """Make `engine.fused_loss: true` resolve and build with the stand-in, in this process (undone
     after the test when pytest's `monkeypatch` is given; a worker process just ends)."""
-    from langadapt.train import config
+    from langadapt.train import settings
 
     package = types.ModuleType("liger_kernel")
     transformers = types.ModuleType("liger_kernel.transformers")
@@ -59,5 +59,5 @@ def install(monkeypatch=None) -> None:
     set_attr = monkeypatch.setattr if monkeypatch else setattr
     set_item(sys.modules, "liger_kernel", package)
     set_item(sys.modules, "liger_kernel.transformers", transformers)
-    set_attr(config, "liger_available", lambda: True)
-    set_attr(config, "fused_loss_runs_on", lambda device_type: True)
+    set_attr(settings, "liger_available", lambda: True)
+    set_attr(settings, "fused_loss_runs_on", lambda device_type: True)

@@ -1,5 +1,5 @@
 """`langadapt plan` reports the settings training will run with: both come from
-`train.config.resolve_training` (the training side is tested in test_train_stage.py)."""
+`train.settings.resolve_training` (the training side is tested in test_train_stage.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from langadapt.errors import LangadaptError
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
-from langadapt.train.config import resolve_training
+from langadapt.train.settings import resolve_training
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINES = {
@@ -39,17 +39,18 @@ def test_plan_reports_what_training_resolves(recipe_file: str, engine: str) -> N
 
 def test_the_plan_counts_the_logits_exactly_when_training_materialises_them() -> None:
     """Without the fused loss the fp32 logits of a micro batch exist whole: 4 bytes x 4 x 4096 x
-    32,768 = 2.15 GB per GPU (the plan once left them out). ZeRO-3 now runs the fused loss as the
-    other layouts do (train.config._fast_path), so its plan has none, as FSDP's has none."""
+    32,768 = 2.15 GB per GPU (the plan once left them out). Under ZeRO-3 and FSDP2 the fused loss is
+    opt-in (it has not run on a GPU there: train.gpu_record), so auto plans the logits and `true`
+    plans none, as training would run them."""
     def stage2(*sets: str) -> dict:
         return plan_recipe(load_recipe(REPO / "recipes/norwegian_warm.yaml", list(sets)).recipe)["stages"][1]
 
-    zero3, fsdp = stage2("engine.zero_stage=3"), stage2("engine.kind=fsdp")
-    unfused = stage2("engine.zero_stage=3", "engine.fused_loss=false")
-    assert zero3["settings"]["fused_loss"] is fsdp["settings"]["fused_loss"] is True
-    assert unfused["settings"]["fused_loss"] is False
-    assert zero3["memory_gb"]["zero3"]["activations"] == pytest.approx(fsdp["memory_gb"]["fsdp"]["activations"])
-    extra = unfused["memory_gb"]["zero3"]["activations"] - zero3["memory_gb"]["zero3"]["activations"]
+    auto = stage2("engine.zero_stage=3")
+    fused, fsdp = stage2("engine.zero_stage=3", "engine.fused_loss=true"), stage2("engine.kind=fsdp", "engine.fused_loss=true")
+    assert auto["settings"]["fused_loss"] is False
+    assert fused["settings"]["fused_loss"] is fsdp["settings"]["fused_loss"] is True
+    assert fused["memory_gb"]["zero3"]["activations"] == pytest.approx(fsdp["memory_gb"]["fsdp"]["activations"])
+    extra = auto["memory_gb"]["zero3"]["activations"] - fused["memory_gb"]["zero3"]["activations"]
     assert extra == pytest.approx(4 * 4 * 4096 * 32768 / 1e9, rel=0.01)
 
 

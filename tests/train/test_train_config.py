@@ -12,13 +12,13 @@ from langadapt.train.config import (
     OptimizerConfig,
     ScheduleConfig,
     TrainStageConfig,
-    check_engine,
 )
 from langadapt.train.engines.base import build_optimizer
 from langadapt.train.engines.deepspeed_engine import deepspeed_config
 from langadapt.train.flops import flops_per_token
 from langadapt.train.lr import lr_at
 from langadapt.train.policy import param_groups, select_trainable
+from langadapt.train.settings import check_engine
 from langadapt.train.synthetic import tiny_llama
 
 

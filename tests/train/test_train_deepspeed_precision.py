@@ -16,8 +16,9 @@ import pytest
 from helpers import multiproc as mp
 
 from langadapt.errors import LangadaptError
-from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.deepspeed_engine import deepspeed_config
+from langadapt.train.settings import check_engine
 
 WORKER = mp.HELPERS / "grad_accum_worker.py"
 

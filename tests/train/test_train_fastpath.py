@@ -7,14 +7,15 @@ import torch
 import torch.nn.functional as F
 
 from langadapt.errors import LangadaptError
-from langadapt.train import config as train_config
-from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train import settings as train_settings
+from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, repeated_blocks, use_fused_loss
+from langadapt.train.settings import check_engine
 from langadapt.train.synthetic import tiny_llama
 
 
 def test_auto_resolves_off_on_cpu_and_on_for_gpus(monkeypatch) -> None:
-    monkeypatch.setattr(train_config, "liger_available", lambda: True)
+    monkeypatch.setattr(train_settings, "liger_available", lambda: True)
     cpu = check_engine("stage2", TrainStageConfig(), EngineConfig(), "cpu")
     gpu = check_engine("stage2", TrainStageConfig(), EngineConfig(), "cuda")
     assert (cpu.compile, cpu.fused_loss) == (False, False)
@@ -24,7 +25,7 @@ def test_auto_resolves_off_on_cpu_and_on_for_gpus(monkeypatch) -> None:
 
 
 def test_auto_without_liger_falls_back_and_explicit_true_is_refused(monkeypatch) -> None:
-    monkeypatch.setattr(train_config, "liger_available", lambda: False)
+    monkeypatch.setattr(train_settings, "liger_available", lambda: False)
     assert check_engine("stage2", TrainStageConfig(), EngineConfig(), "cuda").fused_loss is False
     with pytest.raises(LangadaptError, match="liger-kernel is not installed"):
         check_engine("stage2", TrainStageConfig(), EngineConfig(fused_loss=True), "cuda")

@@ -13,7 +13,9 @@ from langadapt.planning.plan import StagePlanInput, build_plan, render_plan
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
 from langadapt.train import config as train_config
-from langadapt.train.config import EngineConfig, FSDPConfig, TrainStageConfig, check_engine
+from langadapt.train import settings as train_settings
+from langadapt.train.config import EngineConfig, FSDPConfig, TrainStageConfig
+from langadapt.train.settings import check_engine
 
 REPO_RECIPES = train_config.__file__.rsplit("/langadapt/", 1)[0] + "/recipes"
 
@@ -39,7 +41,7 @@ def test_zero_stage_is_ignored_with_a_warning_under_fsdp(caplog: pytest.LogCaptu
 
 
 def test_fsdp_fast_path_is_opt_in_on_gpus_even_from_a_zero3_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(train_config, "liger_available", lambda: True)
+    monkeypatch.setattr(train_settings, "liger_available", lambda: True)
     engine = EngineConfig(kind="fsdp", zero_stage=3)
     gpu = check_engine("stage2", TrainStageConfig(), engine, "cuda")  # FSDP2's fast path has not run on a GPU
     opted_in = check_engine("stage2", TrainStageConfig(), engine.model_copy(update={"compile": True, "fused_loss": True}), "cuda")

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.train import config as train_config
-from langadapt.train.config import EngineConfig, TrainStageConfig, check_engine
+from langadapt.train import settings as train_settings
+from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.gpu_record import FAST_PATH_LAYOUTS, RAN_ON_GPU, layout_name
+from langadapt.train.settings import check_engine
 
 RESULTS = Path(__file__).resolve().parents[1] / "gpu" / "RESULTS.md"
 
@@ -37,7 +38,7 @@ def _resolve(kind: str, zero: int) -> EngineConfig:
 
 @pytest.mark.parametrize(("kind", "zero"), [("torch", 0), ("deepspeed", 1), ("deepspeed", 2), ("deepspeed", 3), ("fsdp", 0)])
 def test_auto_on_a_gpu_turns_on_exactly_what_ran_there(kind: str, zero: int, monkeypatch, caplog) -> None:
-    monkeypatch.setattr(train_config, "liger_available", lambda: True)
+    monkeypatch.setattr(train_settings, "liger_available", lambda: True)
     with caplog.at_level(logging.WARNING, logger="langadapt.train"):
         engine = _resolve(kind, zero)
     layout = layout_name(kind, zero)
@@ -52,6 +53,6 @@ def test_auto_on_a_gpu_turns_on_exactly_what_ran_there(kind: str, zero: int, mon
 
 
 def test_true_opts_in_where_auto_would_not(monkeypatch) -> None:
-    monkeypatch.setattr(train_config, "liger_available", lambda: True)
+    monkeypatch.setattr(train_settings, "liger_available", lambda: True)
     engine = check_engine("stage2", TrainStageConfig(), EngineConfig(kind="fsdp", compile=True, fused_loss=True), "cuda")
     assert (engine.compile, engine.fused_loss) == (True, True)

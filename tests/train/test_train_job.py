@@ -13,7 +13,7 @@ import torch
 from test_train_stage import config, context, make_run
 
 from langadapt.run.slices import TrainingSlice
-from langadapt.train import config as train_config
+from langadapt.train import settings as train_settings
 from langadapt.train.config import EngineConfig
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
@@ -24,7 +24,7 @@ def test_the_training_stage_resolves_its_settings_once(tmp_path: Path, tiny_en_l
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Counted wherever `resolve_training` is bound (a module that imports it by name holds its own
     reference), so a second call from the stage, `fit` or anything between them fails the test."""
-    original, calls = train_config.resolve_training, []
+    original, calls = train_settings.resolve_training, []
 
     def counted(*args, **kwargs):
         calls.append(args[0])
@@ -49,7 +49,7 @@ def test_a_resolved_job_is_frozen_and_carries_the_resolvers_settings(tmp_path: P
     stage = config(grad_accum_steps=2)
     job = TrainingJob.resolve(stage, EngineConfig(), tmp_path, seed=3, stage_name="stage2")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    assert job.settings == train_config.resolve_training("stage2", stage, EngineConfig(), 1, device)
+    assert job.settings == train_settings.resolve_training("stage2", stage, EngineConfig(), 1, device)
     assert (job.stage, job.settings.global_batch, job.settings.trainable, job.seed) == ("stage2", 4, "all", 3)
     with pytest.raises(dataclasses.FrozenInstanceError):
         job.seed = 4  # type: ignore[misc]

@@ -16,14 +16,14 @@ from langadapt.planning.models import ModelDims
 from langadapt.planning.plan import StagePlanInput, build_plan, plan_joules_per_step
 from langadapt.train.config import TrainStageConfig
 from langadapt.train.monitoring import energy, metrics
+from langadapt.train.monitoring.callbacks import StepCost
+from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.energy import (
     AmdSmiCounter,
     NvmlCounter,
     RaplCounter,
     energy_counter,
 )
-from langadapt.train.monitoring.callbacks import StepCost
-from langadapt.train.monitoring.defaults import default_callbacks
 
 CUDA0 = torch.device("cuda", 0)
 

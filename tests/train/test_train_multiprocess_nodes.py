@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
                          ids=["zero2", "zero3-activation-checkpointing"])
 def test_stage1_two_ranks_leaves_frozen_tensors_bit_identical(args: tuple[str, ...], tmp_path: Path) -> None:
     """ZeRO-3: every weight partitioned (fit_worker), the frozen body gathered only as the forward
-    and the recompute need it; DeepSpeed before 0.19.8 failed that recompute (config.ZERO3_FROZEN_RECOMPUTE)."""
+    and the recompute need it; DeepSpeed before 0.19.8 failed that recompute (settings.ZERO3_FROZEN_RECOMPUTE)."""
     out = tmp_path / "stage1"
     mp.two_ranks(out, "--stage", "stage1", *args, "--steps", "6")
     before = torch.load(out / "initial.pt")

@@ -11,7 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers.trackers import tensorboard_events, tensorboard_scalars, wandb_config, wandb_scalars, wandb_summary
+from helpers.trackers import (
+    tensorboard_events,
+    tensorboard_scalars,
+    wandb_config,
+    wandb_scalars,
+    wandb_summary,
+)
 
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MARKER, RunLayout, write_manifest

@@ -9,7 +9,7 @@ gradients and AdamW state are sharded over all ranks (ZeRO-3's memory; `langadap
 the gathered blocks on top); each shard is a DTensor, the optimizer steps the shards.
 
 Mixed precision: fp32 master shards, gathered as bf16 for compute, gradients reduced in fp32
-(`MixedPrecisionPolicy`); fp16 is refused in config.check_engine. `engine.fsdp.cpu_offload`
+(`MixedPrecisionPolicy`); fp16 is refused in settings.check_engine. `engine.fsdp.cpu_offload`
 keeps the shards in host memory (`CPUOffloadPolicy`): AdamW then steps on the CPU.
 
 Frozen parameters (stage 1: the whole body) share their blocks' groups with nothing trainable.
