@@ -69,7 +69,7 @@ def _source_key(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big")
 
 
-def _apportion(tokens: list[float], seq_len: int, total_samples: int) -> list[int]:
+def _apportion(tokens: list[float], total_samples: int) -> list[int]:
     """Integer samples per source summing exactly to total_samples (largest remainder)."""
     total = sum(tokens)
     quotas = [t / total * total_samples if total else 0.0 for t in tokens]
@@ -223,7 +223,7 @@ def build_stream(
         sources.append(_open_source(available[name], seq_len))
     # The same function plans `langadapt plan` and the preflight check: they cannot disagree.
     plan = plan_stage_mixture(mixture, {s.name: len(s.tokens) for s in sources}, seq_len, total_samples, force)
-    targets = _apportion([plan.source(s.name).tokens for s in sources], seq_len, total_samples)
+    targets = _apportion([plan.source(s.name).tokens for s in sources], total_samples)
     return PackedStream(sources, targets, seq_len, seed, plan, document_masking)
 
 

@@ -298,7 +298,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
         cache = HashCache(layout.hash_cache)
         actions, prints = plan_actions(loaded, selected, force, base_model, cache)
         if world > 1:
-            _check_multirank(actions, selected)
+            _check_multirank(actions)
         if main:
             cache.save()
             layout.resolved_recipe.write_text(loaded.resolved_yaml(), encoding="utf-8")
@@ -388,7 +388,7 @@ def _require_upstream(stage: Stage, action: str, selected: list[str]) -> None:
                              f"run it first, e.g. langadapt run RECIPE --until {stage.name}")
 
 
-def _check_multirank(actions: list[tuple[Stage, str]], selected: list[str]) -> None:
+def _check_multirank(actions: list[tuple[Stage, str]]) -> None:
     """Under torchrun/srun only training is multi-rank; data preparation must already be done.
 
     Nor can ranks discard a partial training stage together: the other ranks would find its old

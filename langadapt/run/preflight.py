@@ -93,7 +93,7 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
             _check_suites(recipe, report)
     if "export" in will and recipe.export.enabled:
         with report.guard():
-            _check_licence(recipe, report)
+            _check_licence(recipe)
     return report
 
 
@@ -283,7 +283,7 @@ def _check_suites(recipe: Recipe, report: Report) -> None:
                     report.add(("evaluation", "suites", i), str(exc))
 
 
-def _check_licence(recipe: Recipe, report: Report) -> None:
+def _check_licence(recipe: Recipe) -> None:
     """`export.license` is needed when a source the training stages will stream carries a restrictive
     licence note: known now from the notes beside its files, so said before training, not after it."""
     from langadapt.data.replay import stage_mixture

@@ -70,7 +70,7 @@ def load_model(path: Path, config: TrainStageConfig, stage_name: str, engine: En
             load_model_for_zero3,
         )
 
-        init_deepspeed_group(dist, dist.device())  # zero.Init partitions over the process group
+        init_deepspeed_group(dist)  # zero.Init partitions over the process group
         return load_model_for_zero3(path, deepspeed_config(config, stage_name, engine, dist.world_size), **kwargs)
     return AutoModelForCausalLM.from_pretrained(path, **kwargs)
 

@@ -151,7 +151,7 @@ def test_a_multi_rank_launch_refuses_to_discard_partial_checkpoints(stubs: Stubs
     run_pipeline(load_recipe(stubs.recipe), until="embeddings")
     actions, _ = pipeline.plan_actions(load_recipe(stubs.recipe), ["stage2"], force=True)
     with pytest.raises(LangadaptError, match="stage stage2: --force/--from/--only would discard its partial"):
-        pipeline._check_multirank(actions, ["stage2"])
+        pipeline._check_multirank(actions)
 
 
 # --- 3. a selection of no stage -------------------------------------------------------------------

@@ -30,7 +30,7 @@ def build_engine(model: torch.nn.Module, selection: TrainableParams, stage: Trai
     if config.kind == "deepspeed":
         from langadapt.train.engines.deepspeed_engine import DeepSpeedEngine, init_deepspeed_group
 
-        init_deepspeed_group(dist, device)
+        init_deepspeed_group(dist)
         return DeepSpeedEngine(model, selection, stage, config, dist, device, stage_name, freeze)
     if config.kind == "fsdp":
         from langadapt.train.engines.fsdp_engine import FSDPEngine, init_fsdp_group

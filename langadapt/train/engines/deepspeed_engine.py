@@ -106,7 +106,7 @@ def offloads_optimizer(config: dict) -> bool:
     return offload.get("device", "none") not in ("none", None)
 
 
-def init_deepspeed_group(dist: DistInfo, device: torch.device) -> None:
+def init_deepspeed_group(dist: DistInfo) -> None:
     """DeepSpeed's process group, also for one process (init_distributed keeps DeepSpeed on CPU
     from JIT-compiling its shared-memory all-reduce: gloo does that job)."""
     init_distributed(dist, use_deepspeed=True)
