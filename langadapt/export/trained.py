@@ -24,7 +24,7 @@ def require_trained(layout: RunLayout, models: dict[str, Path] | None = None) ->
 
 
 def parse_checkpoint(spec: str) -> tuple[str, int]:
-    """(stage, step) of `--checkpoint STAGE/STEP` (`stage2/500`, `stage2/step_00000500`)."""
+    """(stage, step) of `--checkpoint STAGE/STEP` (`stage2/500`, or with the step folder's name)."""
     stage, _, step = spec.partition("/")
     step = step.removeprefix(STEP_PREFIX)
     if stage not in TRAINING_STAGES or not step.isdigit():

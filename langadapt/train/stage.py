@@ -178,5 +178,5 @@ def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
         **result.monitoring,
     }
     if dist.rank == 0:
-        (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        ctx.layout.trained(stage_name).summary.write_text(json.dumps(summary, indent=1))
     return summary
