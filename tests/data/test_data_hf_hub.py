@@ -178,7 +178,12 @@ def test_dry_run_of_the_7b_recipe_lists_its_hub_sources(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "langadapt.cli", "run", "recipes/norwegian_warm.yaml", "--dry-run",
                              "--set", f"data.sources[0].path={hplt}"],
                             check=False, cwd=REPO, capture_output=True, text=True, timeout=300, env=mp.env())
-    assert result.returncode == 0, result.stderr
+    # Where the Hub does not answer (CI, a compute node), the dry run says so for each Hub source and
+    # the base, and for nothing else; the listing is printed either way.
+    unreachable = ("the Hub cannot be reached", "HF_HUB_OFFLINE=1 keeps the Hub out of reach")
+    problems = [line for line in result.stderr.splitlines() if line.startswith("langadapt: error:")]
+    assert all(any(why in line for why in unreachable) for line in problems), result.stderr
+    assert result.returncode == (2 if problems else 0), result.stderr
     listed = result.stdout.split("sources:\n", 1)[1].splitlines()
     assert [line.split()[0] for line in listed] == ["hplt_no", "culturax_no", "culturax_nn", "ncc", "code"]
     assert "hub uonlp/CulturaX subset no split train revision latest (not pinned to a commit)" in listed[1]
