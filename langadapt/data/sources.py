@@ -17,12 +17,16 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from langadapt.data.bounded import CHUNK_BYTES, DEFAULT_MAX_DOCUMENT_BYTES, Bound, Line, iter_lines
 from langadapt.data.config import SourceConfig
+from langadapt.data.parquet_pages import column_pages
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import compression_of, input_problem, open_input
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 log = logging.getLogger("langadapt.data")
 DecodePolicy = Literal["error", "replace", "skip"]
@@ -339,49 +343,93 @@ def _id_text(value: object) -> str | None:
 def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[Document]:
     """The text column of a Parquet file, in batches sized from the row groups' metadata.
 
-    No cell over the bound reaches Python: each batch's value lengths are checked in Arrow first.
-    A row group whose text column holds more bytes than its rows could at the bound is refused
-    from the footer alone, before any page is decompressed (a one-row bomb is named exactly)."""
-    import pyarrow.compute as pc
+    What one cell can cost: Arrow decompresses a whole page before any value is seen, and a page
+    holds whole values, so the bound is kept on pages. A row group whose text column holds more
+    bytes than its rows could at the bound is refused from the footer, and a page over
+    `_page_limit` from its header (`parquet_pages`), both before any page is decompressed; so at
+    most one page of 2 x the bound + 1 MiB is in memory, besides `CHUNK_BYTES` of compressed
+    input (no pre-buffering of whole column chunks). A cell over the bound inside such a page is
+    refused with its row from the batch's value lengths, in Arrow, before Python sees it.
+
+    Page checksums are verified where the writer stored them; a file without them is said once
+    (a flipped byte in it can read as other text)."""
     import pyarrow.parquet as pq
 
     key = f"source {source.name}"
     raw = open_input(path, key)
-    if compression_of(raw.peek(4)[:4]) is not None:  # type: ignore[attr-defined]
-        raw.close()
-        raise LangadaptError(f"{key}: {path} is a Parquet file compressed as a whole, which cannot be read "
-                             "without unpacking it (Parquet needs its footer first): unpack it; Parquet "
-                             "compresses its own pages (compression='zstd' when writing)")
     try:
-        parquet = pq.ParquetFile(raw)
-    except Exception as err:  # pyarrow raises several unrelated types for a bad file
+        if compression_of(raw.peek(4)[:4]) is not None:  # type: ignore[attr-defined]
+            raise LangadaptError(f"{key}: {path} is a Parquet file compressed as a whole, which cannot be read "
+                                 "without unpacking it (Parquet needs its footer first): unpack it; Parquet "
+                                 "compresses its own pages (compression='zstd' when writing)")
+        try:
+            parquet = pq.ParquetFile(raw, page_checksum_verification=True, pre_buffer=False, buffer_size=CHUNK_BYTES)
+        except Exception as err:  # pyarrow raises several unrelated types for a bad file
+            raise LangadaptError(f"{key}: cannot read {path} as parquet: {err}") from None
+        names = parquet.schema_arrow.names
+        if source.text_field not in names:
+            raise LangadaptError(
+                f"{key}: field {source.text_field!r} not found in {path} "
+                f"(columns: {', '.join(names)}); set text_field"
+            )
+        yield from _parquet_rows(parquet, raw.fileno(), source, path, bound)
+    finally:
         raw.close()
-        raise LangadaptError(f"{key}: cannot read {path} as parquet: {err}") from None
-    names = parquet.schema_arrow.names
-    if source.text_field not in names:
-        raise LangadaptError(
-            f"{key}: field {source.text_field!r} not found in {path} "
-            f"(columns: {', '.join(names)}); set text_field"
-        )
-    column = parquet.schema_arrow.get_field_index(source.text_field)
+
+
+def _page_limit(bound: Bound) -> int:
+    """Largest page decompressed: room for a cell just over the bound (named by its row, from the
+    batch) beside a page's worth of small values; larger pages are refused from their header."""
+    return 2 * bound.max_bytes + _PARQUET_SLACK
+
+
+def _checked_pages(fd: int, chunk: object, path: Path, bound: Bound, key: str, group: int, rows: range) -> bool:
+    """Refuse a page of the text column chunk `chunk` (row group `group`, rows `rows`) over the page
+    limit, from its header; whether every page carries a checksum."""
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset  # type: ignore[attr-defined]
+    where = f"{key}: cannot read {path} as parquet: row group {group}"
+    pages = column_pages(fd, start, chunk.total_compressed_size, where)  # type: ignore[attr-defined]
+    first = rows[0] if rows else 0
+    for page in pages:
+        if max(page.uncompressed, page.compressed) > _page_limit(bound):
+            what = (f"one of rows {rows[0]}-{rows[-1]} (the row group's dictionary page)" if page.dictionary
+                    else f"one of rows {first}-{first + max(page.rows, 1) - 1}")
+            raise bound.refuse(key, what, path, f"a page at byte {page.offset} declares {page.uncompressed:,} bytes")
+        first += page.rows
+    return all(page.has_crc for page in pages)
+
+
+def _parquet_rows(parquet: pq.ParquetFile, fd: int, source: SourceConfig, path: Path, bound: Bound) -> Iterator[Document]:
+    """The documents of an open ParquetFile, row group by row group, each group's pages checked first."""
+    import pyarrow.compute as pc
+
+    key = f"source {source.name}"
+    names = parquet.schema_arrow.names  # type: ignore[attr-defined]
+    column = parquet.schema_arrow.get_field_index(source.text_field)  # type: ignore[attr-defined]
     columns = [source.text_field] + ([ID_FIELD] if ID_FIELD in names and ID_FIELD != source.text_field else [])
-    first_row = 0
-    for group in range(parquet.num_row_groups):
-        meta = parquet.metadata.row_group(group)
+    first_row, unchecked = 0, False
+    for group in range(parquet.num_row_groups):  # type: ignore[attr-defined]
+        meta = parquet.metadata.row_group(group)  # type: ignore[attr-defined]
         stored = meta.column(column).total_uncompressed_size
         rows = range(first_row, first_row + meta.num_rows)
         if stored > len(rows) * (bound.max_bytes + 8) + _PARQUET_SLACK:  # 4-byte lengths, levels, page headers
             what = f"row {rows[0]}" if len(rows) == 1 else f"one of rows {rows[0]}-{rows[-1]}"
             raise bound.refuse(key, what, path, f"row group {group} holds {stored:,} bytes of text in {len(rows)} row(s)")
+        checksums = _checked_pages(fd, meta.column(column), path, bound, key, group, rows)
+        if not checksums and not unchecked:
+            unchecked = True
+            log.warning("%s: %s carries no page checksums, so a corrupt byte in it can read as other text "
+                        "unnoticed; write it with checksums (pyarrow: pq.write_table(..., "
+                        "write_page_checksum=True))", key, path)
         batch_size = max(1, min(_PARQUET_BATCH_ROWS, CHUNK_BYTES * len(rows) // max(stored, 1)))
         try:
-            for batch in parquet.iter_batches(batch_size=batch_size, row_groups=[group], columns=columns):
+            for batch in parquet.iter_batches(batch_size=batch_size, row_groups=[group], columns=columns):  # type: ignore[attr-defined]
                 values = batch.column(0)
                 if str(values.type) in _TEXT_TYPES and len(values):
-                    lengths = pc.binary_length(values)
-                    longest = pc.max(lengths).as_py() or 0
+                    lengths = pc.binary_length(values)  # type: ignore[attr-defined]
+                    longest = pc.max(lengths).as_py() or 0  # type: ignore[attr-defined]
                     if longest > bound.max_bytes:
-                        row = first_row + pc.index(lengths, longest).as_py()
+                        row = first_row + pc.index(lengths, longest).as_py()  # type: ignore[attr-defined]
                         raise bound.refuse(key, f"row {row}", path, f"{longest:,} bytes in column {source.text_field!r}")
                 ids = batch.column(1).to_pylist() if len(columns) > 1 else itertools.repeat(None)
                 for value, doc_id in zip(values.to_pylist(), ids):
