@@ -28,6 +28,11 @@ MAX_EPOCHS = 16.0
 refused unless data.force_epochs (the recipe schema and the schedule both read this one)."""
 
 
+class EpochCapError(LangadaptError):
+    """A source would pass an epoch cap (16 passes, or its own `max_epochs`). Unlike the mixture's
+    other refusals, fewer steps fix it too: a training stage names its `steps` with it."""
+
+
 def effective_data(unique_tokens: float, total_tokens: float) -> float:
     """Muennighoff D': the fresh-data equivalent of training `total_tokens` on `unique_tokens`.
 
@@ -150,7 +155,7 @@ def _split_by_weight(budgets: list[SourceBudget], tokens: float) -> dict[str, fl
             open_.remove(b)
     if left > 1e-9 * tokens and not open_:
         names = ", ".join(b.name for b in budgets)
-        raise LangadaptError(
+        raise EpochCapError(
             f"token budget exceeds max_epochs of every weighted source ({names}): "
             "raise max_epochs, add data, or lower the budget"
         )
@@ -196,7 +201,7 @@ def _finish(budgets: list[SourceBudget], tokens: dict[str, float], total: float,
         t = tokens[b.name]
         epochs = t / b.unique_tokens
         if epochs > MAX_EPOCHS and not force:
-            raise LangadaptError(
+            raise EpochCapError(
                 f"source {b.name}: {epochs:.1f} epochs is above {MAX_EPOCHS:g} (repeated data is then "
                 "worth < 1/3 of fresh data): add data, lower its share, or set data.force_epochs: true"
             )

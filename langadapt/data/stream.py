@@ -201,10 +201,21 @@ def build_stream(
     force: bool = False,
     document_masking: bool = False,
 ) -> PackedStream:
-    """Open the shards of `encode_corpus` and plan `total_samples` samples of `seq_len` tokens.
+    """Open the shards of `encode_corpus` and plan `total_samples` samples of `seq_len` tokens
+    (`plan_stream`). `document_masking`: see `PackedStream.position_ids`."""
+    sources, plan = plan_stream(tokens_dir, mixture, seq_len, total_samples, force)
+    targets = _apportion([plan.source(s.name).tokens for s in sources], total_samples)
+    return PackedStream(sources, targets, seq_len, seed, plan, document_masking)
+
+
+def plan_stream(tokens_dir: Path, mixture: dict[str, dict] | None, seq_len: int, total_samples: int,
+                force: bool = False) -> tuple[list[_Source], MixPlan]:
+    """The shards' sources (memory-mapped, nothing read) and the epochs plan of a stream.
 
     `mixture` maps source -> {"weight": w} or {"epochs": e} (optionally "max_epochs"); raises
-    LangadaptError above 16 epochs unless `force`. `document_masking`: see `PackedStream.position_ids`.
+    LangadaptError above 16 epochs unless `force`. `build_stream` plans through it, and so does the
+    check of every training stage before the first one trains (`train.stage.check_epochs`): the
+    epochs refused before stage 1 are the ones stage 2 would refuse.
     """
     if seq_len < 1 or total_samples < 1:
         raise LangadaptError(f"stream: seq_len ({seq_len}) and total_samples ({total_samples}) must be >= 1")
@@ -223,8 +234,7 @@ def build_stream(
         sources.append(_open_source(available[name], seq_len))
     # The same function plans `langadapt plan` and the preflight check: they cannot disagree.
     plan = plan_stage_mixture(mixture, {s.name: len(s.tokens) for s in sources}, seq_len, total_samples, force)
-    targets = _apportion([plan.source(s.name).tokens for s in sources], total_samples)
-    return PackedStream(sources, targets, seq_len, seed, plan, document_masking)
+    return sources, plan
 
 
 def _open_source(shard: Shard, seq_len: int) -> _Source:
