@@ -239,7 +239,7 @@ def worker(args: argparse.Namespace) -> None:
 
     import torch
 
-    from langadapt.run.pipeline import run_pipeline
+    from langadapt.pipeline.runner import run_pipeline
 
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -415,7 +415,7 @@ def main() -> None:
 
 def run_all(args, plan: dict[str, Any], results: dict[str, Any]) -> None:
     reference = reference_recipe(plan)
-    from langadapt.run.pipeline import prepare_base_model
+    from langadapt.pipeline.runner import prepare_base_model
 
     base_model = Path(prepare_base_model(reference))  # the demo's base is built once, here
     dims = recipe_dims(reference)

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args: argparse.Namespace) -> int:
     from langadapt.recipe import Recipe, load_recipe
     from langadapt.recipe.reference import explain
-    from langadapt.run.pipeline import run_pipeline
+    from langadapt.pipeline.runner import run_pipeline
 
     if args.json and not args.dry_run:
         raise LangadaptError("--json goes with --dry-run (a run's results are in its folder)")
@@ -167,7 +167,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
     or the next problem."""
     from langadapt.planning.plan import render_plan
     from langadapt.planning.recipe_plan import plan_recipe
-    from langadapt.run.pipeline import dry_run, planned_dependencies
+    from langadapt.pipeline.runner import dry_run, planned_dependencies
 
     actions, report = dry_run(loaded, only=args.only, start=args.start, until=args.until, force=args.force or None)
     plan = None
@@ -275,7 +275,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
     from langadapt.run.base_model import resolve_base_model
     from langadapt.run.layout import RunLayout
-    from langadapt.run.pipeline import WORKING, run_pipeline
+    from langadapt.pipeline.runner import WORKING, run_pipeline
 
     loaded = load_recipe(args.recipe, args.overrides)
     recipe = loaded.recipe
@@ -328,7 +328,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     args.gpus_per_node = cluster.gpus_per_node if "gpus_per_node" in cluster.model_fields_set else None
     run_args = [part for override in args.overrides for part in ("--set", override)]
     if args.sweep:
-        from langadapt.runtime.sweep import write_sweep_from_args
+        from langadapt.experiments.sweep import write_sweep_from_args
 
         folder = write_sweep_from_args(args.recipe, args, recipe.name, recipe.run_dir, run_args)
         print(f"wrote the sweep {folder}; submit with: bash {folder}/submit.sh; "
@@ -340,7 +340,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
-    from langadapt.runtime.sweep import write_report
+    from langadapt.experiments.sweep import write_report
 
     table, path = write_report(args.sweep_dir)
     print(f"{table}\n(written to {path})")
@@ -348,7 +348,7 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from langadapt.runtime.frontier import MARKDOWN_FILE, run_frontier
+    from langadapt.experiments.frontier import MARKDOWN_FILE, run_frontier
 
     folder = run_frontier(args.recipe, args.grid, args.out, args.overrides)
     print(f"frontier complete: {folder / MARKDOWN_FILE}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -270,3 +271,10 @@ def stream_mixture(
                 entry["max_epochs"] = source.max_epochs
         mixture[source.name] = entry
     return mixture
+
+
+@dataclass(frozen=True)
+class DataSlice:
+    """What the data stage reads of the recipe (its stage entry is `run(slice, ctx)`)."""
+
+    config: DataConfig

@@ -28,7 +28,7 @@ from langadapt.data.sources import iter_documents, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
 from langadapt.run.layout import DataPaths
-from langadapt.run.slices import DataSlice
+from langadapt.data.config import DataSlice
 
 log = logging.getLogger("langadapt")
 

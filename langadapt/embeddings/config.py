@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -70,3 +71,18 @@ class EmbeddingConfig(Config):
             if missing:
                 raise ValueError(f"method 'wechsel' needs {', '.join(missing)} (local files)")
         return self
+
+
+@dataclass(frozen=True)
+class EmbeddingsSlice:
+    """`init: warm`: the base model's embeddings moved to the new tokenizer."""
+
+    config: EmbeddingConfig
+
+
+@dataclass(frozen=True)
+class ScratchSlice:
+    """`init: scratch`: a model drawn at random for the new tokenizer."""
+
+    architecture: dict[str, Any] | None
+    """base_model.architecture; None: the architecture of the base model's config (`ctx.base_model`)."""

@@ -13,7 +13,7 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
-from langadapt.run.slices import ScratchSlice
+from langadapt.embeddings.config import ScratchSlice
 
 
 def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int) -> torch.nn.Module:

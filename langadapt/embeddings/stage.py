@@ -24,7 +24,7 @@ from langadapt.embeddings.row_plan import SharedRows
 from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
-from langadapt.run.slices import EmbeddingsSlice
+from langadapt.embeddings.config import EmbeddingsSlice
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer
 

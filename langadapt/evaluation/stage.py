@@ -43,7 +43,7 @@ from langadapt.evaluation.token_cost import token_costs
 from langadapt.evaluation.training import planned_energy, trained_runs
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
-from langadapt.run.slices import EvaluateSlice
+from langadapt.evaluation.config import EvaluateSlice
 from langadapt.run.trackers import log_evaluation
 from langadapt.tokenizer.summary import vocabulary_shortfall
 

@@ -7,7 +7,7 @@ the cartesian product of the grid, each point as its own run of the recipe
 (`--set name=<name>-<id> run_root=<out>` plus its grid values), through the library in this
 process, and writes frontier.json, frontier.md and frontier.png into the output folder.
 
-Sharing: stage fingerprints do not depend on the run's name (see `runtime.sweep`), so before a
+Sharing: stage fingerprints do not depend on the run's name (see `experiments.sweep`), so before a
 point runs, every stage it shares with a finished point (same fingerprint: same keys read, same
 inputs) is linked into its run with `sweep.link_stages`: points that differ only in training keys
 prepare data, tokenizer and embeddings once; one tokenizer is trained per distinct tokenizer
@@ -44,8 +44,8 @@ from langadapt.recipe import LoadedRecipe, load_recipe
 from langadapt.recipe.schema import apply_overrides
 from langadapt.run import layout as run_layout
 from langadapt.run.layout import STAGES, TRAINING_STAGES, RunLayout
-from langadapt.run.pipeline import plan_actions, run_pipeline
-from langadapt.runtime.sweep import link_stages
+from langadapt.pipeline.runner import plan_actions, run_pipeline
+from langadapt.experiments.sweep import link_stages
 
 log = logging.getLogger("langadapt")
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from langadapt.recipe.base import Config
 from langadapt.recipe.languages import LanguageCode
+
+if TYPE_CHECKING:  # provenance reads the recipe, which composes this module
+    from langadapt.export.provenance import RunFacts
 
 RECIPE_FILE = "langadapt_recipe.yaml"
 """The resolved recipe the export writes beside the weights (machine paths stripped): how the
@@ -35,3 +39,12 @@ class ExportConfig(Config):
     """Largest safetensors file; bigger models are split into shards plus an index (the Hub's usual 5GB)."""
     prompt: str | None = None
     """Prompt of the smoke generation checked before the export is complete; None: a default for the card's first language."""
+
+
+@dataclass(frozen=True)
+class ExportSlice:
+    """What the export stage reads of the recipe."""
+
+    config: ExportConfig
+    facts: RunFacts
+    """The recipe's facts the model card states (languages, sources and their licences, the base)."""

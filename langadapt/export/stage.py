@@ -42,7 +42,7 @@ from langadapt.run.layout import (
     RunLayout,
     is_complete,
 )
-from langadapt.run.slices import ExportSlice
+from langadapt.export.config import ExportSlice
 
 log = logging.getLogger("langadapt")
 

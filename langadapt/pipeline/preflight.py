@@ -35,7 +35,7 @@ from langadapt.run.base_model import (
     weights_problem,
 )
 from langadapt.run.layout import STAGES
-from langadapt.run.preflight_data import check_epochs, check_sources, check_vocab_size
+from langadapt.pipeline.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 from langadapt.train.settings import resolve_training
 

@@ -39,7 +39,7 @@ from langadapt.run.fingerprint import fingerprints
 from langadapt.run.identity import claim_run
 from langadapt.run.layout import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.run.lock import RunLock
-from langadapt.run.preflight import check_recipe, find_problems
+from langadapt.pipeline.preflight import check_recipe, find_problems
 from langadapt.runtime import signals
 from langadapt.runtime.placement import DistInfo
 
@@ -90,7 +90,8 @@ class Entry:
 
     module: str
     slice: Any
-    """The stage's slice (`run.slices`), built once from the recipe by `stage_table`."""
+    """The stage's slice (`<stage package>.config.<Name>Slice`: its own section and whatever it
+    reads of the others, a frozen dataclass), built once from the recipe by `stage_table`."""
 
     def function(self) -> Callable[[Any, StageContext], dict[str, Any]]:
         return importlib.import_module(self.module).run
@@ -117,16 +118,22 @@ class Stage:
 
 
 def stage_table(recipe: Recipe) -> list[Stage]:
-    """Each stage with its slice of the recipe bound (`run.slices`); `sections` say what it reads."""
+    """Each stage with its slice of the recipe bound; `sections` name the same parts, so the stage's
+    fingerprint covers exactly what it reads. Torch-free: `langadapt plan` and dry runs build it."""
+    from langadapt.data.config import DataSlice
     from langadapt.data.replay import stage_mixture
+    from langadapt.embeddings.config import EmbeddingsSlice, ScratchSlice
+    from langadapt.evaluation.config import EvaluateSlice
+    from langadapt.export.config import ExportSlice
     from langadapt.export.provenance import RunFacts
-    from langadapt.run import slices
+    from langadapt.tokenizer.config import TokenizerSlice
+    from langadapt.train.config import TrainingSlice
 
     def training(name: str) -> Entry:
         stage = getattr(recipe, name)
         # A stage that will not run has no mixture to derive (its overrides may name what is gone).
         mixture = None if recipe.training_skip_reason(name) else stage_mixture(recipe.data, name, stage)
-        return Entry("langadapt.train.stage", slices.TrainingSlice(
+        return Entry("langadapt.train.stage", TrainingSlice(
             name, stage, recipe.engine, mixture,
             after_stage1=name == "stage2" and "stage1" in recipe.training_stages,
             force_epochs=recipe.data.force_epochs, document_masking=recipe.data.document_masking))
@@ -139,13 +146,13 @@ def stage_table(recipe: Recipe) -> list[Stage]:
             return None
         return Dependency("cold", "the cold twin", twin, RunLayout(twin.recipe.run_dir).stage2.model)
 
-    embeddings = Entry("langadapt.embeddings.scratch", slices.ScratchSlice(recipe.base_model.architecture)) \
-        if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", slices.EmbeddingsSlice(recipe.embeddings))
+    embeddings = Entry("langadapt.embeddings.scratch", ScratchSlice(recipe.base_model.architecture)) \
+        if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", EmbeddingsSlice(recipe.embeddings))
     return [
-        Stage("data", ("data",), Entry("langadapt.data.stage", slices.DataSlice(recipe.data)), ignores=DATA_STAGE_IGNORES),
+        Stage("data", ("data",), Entry("langadapt.data.stage", DataSlice(recipe.data)), ignores=DATA_STAGE_IGNORES),
         # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
         Stage("tokenizer", ("tokenizer", "base_model"),
-              Entry("langadapt.tokenizer.stage", slices.TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
+              Entry("langadapt.tokenizer.stage", TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
               ignores=("tokenizer.min_vocab_fraction",)),
         Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
         Stage("stage1", ("stage1", "engine", *TRAINING_DATA_KEYS), training("stage1"), recipe.training_skip_reason("stage1"),
@@ -153,10 +160,10 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         Stage("stage2", ("stage2", "engine", *TRAINING_DATA_KEYS), training("stage2"),
               recipe.training_skip_reason("stage2"), ignores=monitoring_keys("stage2")),
         Stage("evaluate", ("evaluation", *PLANNING_KEYS),
-              Entry("langadapt.evaluation.stage", slices.EvaluateSlice(recipe.evaluation, recipe)),
+              Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, recipe)),
               ignores=(*monitoring_keys("stage1"), *monitoring_keys("stage2")), needs=cold_twin),
         Stage("export", ("export", *RUN_FACT_KEYS),
-              Entry("langadapt.export.stage", slices.ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
+              Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
               None if recipe.export.enabled else "export.enabled is false"),
     ]
 

@@ -1,4 +1,6 @@
-"""Running a recipe: the pipeline of stages (`pipeline`), what a stage is handed (`context`), where
-every artifact lives (`layout`), one writer per run (`lock`), what makes a stage re-run
-(`fingerprint`, `contenthash`), what is checked before any work (`preflight`, `preflight_data`)
-and where the base model comes from (`base_model`)."""
+"""The run folder's contract, which every stage shares: where every artifact lives (`layout`),
+what a stage is handed (`context`) and reads of the recipe (`slices`), one writer per run
+(`lock`), what makes a stage re-run (`fingerprint`, `contenthash`), which folder a recipe's run is
+(`identity`), where the base model comes from (`base_model`) and the experiment trackers
+(`trackers`). It imports no stage: the stages import it, and `langadapt.pipeline` above them
+runs them."""

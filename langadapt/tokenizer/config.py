@@ -8,6 +8,7 @@ special tokens by id. The other kinds pick a family explicitly; `keep_base` trai
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -110,3 +111,13 @@ class TokenizerConfig(Config):
         if len(set(self.special_tokens + self.added_tokens)) != len(self.special_tokens + self.added_tokens):
             raise ValueError("special_tokens and added_tokens must not repeat a token")
         return self
+
+
+@dataclass(frozen=True)
+class TokenizerSlice:
+    """What the tokenizer stage reads of the recipe."""
+
+    config: TokenizerConfig
+    num_workers: int | None = None
+    """The recipe's data.num_workers: processes that encode the token shards (None: every core, one
+    for a small corpus). The shards are the same whatever it is, so it is in no fingerprint."""

@@ -10,6 +10,7 @@ the global batch, compile and fused loss resolved) is `langadapt.train.settings`
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -217,3 +218,21 @@ class EngineConfig(Config):
     """Fused head + cross-entropy (liger-kernel), no full logits; auto: on GPUs where it has run (train.gpu_record)."""
     peak_tflops: float | None = Field(None, gt=0, le=100_000)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
+
+
+@dataclass(frozen=True)
+class TrainingSlice:
+    """What a training stage reads of the recipe."""
+
+    name: str
+    """stage1 or stage2."""
+    config: TrainStageConfig
+    engine: EngineConfig
+    mixture: dict[str, dict] | None = None
+    """The data mixture with this stage's overrides and replay share applied (data.replay.stage_mixture)."""
+    after_stage1: bool = False
+    """Start from stage1/model (stage 2 of a run whose stage 1 is enabled), else from embeddings/model."""
+    force_epochs: bool = False
+    """The recipe's data.force_epochs: more than 16 epochs of a source, as `langadapt plan` and preflight assume."""
+    document_masking: bool = False
+    """The recipe's data.document_masking: attention stays inside each packed document."""

@@ -28,7 +28,7 @@ from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
-from langadapt.run.slices import TrainingSlice
+from langadapt.train.config import TrainingSlice
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.fastpath import check_document_masking

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import langadapt.recipe.reference
-import langadapt.run.pipeline  # noqa: F401
+import langadapt.pipeline.runner  # noqa: F401
 from langadapt.cli import main
 from langadapt.recipe import load_recipe
 from langadapt.runtime.signals import STOP_SIGNALS

@@ -20,9 +20,9 @@ from langadapt.cli import main
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
 from langadapt.run import layout as rundir
-from langadapt.run import pipeline
+from langadapt.pipeline import runner as pipeline
 from langadapt.run.lock import RunLock
-from langadapt.run.pipeline import RUN_AFRESH, STAGES, Stage, run_pipeline
+from langadapt.pipeline.runner import RUN_AFRESH, STAGES, Stage, run_pipeline
 from langadapt.runtime import signals
 
 

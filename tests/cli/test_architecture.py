@@ -78,13 +78,19 @@ def test_no_import_circles():
     assert cycle is None, " -> ".join(cycle)
 
 
+STAGES = {"data", "tokenizer", "embeddings", "train", "evaluation", "export"}
+ABOVE_STAGES = {"pipeline", "experiments"}  # the runner and preflight; sweeps and the frontier over runs
 FORBIDDEN = {
-    "data": {"planning"},  # data plans its own mixture (data.epochs)
-    "corpora": {"data", "planning", "train", "run"},  # corpora builds the files data reads (data -> corpora)
-    "planning": {"train", "evaluation", "export"},  # plan reads recipes and shapes, never the trainer
-    "evaluation": {"train", "export"},
-    "export": {"evaluation"},
-    "recipe": {"run", "train", "evaluation", "export", "planning"},
+    **{stage: ABOVE_STAGES for stage in STAGES},  # a stage never runs the pipeline
+    "data": {"planning"} | ABOVE_STAGES,  # data plans its own mixture (data.epochs)
+    "corpora": {"data", "planning", "train", "run"} | ABOVE_STAGES,  # corpora builds the files data reads
+    "planning": {"train", "evaluation", "export"} | ABOVE_STAGES,  # plan reads recipes and shapes, never the trainer
+    "evaluation": {"train", "export"} | ABOVE_STAGES,
+    "export": {"evaluation"} | ABOVE_STAGES,
+    "recipe": {"run", "runtime", "train", "evaluation", "export", "planning"} | ABOVE_STAGES,
+    "run": STAGES | {"planning"} | ABOVE_STAGES,  # the run contract the stages share: below every stage
+    "runtime": STAGES | {"run", "planning"} | ABOVE_STAGES,  # where this process runs: below the run contract
+    "pipeline": {"experiments"},  # drivers over several runs stand above the one-run pipeline
 }
 """package -> packages it must not import; `config` modules (recipe slices, plain settings) are exempt,
 and `train.settings`, the one resolver of what a training stage runs with, which `plan`, the preflight
@@ -118,8 +124,8 @@ def test_shared_modules_import_no_torch():
 def test_only_entry_points_start_a_pipeline():
     """A run is a graph the pipeline schedules (base-model build and cold twin included): no stage
     and no helper starts a pipeline of its own from inside (docs/architecture.md)."""
-    importers = {src for src, dsts in import_graph().items() if "langadapt.run.pipeline" in dsts}
-    assert importers == {"langadapt.cli", "langadapt.runtime.frontier"}
+    importers = {src for src, dsts in import_graph().items() if "langadapt.pipeline.runner" in dsts}
+    assert importers == {"langadapt.cli", "langadapt.experiments.frontier"}
 
 
 def test_the_cycle_finder_finds_a_lazy_circle():

@@ -17,7 +17,7 @@ import torch
 from langadapt import cli
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import disk_error_line, writing
-from langadapt.run import pipeline
+from langadapt.pipeline import runner as pipeline
 from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.config import CheckpointConfig
 

@@ -26,7 +26,7 @@ def test_importing_the_schema_imports_no_torch() -> None:
 
 
 def test_importing_the_preflight_and_the_planner_imports_no_torch() -> None:
-    assert _heavy_modules_after("import langadapt.run.preflight, langadapt.planning.recipe_plan") == []
+    assert _heavy_modules_after("import langadapt.pipeline.preflight, langadapt.planning.recipe_plan") == []
 
 
 def test_cli_error_on_a_bad_recipe_imports_no_torch(tmp_path: Path) -> None:

@@ -23,9 +23,9 @@ from langadapt.data.sources import iter_texts
 from langadapt.data.stage import run as run_data
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
-from langadapt.run import pipeline
+from langadapt.pipeline import runner as pipeline
 from langadapt.run.context import StageContext
-from langadapt.run.slices import DataSlice
+from langadapt.data.config import DataSlice
 
 REPO = Path(__file__).resolve().parents[2]
 README = """\

@@ -18,7 +18,7 @@ from langadapt.data.shards import encode_corpus, shard_dtype
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
-from langadapt.run.slices import DataSlice
+from langadapt.data.config import DataSlice
 
 WORDS = ["blåbær", "ørret", "ærlig", "og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "2024", "tekst,", "«sitat»"]
 

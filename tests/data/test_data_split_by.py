@@ -18,7 +18,7 @@ from langadapt.data.documents import read_documents
 from langadapt.data.sources import Document, iter_documents
 from langadapt.data.stage import run, split_digest
 from langadapt.run.context import StageContext
-from langadapt.run.slices import DataSlice
+from langadapt.data.config import DataSlice
 
 NB_WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "pakken"]
 EN_WORDS = ["and", "in", "the", "that", "is", "on", "a", "to", "of", "for", "with", "has", "not", "package"]

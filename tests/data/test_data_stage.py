@@ -13,7 +13,7 @@ from langadapt.data.documents import read_documents
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
-from langadapt.run.slices import DataSlice
+from langadapt.data.config import DataSlice
 
 WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "de", "at", "seg", "så", "kan"]
 

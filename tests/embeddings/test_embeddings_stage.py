@@ -13,7 +13,7 @@ from langadapt.embeddings import EmbeddingConfig
 from langadapt.embeddings.stage import run
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
-from langadapt.run.slices import EmbeddingsSlice
+from langadapt.embeddings.config import EmbeddingsSlice
 
 
 def _docs(texts, lang, role):

@@ -17,7 +17,7 @@ from langadapt.evaluation import EvaluationConfig, evaluate_cli, tables
 from langadapt.evaluation.render import visible
 from langadapt.evaluation.stage import run
 from langadapt.run.context import StageContext
-from langadapt.run.slices import EvaluateSlice
+from langadapt.evaluation.config import EvaluateSlice
 
 BPB_KEYS = {"bits_per_byte", "nll_nats", "bytes", "tokens", "words", "word_perplexity", "tokens_per_second"}
 

@@ -29,7 +29,7 @@ from langadapt.export.provenance import publishable_recipe
 from langadapt.recipe import load_recipe
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
-from langadapt.run.slices import EvaluateSlice
+from langadapt.evaluation.config import EvaluateSlice
 from langadapt.train.synthetic import tiny_llama
 
 NB = ("Debian er et operativsystem som mange bruker på tjenere. For å installere en ny pakke må du "

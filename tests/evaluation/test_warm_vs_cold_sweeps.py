@@ -18,7 +18,7 @@ from langadapt.data.documents import iter_split, texts_by_lang
 from langadapt.data.stage import run as run_data_stage
 from langadapt.recipe import load_recipe
 from langadapt.run.context import StageContext
-from langadapt.run.slices import DataSlice
+from langadapt.data.config import DataSlice
 
 REPO = Path(__file__).resolve().parents[2]
 

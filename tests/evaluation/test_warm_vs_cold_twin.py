@@ -17,7 +17,7 @@ from langadapt.evaluation.cold_twin import run_flops, step_flops
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe import load_recipe
 from langadapt.run.layout import RunLayout
-from langadapt.run.pipeline import run_pipeline
+from langadapt.pipeline.runner import run_pipeline
 
 BASE = """\
 name: base

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from langadapt import cli
-from langadapt.runtime.frontier import parse_grid, point_id, render_markdown, split_values
+from langadapt.experiments.frontier import parse_grid, point_id, render_markdown, split_values
 
 RECIPE = """\
 name: tiny_frontier

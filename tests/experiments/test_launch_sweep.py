@@ -18,7 +18,7 @@ from helpers.recipes import scratch_recipe
 
 from langadapt import cli
 from langadapt.run.layout import RunLayout
-from langadapt.runtime.sweep import SweepPoint, collect, write_sweep
+from langadapt.experiments.sweep import SweepPoint, collect, write_sweep
 
 WARMUP = 3
 """Warm-up steps of the synthetic sweeps: the collector's median starts after them."""

@@ -18,7 +18,7 @@ import torch
 from langadapt import cli
 from langadapt.recipe import load_recipe
 from langadapt.run.layout import RunLayout, is_complete
-from langadapt.run.pipeline import run_pipeline
+from langadapt.pipeline.runner import run_pipeline
 
 pytestmark = pytest.mark.slow  # one module-scoped build of two real runs (about a minute on 2 idle cores)
 

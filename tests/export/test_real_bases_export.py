@@ -121,7 +121,7 @@ def test_the_tokenizer_stage_writes_the_bases_flags(kind, bases, nb_texts, tmp_p
     """The run's own tokenizer folder (what every later stage and a user reads) keeps them too."""
     from langadapt.data.documents import write_documents
     from langadapt.run.context import StageContext
-    from langadapt.run.slices import TokenizerSlice
+    from langadapt.tokenizer.config import TokenizerSlice
     from langadapt.tokenizer.stage import run
 
     base = bases("mistral-sp-legacy")  # add_bos_token, add_eos_token and legacy: true

@@ -15,8 +15,8 @@ from helpers.recipes import scratch_recipe
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
 from langadapt.run import layout as rundir
-from langadapt.run import pipeline
-from langadapt.run.pipeline import STAGES, Stage, run_pipeline
+from langadapt.pipeline import runner as pipeline
+from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
 from langadapt.runtime import signals
 
 SIGNALLED: set[str] = set()
@@ -321,7 +321,7 @@ def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatc
 def test_stage_lines_of_a_run_inside_another_name_that_run() -> None:
     """The base model's and the cold twin's pipelines run inside the user's run: their console
     lines say whose they are instead of interleaving unlabelled with the user's stages."""
-    from langadapt.run.pipeline import _labelled, _stage_label
+    from langadapt.pipeline.runner import _labelled, _stage_label
 
     assert _stage_label("data", "demo") == "data      "
     with _labelled(SimpleNamespace(name="demo")):

@@ -260,8 +260,8 @@ def test_a_base_to_be_built_from_a_partial_architecture_is_checked_with_transfor
 
 def test_without_network_the_dry_run_names_the_hub_base_and_datasets_it_cannot_reach(tmp_path: Path, monkeypatch) -> None:
     """Without HF_HUB_OFFLINE a machine with no route to the Hub passed the dry run; the run then stopped at once."""
-    from langadapt.run import preflight
-    from langadapt.run.preflight import find_problems
+    from langadapt.pipeline import preflight
+    from langadapt.pipeline.preflight import find_problems
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(preflight, "_HUB_ANSWERED", {})

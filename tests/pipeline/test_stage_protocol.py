@@ -16,11 +16,11 @@ from helpers.recipes import scratch_recipe
 
 from langadapt.evaluation.training import planned_energy
 from langadapt.recipe import load_recipe
-from langadapt.run import pipeline
+from langadapt.pipeline import runner as pipeline
 from langadapt.run.context import StageContext
 from langadapt.run.fingerprint import fingerprints
 from langadapt.run.layout import STAGES, RunLayout
-from langadapt.run.slices import TokenizerSlice
+from langadapt.tokenizer.config import TokenizerSlice
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = ("recipes/tiny_norwegian_warm.yaml", "recipes/tiny_english_source.yaml")

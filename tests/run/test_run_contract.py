@@ -18,11 +18,12 @@ from langadapt import cli
 from langadapt.errors import LangadaptError
 from langadapt.export.stage import check_replaceable, file_hashes
 from langadapt.recipe import load_recipe
-from langadapt.run import contenthash, pipeline
+from langadapt.pipeline import runner as pipeline
+from langadapt.run import contenthash
 from langadapt.run import layout as rundir
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
-from langadapt.run.pipeline import STAGES, Stage, run_pipeline
+from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 WEIGHTS = safetensors_bytes({"w": np.zeros(2, np.float32)})
@@ -301,7 +302,7 @@ OWNERS = {
     "run/layout.py": RUN_FILES | {STEP_PREFIX},
     "data/shards.py": {"tokens.bin", "doc_offsets.npy", "meta.json"},  # the token-shard format, also outside runs
     "evaluation/report.py": {"fertility.png"},  # a report folder's plots/, also outside runs
-    "runtime/sweep.py": {"report.json"},  # a sweep folder's own report, not a run's
+    "experiments/sweep.py": {"report.json"},  # a sweep folder's own report, not a run's
 }
 """The modules that may spell a run's file names: the layout, and each format's own module
 (`model.safetensors` is huggingface_hub's SAFETENSORS_SINGLE_FILE, spelled by nobody here)."""

@@ -19,10 +19,10 @@ from helpers.recipes import scratch_recipe
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
-from langadapt.run import pipeline
+from langadapt.pipeline import runner as pipeline
 from langadapt.run.layout import RunLayout
 from langadapt.run.lock import RunLock
-from langadapt.run.pipeline import STAGES, Stage, run_pipeline
+from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ from test_train_launch_slurm import CPU_NODE, _wait, slurm  # noqa: F401  (slurm
 from langadapt import cli
 from langadapt.run.layout import RunLayout
 from langadapt.runtime.distributed import EXPORTED_ENV_VARS
-from langadapt.runtime.sweep import SweepPoint, write_sweep
+from langadapt.experiments.sweep import SweepPoint, write_sweep
 
 pytestmark = pytest.mark.slow
 

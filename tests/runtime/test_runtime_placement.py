@@ -16,7 +16,7 @@ from helpers.recipes import scratch_recipe
 
 from langadapt.recipe import load_recipe
 from langadapt.run import layout as rundir
-from langadapt.run.pipeline import STAGES, Stage, run_pipeline
+from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
 from langadapt.runtime.logs import setup_logging
 from langadapt.runtime.placement import DistInfo, in_slurm_task, training_world_size
 
@@ -68,8 +68,8 @@ def stub_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, lis
             return run
         return [Stage(name, (), make(name)) for name in STAGES]
 
-    monkeypatch.setattr("langadapt.run.pipeline.stage_table", fake_table)
-    monkeypatch.setattr("langadapt.run.pipeline.fingerprints", lambda loaded, stages, *inputs: {
+    monkeypatch.setattr("langadapt.pipeline.runner.stage_table", fake_table)
+    monkeypatch.setattr("langadapt.pipeline.runner.fingerprints", lambda loaded, stages, *inputs: {
         s.name: rundir.hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
     return path, calls
 

@@ -139,7 +139,7 @@ def test_the_stage_names_where_an_unreachable_character_comes_from(tmp_path):
     """The one-line refusal points at the source and document, not at the tokenizer's internals."""
     from langadapt.data.documents import write_documents
     from langadapt.run.context import StageContext
-    from langadapt.run.slices import TokenizerSlice
+    from langadapt.tokenizer.config import TokenizerSlice
     from langadapt.tokenizer.stage import run
 
     ascii_only = Tokenizer(models.BPE())

@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 from langadapt.data.documents import write_documents
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
-from langadapt.run.slices import TokenizerSlice
+from langadapt.tokenizer.config import TokenizerSlice
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.stage import run
 

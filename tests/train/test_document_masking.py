@@ -107,7 +107,7 @@ def test_the_loss_module_flattens_rows_for_flash_attention() -> None:
 
 
 def test_flipping_masking_reruns_training_but_not_the_data(tmp_path: Path) -> None:
-    from langadapt.run import pipeline
+    from langadapt.pipeline import runner as pipeline
 
     recipe = tmp_path / "r.yaml"
     body = (Path(__file__).resolve().parents[2] / "recipes" / "tiny_norwegian_warm.yaml").read_text()

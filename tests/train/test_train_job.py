@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_train_stage import config, context, make_run
 
-from langadapt.run.slices import TrainingSlice
+from langadapt.train.config import TrainingSlice
 from langadapt.train import settings as train_settings
 from langadapt.train.config import EngineConfig
 from langadapt.train.job import TrainingJob

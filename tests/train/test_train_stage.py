@@ -14,7 +14,7 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as rundir
 from langadapt.run.context import StageContext
-from langadapt.run.slices import TrainingSlice
+from langadapt.train.config import TrainingSlice
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
 from langadapt.train.stage import run
 

@@ -21,7 +21,7 @@ from helpers.trackers import (
 
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MARKER, RunLayout, write_manifest
-from langadapt.run.slices import TrainingSlice
+from langadapt.train.config import TrainingSlice
 from langadapt.run.trackers import log_evaluation
 from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
 from langadapt.train.stage import run
