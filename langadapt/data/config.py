@@ -191,6 +191,8 @@ class DataConfig(Config):
     """Share of each source held out by document hash (sources with `valid_path` use that instead)."""
     max_valid_docs: int | None = Field(default=None, gt=0)
     """Cap on held-out documents per source (the lowest hashes are kept; the rest train)."""
+    min_valid_documents: int = Field(default=1, ge=0)
+    """Floor on held-out documents per target source without a valid_path when valid_fraction > 0: the documents of the lowest split keys are held out until it is reached (whole key groups; the last train document always trains), so a tiny corpus or fraction still measures its language; 0: the hash alone. 1 by default: the least that makes the reports measure something, and it changes no split that already holds one out."""
     split_by: Literal["text", "id"] = "text"
     """What the held-out hash is taken of. text: each document's cleaned text (exact duplicates land on the same side). id: the last path component of the document's `id` field (`.../nb-NO/intro.html` and `.../en-US/intro.html` both hash `intro.html`), so the translations of one page are held out together in every language and a translation task can use them; documents without an id (.txt files, rows without the field) fall back to their text (counted as split_by_text_fallback in the data summary)."""
     on_decode_error: Literal["error", "replace", "skip"] = "error"
@@ -208,11 +210,14 @@ class DataConfig(Config):
 
     @model_serializer(mode="wrap")
     def _without_default_split(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """`split_by: text` (the split before the setting existed) is left out of the dumped recipe,
-        so the data stage's fingerprint of every earlier run stays what it was."""
+        """`split_by: text` and `min_valid_documents: 1` (the split before the settings existed, as
+        far as any run that held a document out is concerned) are left out of the dumped recipe, so
+        the data stage's fingerprint of every earlier run stays what it was."""
         dumped = handler(self)
         if self.split_by == "text":
             dumped.pop("split_by", None)
+        if self.min_valid_documents == 1:
+            dumped.pop("min_valid_documents", None)
         return dumped
 
     @field_validator("sources")
@@ -224,6 +229,13 @@ class DataConfig(Config):
                 raise ValueError(f"source name {source.name!r} is used twice")
             seen.add(source.name)
         return sources
+
+    @model_validator(mode="after")
+    def _floor_under_cap(self) -> DataConfig:
+        if self.max_valid_docs is not None and self.min_valid_documents > self.max_valid_docs:
+            raise ValueError(f"min_valid_documents ({self.min_valid_documents}) is above max_valid_docs "
+                             f"({self.max_valid_docs}): lower it, or raise the cap")
+        return self
 
     @model_validator(mode="after")
     def _budget_is_sane(self) -> DataConfig:

@@ -5,8 +5,10 @@ splits off held-out documents by a hash of their normalised text (or, with `data
 their id's last path component: `split_digest`), and writes `ctx.out/{train,valid}/<source>.jsonl.gz`
 (format: `langadapt.data.documents`) plus `DataPaths.stats`. The split depends only on each document's
 text (or id), so it is the same across runs and whatever order the files are read in; by text, exact
-duplicates always land on the same side, by id, a page and its translations do. Everything is streamed:
-train and held-out files are written at the same time, each by `write_documents` fed through a bounded queue.
+duplicates always land on the same side, by id, a page and its translations do. A target source the hash
+leaves with fewer than `data.min_valid_documents` held-out documents is topped up with its lowest keys
+(`held_out`). Everything is streamed: train and held-out files are written at the same time, each by
+`write_documents` fed through a bounded queue.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
 from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import write_documents
+from langadapt.data.held_out import FloorCandidates, move_to_valid, shortfall_warning
 from langadapt.data.sources import iter_documents, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.run.context import StageContext
@@ -110,8 +113,10 @@ def _process_source(
 ) -> dict[str, Any]:
     counts: Counter = Counter()
     folders = DataPaths(out)
-    train = _DocumentWriter(folders.train / f"{source.name}.jsonl.gz")
-    valid = _DocumentWriter(folders.valid / f"{source.name}.jsonl.gz")
+    train_path, valid_path = folders.train / f"{source.name}.jsonl.gz", folders.valid / f"{source.name}.jsonl.gz"
+    train, valid = _DocumentWriter(train_path), _DocumentWriter(valid_path)
+    floored = valid_paths is None and source.role == "target" and config.valid_fraction > 0
+    candidates = FloorCandidates(config.min_valid_documents if floored else 0)
     failed = True
     try:
         if valid_paths is not None:
@@ -121,33 +126,38 @@ def _process_source(
             for _, _, doc in _clean(source, config, cleaner, paths, counts):
                 train.put(doc)
         else:
-            _split_by_hash(source, config, cleaner, paths, counts, train, valid)
+            _split_by_hash(source, config, cleaner, paths, counts, train, valid, candidates)
         failed = False
     finally:
         train.close(abort=failed)
         valid.close(abort=failed)
-    if train.count == 0:
+    train_docs, train_chars, valid_docs, valid_chars = train.count, train.chars, valid.count, valid.chars
+    floor: dict[str, int] = {}
+    if valid_docs < candidates.limit:
+        docs, chars = move_to_valid(train_path, valid_path, candidates.choose(candidates.limit - valid_docs, train_docs))
+        train_docs, train_chars, valid_docs, valid_chars = (train_docs - docs, train_chars - chars,
+                                                            valid_docs + docs, valid_chars + chars)
+        floor = {"valid_floor_docs": docs} if docs else {}
+    if train_docs == 0:
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "read") or "nothing"
         raise LangadaptError(
             f"source {source.name}: no training documents left after cleaning "
             f"(read {counts['read']}, dropped: {dropped})"
         )
-    if valid.count == 0 and source.role == "target" and valid_paths is None and config.valid_fraction > 0:
-        # Said, not refused: a small test corpus may hold out nothing by chance and still be a fine run,
-        # but every report of a real run would then measure nothing for the language it is for.
-        log.warning("data.valid_fraction: %g holds out none of the %s documents of target source %s (%s): the "
-                    "evaluation and validation measure nothing for %s; raise it, or give the source a valid_path",
-                    config.valid_fraction, f"{train.count:,}", source.name, source.lang, source.lang)
+    if floored and valid_docs < max(config.min_valid_documents, 1):
+        log.warning(shortfall_warning(source.name, source.lang, valid_docs, train_docs, config.min_valid_documents,
+                                      config.valid_fraction))
     fallback = {_FALLBACK: counts.pop(_FALLBACK, 0)} if config.split_by == "id" and valid_paths is None else {}
     return {
         "lang": source.lang,
         "role": source.role,
         "docs_read": counts.pop("read", 0),
         "decode_errors_replaced": counts.pop("decode_error_replaced", 0),
-        "train_docs": train.count,
-        "train_chars": train.chars,
-        "valid_docs": valid.count,
-        "valid_chars": valid.chars,
+        "train_docs": train_docs,
+        "train_chars": train_chars,
+        "valid_docs": valid_docs,
+        "valid_chars": valid_chars,
+        **floor,
         **fallback,
         "dropped": dict(sorted(counts.items())),
     }
@@ -176,9 +186,11 @@ def _split_by_hash(
     counts: Counter,
     train: _DocumentWriter,
     valid: _DocumentWriter,
+    candidates: FloorCandidates,
 ) -> None:
     """Held out = hash fraction (`split_digest`) below valid_fraction; with max_valid_docs the lowest
-    hashes win.
+    hashes win. Each document sent to train is offered to `candidates` (the held-out floor's
+    lowest keys) with its position in the train file.
 
     The cap keeps a heap of the held-out candidates with the lowest hashes (bounded by the cap);
     a candidate pushed out goes to train. Ties (documents sharing an id) are broken by the text
@@ -191,6 +203,7 @@ def _split_by_hash(
         key = split_digest(digest, doc_id, config.split_by)
         fraction = hash_fraction(key)
         if fraction >= config.valid_fraction:
+            candidates.offer(key, train.count)
             train.put(doc)
         elif config.max_valid_docs is None:
             valid.put(doc)
@@ -198,7 +211,9 @@ def _split_by_hash(
             # The number only separates identical documents (dedup off), whose order is immaterial.
             heapq.heappush(capped, (-fraction, key, digest, number, doc))
             if len(capped) > config.max_valid_docs:
-                train.put(heapq.heappop(capped)[-1])
+                _, pushed_key, *_, pushed = heapq.heappop(capped)
+                candidates.offer(pushed_key, train.count)
+                train.put(pushed)
     for *_, doc in sorted(capped, key=lambda item: (-item[0], item[1], item[2])):
         valid.put(doc)
 

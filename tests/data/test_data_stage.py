@@ -140,16 +140,3 @@ def test_a_source_failing_half_way_leaves_no_output_file(tmp_path: Path) -> None
     with pytest.raises(LangadaptError, match="invalid UTF-8 at byte"):
         _run(tmp_path, [{"name": "bad", "path": str(src), "lang": "nb"}])
     assert list((tmp_path / "run" / "data").rglob("*.jsonl.gz*")) == []
-
-
-def test_a_target_source_with_nothing_held_out_is_said(tmp_path: Path, caplog) -> None:
-    """A tiny valid_fraction used to hold out 0 documents of the target language without a word, and
-    every report then measured nothing for the language the run is for."""
-    src = _write_jsonl(tmp_path / "nb.jsonl", _corpus(30))
-    other = _write_jsonl(tmp_path / "en.jsonl", _corpus(30, seed=1))
-    replay = {"name": "en", "path": str(other), "lang": "nb", "role": "replay"}  # only a target is said
-    with caplog.at_level("WARNING", logger="langadapt"):
-        summary, _ = _run(tmp_path, [{"name": "nb", "path": str(src), "lang": "nb"}, replay], valid_fraction=0.001)
-    assert summary["sources"]["nb"]["valid_docs"] == 0
-    assert "data.valid_fraction: 0.001 holds out none of the 30 documents of target source nb (nb)" in caplog.text
-    assert "source en" not in caplog.text
