@@ -9,9 +9,10 @@ special tokens by id. The other kinds pick a family explicitly; `keep_base` trai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import (Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer,
+                      model_validator)
 
 from langadapt.recipe.base import Config
 from langadapt.recipe.languages import LanguageCode
@@ -26,6 +27,8 @@ class TokenizerConfig(Config):
     """inherit: the base tokenizer's family and conventions; byte_bpe: GPT-2/Llama-3 style; sentencepiece_bpe: Llama-2/Mistral style (▁ + byte fallback); unigram: SentencePiece unigram with byte fallback; keep_base: no new tokenizer (plain continual pretraining); extend: the base tokenizer with the language's own tokens appended by continued BPE training (every base token keeps its id, every base merge its rank; vocab_size is the final size)."""
     special_tokens: list[str] | None = None
     """Special tokens placed at ids 0.. in this order; None keeps the base tokenizer's (scratch: <s>, </s>, <pad>; plus <unk> first for the SentencePiece-style kinds)."""
+    keep_specials: Literal["used", "all"] = "used"
+    """Which of the base tokenizer's special (added) tokens a new vocabulary keeps, at ids 0.. in base order. used: those named by something: a role (bos/eos/unk/pad), the base's declared extra (additional) special tokens, its chat template, its post-processor, or this recipe (special_tokens, added_tokens, a *_token setting); placeholders nothing names (Llama-3's 251 <|reserved_special_token_N|>, Tekken's <SPECIAL_N>) are dropped. all: every one (Tekken: 1,000 of an 8,192 vocabulary). Not for extend and keep_base, which keep every base id; ignored when special_tokens lists them."""
     added_tokens: list[str] = Field(default_factory=list)
     """Extra never-split tokens placed right after the special tokens (e.g. chat or code markers); not special, so decoding keeps them."""
     vocab_size: int = Field(32768, le=4_194_304)
@@ -87,6 +90,27 @@ class TokenizerConfig(Config):
         if value <= fixed:
             raise ValueError(f"vocab_size={value} is not larger than the {fixed} special and added tokens")
         return value
+
+    @model_serializer(mode="wrap")
+    def _without_default_specials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`keep_specials: used` (the default) is left out of the dumped recipe, so the tokenizer
+        stage's fingerprint of a run made before the setting existed stays what it was: its finished
+        stages are not re-run and keep the tokenizer they were built on (every base special; for
+        bases whose specials are all named, such as Mistral-7B, GPT-2 and the demo's, that is what
+        `used` gives too). A new run keeps the used ones."""
+        dumped = handler(self)
+        if self.keep_specials == "used":
+            dumped.pop("keep_specials", None)
+        return dumped
+
+    @model_validator(mode="after")
+    def _keeping_base_ids(self) -> TokenizerConfig:
+        """keep_base and extend keep every base id: `keep_specials: used` written beside them is refused."""
+        if self.kind in ("extend", "keep_base") and self.keep_specials == "used" \
+                and "keep_specials" in self.model_fields_set:
+            raise ValueError(f"keep_specials=used cannot be set with kind {self.kind}: every base id stays, "
+                             "special tokens included (use kind inherit for a vocabulary without unused specials)")
+        return self
 
     @model_validator(mode="after")
     def _extension_keeps_the_base(self) -> TokenizerConfig:

@@ -16,6 +16,7 @@ from typing import Any
 from langadapt.errors import LangadaptError
 from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.saving import convention_flags
+from langadapt.tokenizer.specials import named_tokens, processor_nodes, select_specials
 
 FAMILIES = ("byte_bpe", "sentencepiece_bpe", "unigram")
 ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -65,7 +66,7 @@ def blueprint(config: TokenizerConfig, base: Any | None) -> Blueprint:
         kwargs.update(convention_flags(base))  # `legacy` names the normaliser/pre-tokeniser copied here
     else:
         parts = default_parts(family)
-    specials = _specials(config, base_json, family)
+    specials = _specials(config, base, base_json, family)
     roles = _roles(config, base, family, [s["content"] for s in specials])
     if family == "unigram" and roles["unk_token"] is None:  # Unigram cannot work without one
         position = sum(1 for s in specials if s["special"])
@@ -166,22 +167,14 @@ def remap_post_processor(post: dict | None, ids: dict[str, int]) -> dict | None:
     return post
 
 
-def _remap(node: Any, ids: dict[str, int]) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _remap(item, ids)
-        return
-    if not isinstance(node, dict):
-        return
-    for entry in (node.get("special_tokens") or {}).values():  # TemplateProcessing
-        if isinstance(entry, dict) and "tokens" in entry:
-            entry["ids"] = [_id(token, ids) for token in entry["tokens"]]
-    for key in ("sep", "cls"):  # BertProcessing / RobertaProcessing: [token, id]
-        if isinstance(node.get(key), list) and len(node[key]) == 2:
-            node[key] = [node[key][0], _id(node[key][0], ids)]
-    for value in node.values():
-        if isinstance(value, (dict, list)):
-            _remap(value, ids)
+def _remap(post: dict, ids: dict[str, int]) -> None:
+    for node in processor_nodes(post):
+        for entry in (node.get("special_tokens") or {}).values():  # TemplateProcessing
+            if isinstance(entry, dict) and "tokens" in entry:
+                entry["ids"] = [_id(token, ids) for token in entry["tokens"]]
+        for key in ("sep", "cls"):  # BertProcessing / RobertaProcessing: [token, id]
+            if isinstance(node.get(key), list) and len(node[key]) == 2:
+                node[key] = [node[key][0], _id(node[key][0], ids)]
 
 
 def _id(token: str, ids: dict[str, int]) -> int:
@@ -213,18 +206,25 @@ def _post_processor_for(post: dict | None, family: str) -> dict | None:
     return post
 
 
-def _specials(config: TokenizerConfig, base_json: dict | None, family: str) -> list[dict]:
-    """added_tokens entries in id order: inherited (or configured) specials, then added tokens."""
+def _specials(config: TokenizerConfig, base: Any | None, base_json: dict | None, family: str) -> list[dict]:
+    """added_tokens entries in id order: inherited (or configured) specials, then added tokens.
+
+    Inherited ones are the base's added tokens in base order, all or only the named ones
+    (`tokenizer.keep_specials`, see `tokenizer.specials`); an added token the base already has
+    is not repeated."""
     flags = _FLAGS
     if config.special_tokens is not None:
         inherited = {t["content"]: t for t in (base_json or {}).get("added_tokens", [])}
         entries = [{**flags, **inherited.get(c, {}), "content": c, "special": True} for c in config.special_tokens]
     elif base_json is not None:
         entries = [dict(t) for t in sorted(base_json.get("added_tokens", []), key=lambda t: t["id"])]
+        entries = select_specials(entries, config.keep_specials, named_tokens(config, base, base_json))
     else:
         names = ["<s>", "</s>", "<pad>"] if family == "byte_bpe" else ["<unk>", "<s>", "</s>", "<pad>"]
         entries = [{**flags, "content": c, "special": True} for c in names]
-    entries += [{**flags, "content": c, "special": False, "normalized": True} for c in config.added_tokens]
+    present = {entry["content"] for entry in entries}
+    entries += [{**flags, "content": c, "special": False, "normalized": True}
+                for c in config.added_tokens if c not in present]
     for entry in entries:
         entry.pop("id", None)
     return entries

@@ -23,3 +23,19 @@ def vocabulary_shortfall(summary: Mapping[str, Any]) -> str | None:
         return None
     return (f"the new tokenizer has {reached:,} tokens, {reached / asked:.0%} of the {asked:,} asked for "
             f"(tokenizer.vocab_size): its training text ran out of pairs that occur tokenizer.min_frequency times")
+
+
+def specials_note(summary: Mapping[str, Any]) -> str | None:
+    """One sentence when the new tokenizer left out some of the base's special tokens (`tokenizer.keep_specials`).
+
+    A replacement keeps the specials something names; a base's reserved placeholders are dropped
+    (their ids go to the language). A user who relied on one (a tool-call marker outside the chat
+    template) reads here which setting brings them back."""
+    specials = summary.get("specials") or {}
+    dropped, base = specials.get("dropped"), specials.get("base")
+    if not isinstance(dropped, int) or not isinstance(base, int) or dropped == 0:
+        return None
+    examples = ", ".join(specials.get("dropped_examples") or [])
+    return (f"the new tokenizer keeps {base - dropped:,} of the base's {base:,} special tokens and dropped {dropped:,} "
+            f"that nothing names (e.g. {examples}); tokenizer.keep_specials=all keeps every one, "
+            "tokenizer.added_tokens keeps one by name")
