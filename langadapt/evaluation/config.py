@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from langadapt.recipe.base import Config
-
-if TYPE_CHECKING:  # the recipe composes this module: a runtime import would be a circle
-    from langadapt.recipe import Recipe
 
 
 class GenerateOptions(Config):
@@ -67,15 +63,3 @@ class EvaluationConfig(Config):
     def effective_stride(self) -> int:
         """The stride actually used: `stride`, or `window` when unset."""
         return self.stride if self.stride is not None else self.window
-
-
-@dataclass(frozen=True)
-class EvaluateSlice:
-    """What the evaluate stage reads of the recipe."""
-
-    config: EvaluationConfig
-    planning: Recipe | None = None
-    """The recipe `langadapt plan` estimates each training stage's energy from (the report's
-    planned column beside the measured one); None: no estimate. The stage table fingerprints the
-    parts planning reads (`pipeline.runner.PLANNING_KEYS`), so `--set cluster.hardware=...` re-runs
-    evaluate instead of leaving a report planned for the old hardware."""

@@ -40,10 +40,9 @@ from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.token_cost import token_costs
-from langadapt.evaluation.training import planned_energy, trained_runs
+from langadapt.evaluation.training import EvaluateSlice, planned_energy, trained_runs
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
-from langadapt.evaluation.config import EvaluateSlice
 from langadapt.run.trackers import log_evaluation
 from langadapt.tokenizer.summary import vocabulary_shortfall
 

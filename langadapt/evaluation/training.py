@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from langadapt.errors import LangadaptError
+from langadapt.evaluation.config import EvaluationConfig
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe import Recipe
@@ -326,3 +327,17 @@ def training_section(metrics: dict[str, Path], planned: dict | None) -> dict:
     points = validation_points(metrics)
     return {"validation": validation_findings(points), "energy": energy_rows(metrics, planned),
             "energy_note": (planned or {}).get("note")}
+
+
+@dataclass(frozen=True)
+class EvaluateSlice:
+    """What the evaluate stage reads of the recipe. It sits beside `planned_energy`, which reads its
+    `planning` recipe: in `config.py` it would tie the recipe schema, which composes that module, to
+    itself."""
+
+    config: EvaluationConfig
+    planning: Recipe | None = None
+    """The recipe `langadapt plan` estimates each training stage's energy from (the report's
+    planned column beside the measured one); None: no estimate. The stage table fingerprints the
+    parts planning reads (`pipeline.runner.PLANNING_KEYS`), so `--set cluster.hardware=...` re-runs
+    evaluate instead of leaving a report planned for the old hardware."""

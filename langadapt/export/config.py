@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from langadapt.recipe.base import Config
 from langadapt.recipe.languages import LanguageCode
-
-if TYPE_CHECKING:  # provenance reads the recipe, which composes this module
-    from langadapt.export.provenance import RunFacts
 
 RECIPE_FILE = "langadapt_recipe.yaml"
 """The resolved recipe the export writes beside the weights (machine paths stripped): how the
@@ -39,12 +35,3 @@ class ExportConfig(Config):
     """Largest safetensors file; bigger models are split into shards plus an index (the Hub's usual 5GB)."""
     prompt: str | None = None
     """Prompt of the smoke generation checked before the export is complete; None: a default for the card's first language."""
-
-
-@dataclass(frozen=True)
-class ExportSlice:
-    """What the export stage reads of the recipe."""
-
-    config: ExportConfig
-    facts: RunFacts
-    """The recipe's facts the model card states (languages, sources and their licences, the base)."""

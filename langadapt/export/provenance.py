@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from langadapt.export.config import ExportConfig
 from langadapt.run.base_model import hub_repo_id
 
 if TYPE_CHECKING:
@@ -113,3 +114,13 @@ def publishable_recipe(resolved_yaml: str) -> str:
     """The resolved recipe with machine paths stripped (relative paths and Hub ids stay)."""
     return yaml.safe_dump(strip_machine_paths(yaml.safe_load(resolved_yaml) or {}), sort_keys=False,
                           allow_unicode=True)
+
+
+@dataclass(frozen=True)
+class ExportSlice:
+    """What the export stage reads of the recipe: its section and the facts above (here, beside
+    `RunFacts`, rather than in `config.py`, which the recipe schema composes)."""
+
+    config: ExportConfig
+    facts: RunFacts
+    """The recipe's facts the model card states (languages, sources and their licences, the base)."""

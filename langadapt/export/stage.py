@@ -29,7 +29,7 @@ from langadapt.errors import LangadaptError
 from langadapt.export.card import Exported, build_card, check_licence, read_json, trained_tokens
 from langadapt.export.config import RECIPE_FILE, ExportConfig
 from langadapt.export.folder import write_model_folder
-from langadapt.export.provenance import RunFacts, publishable_recipe
+from langadapt.export.provenance import ExportSlice, RunFacts, publishable_recipe
 from langadapt.export.trained import completed_training_stages, parse_checkpoint, require_trained
 from langadapt.export.verify import default_prompt, probe, verify_folder
 from langadapt.run.contenthash import HashCache
@@ -42,7 +42,6 @@ from langadapt.run.layout import (
     RunLayout,
     is_complete,
 )
-from langadapt.export.config import ExportSlice
 
 log = logging.getLogger("langadapt")
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from langadapt.data.config import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFINGERPRINTED_FIELDS
 from langadapt.errors import LangadaptError
+from langadapt.pipeline.preflight import check_recipe, find_problems
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.recipe.errors import Report
 from langadapt.recipe.paths import COLD_SUFFIX
@@ -39,7 +40,6 @@ from langadapt.run.fingerprint import fingerprints
 from langadapt.run.identity import claim_run
 from langadapt.run.layout import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.run.lock import RunLock
-from langadapt.pipeline.preflight import check_recipe, find_problems
 from langadapt.runtime import signals
 from langadapt.runtime.placement import DistInfo
 
@@ -123,9 +123,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     from langadapt.data.config import DataSlice
     from langadapt.data.replay import stage_mixture
     from langadapt.embeddings.config import EmbeddingsSlice, ScratchSlice
-    from langadapt.evaluation.config import EvaluateSlice
-    from langadapt.export.config import ExportSlice
-    from langadapt.export.provenance import RunFacts
+    from langadapt.evaluation.training import EvaluateSlice
+    from langadapt.export.provenance import ExportSlice, RunFacts
     from langadapt.tokenizer.config import TokenizerSlice
     from langadapt.train.config import TrainingSlice
 

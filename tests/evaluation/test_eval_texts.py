@@ -24,12 +24,12 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.held_out import read_given_texts, run_of
 from langadapt.evaluation.stage import run as evaluate_stage
 from langadapt.evaluation.suite import REPO_ROOT
+from langadapt.evaluation.training import EvaluateSlice
 from langadapt.export.config import RECIPE_FILE
 from langadapt.export.provenance import publishable_recipe
 from langadapt.recipe import load_recipe
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
-from langadapt.evaluation.config import EvaluateSlice
 from langadapt.train.synthetic import tiny_llama
 
 NB = ("Debian er et operativsystem som mange bruker på tjenere. For å installere en ny pakke må du "
