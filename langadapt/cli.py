@@ -215,8 +215,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Every argument is checked before torch loads (seconds of imports): the model or run, the
-    references, the suites, the texts, the output folder and the run lock."""
-    from langadapt.evaluation.held_out import check_model_or_run, read_given_texts
+    references, the suites, the texts, `--name`, whether the suites measure anything on the
+    held-out text found, the output folder and the run lock."""
+    from langadapt.evaluation.held_out import check_model_or_run, eval_target, read_given_texts
     from langadapt.evaluation.naming import RESULTS, split_named
     from langadapt.evaluation.suite import load_suites
 
@@ -225,15 +226,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for entry in args.compare:
         name, path = split_named(entry)
         check_model_or_run(path, f"--compare {name}=" if name else "--compare ")
-    load_suites(suites)
+    loaded = load_suites(suites)
     texts = read_given_texts(args.texts)
     out = Path(args.out) if args.out else default_eval_out(Path(args.model), args.name)
     with _run_lock_for(out):  # a `langadapt run` of the same run directory must not write at the same time
         if (out / RESULTS).exists() and not args.overwrite:
             raise LangadaptError(f"{out / RESULTS}: already exists; pass --overwrite to replace it (or choose another --out)")
+        target = eval_target(args.model, args.compare, args.name, loaded, texts)  # reads the run's held-out split
         from langadapt.evaluation import evaluate_cli
 
-        results = evaluate_cli(args.model, suites, out, args.compare, name=args.name, texts=texts)
+        results = evaluate_cli(args.model, suites, out, args.compare, name=args.name, texts=texts, target=target)
     print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
     print(f"evaluation written to {out}")
     return 0

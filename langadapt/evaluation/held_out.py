@@ -7,8 +7,9 @@ folder lies in, else the run that the recipe exported beside the weights names (
 and the window, stride and byte cap of that recipe, not the defaults (a 256-token window gives
 other bits per byte than 512).
 
-Light on purpose (no torch): the CLI reads and checks `--texts` before the heavy imports, so a
-malformed one is refused in a fraction of a second.
+Light on purpose (no torch): the CLI reads and checks `--texts`, finds the held-out text and
+refuses what cannot be scored (`eval_target`) before the heavy imports, so each refusal comes in
+a fraction of a second.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import yaml
 from pydantic import ValidationError
 
 from langadapt.data.config import SourceConfig
+from langadapt.data.documents import texts_by_lang
 from langadapt.data.sources import _format_of, iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
+from langadapt.evaluation.naming import split_named
+from langadapt.evaluation.suite import Suite, unmeasured
 from langadapt.export.config import RECIPE_FILE
 from langadapt.ioerrors import input_problem
 from langadapt.recipe.paths import run_directory
@@ -152,3 +156,52 @@ def recipe_target_langs(tree: dict[str, Any]) -> list[str]:
         return []
     return sorted({s["lang"] for s in sources if isinstance(s, dict) and s.get("role", "target") == "target"
                    and isinstance(s.get("lang"), str)})
+
+
+def is_model_folder(path: Path) -> bool:
+    """A Hugging Face model folder (what `langadapt eval` scores as one model), not a run directory."""
+    return (path / "config.json").is_file()
+
+
+def held_out_texts(run_dir: Path | None) -> dict[str, list[str]]:
+    """The run's held-out documents by language, or {} when there is no data stage output."""
+    if run_dir is None or not RunLayout(run_dir).data.valid.is_dir():
+        return {}
+    return texts_by_lang(RunLayout(run_dir).data.root, "valid")
+
+
+@dataclass(frozen=True)
+class EvalTarget:
+    """What `langadapt eval` scores and on which text, found from the file system alone."""
+
+    path: Path
+    origin: Path | None
+    """The run the model came from (the run directory itself for one); None when not here."""
+    tree: dict[str, Any]
+    """That run's recipe, else the recipe exported beside the model; {} without either."""
+    data_dir: Path | None
+    """The run whose held-out split is scored: the origin's, else the first `--compare` run's."""
+    texts: dict[str, list[str]]
+    """Held-out documents by language: the run's, with `--texts` over them."""
+
+
+def eval_target(model_or_run: str, compare: list[str], name: str | None, suites: list[Suite],
+                given: GivenTexts) -> EvalTarget:
+    """Find what `langadapt eval` scores and refuse what cannot be scored, before torch loads (a
+    refusal after the imports costs seconds): `--name` given for a run directory (its models have
+    fixed names), and a suite that would measure nothing on the held-out text found
+    (`suite.unmeasured`: the report would be empty)."""
+    check_model_or_run(model_or_run)
+    target = Path(model_or_run)
+    if name is not None and not is_model_folder(target):
+        raise LangadaptError(f"--name {name}: names a model folder; a run's models are named base, init, stage1, adapted")
+    origin = run_of(target) if is_model_folder(target) else target
+    tree = recipe_tree(RunLayout(origin).resolved_recipe) if origin is not None else exported_recipe(target)
+    candidates = [origin, *(Path(split_named(c)[1]) for c in compare)]
+    data_dir = next((d for d in candidates if d is not None and RunLayout(d).data.valid.is_dir()), None)
+    texts = {**held_out_texts(data_dir), **given.texts}
+    with_text = [lang for lang, docs in texts.items() if docs]
+    for suite in suites:
+        if problem := unmeasured(suite, with_text):
+            raise LangadaptError(f"eval: {problem}")
+    return EvalTarget(target, origin, tree, data_dir, texts)

@@ -23,18 +23,17 @@ from typing import Any
 
 import yaml
 
-from langadapt.data.documents import texts_by_lang
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
 from langadapt.evaluation.held_out import (
+    EvalTarget,
     GivenTexts,
-    check_model_or_run,
-    exported_recipe,
+    eval_target,
+    held_out_texts,
+    is_model_folder,
     recipe_scoring,
     recipe_target_langs,
-    recipe_tree,
-    run_of,
 )
 from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.report import write_report
@@ -45,10 +44,6 @@ from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
 from langadapt.run.trackers import log_evaluation
 from langadapt.tokenizer.summary import vocabulary_shortfall
-
-
-def _is_model(path: Path) -> bool:
-    return (path / "config.json").is_file()
 
 
 def random_init_model(base: Path, init: Path, config: EvaluationConfig, seed: int):
@@ -76,10 +71,10 @@ def models_to_score(
     """The base model, then the run's models (init, stage1, adapted), with init_random after init."""
     models: dict[str, ModelSpec] = {}
     base = Path(base_model) if base_model else None
-    if base is not None and _is_model(base):
+    if base is not None and is_model_folder(base):
         models["base"] = base
     for name, path in own.items():
-        if not _is_model(path):
+        if not is_model_folder(path):
             raise LangadaptError(f"evaluate: model {name} missing at {path}; its stage did not complete")
         models[name] = path
         if name == "init" and config.random_baseline and base is not None and "base" in models:
@@ -99,19 +94,12 @@ def compare_models(entries: list[str], taken: set[str] = frozenset()) -> dict[st
 
 
 def _model_of(path: Path, entry: str) -> Path:
-    if _is_model(path):
+    if is_model_folder(path):
         return path
     found = list(RunLayout(path).models_on_disk().values())
     if not found:
         raise LangadaptError(f"compare: {entry}: neither a Hugging Face model folder nor a run directory with models")
     return found[-1]
-
-
-def held_out_texts(run_dir: Path | None) -> dict[str, list[str]]:
-    """The run's held-out documents by language, or {} when there is no data stage output."""
-    if run_dir is None or not RunLayout(run_dir).data.valid.is_dir():
-        return {}
-    return texts_by_lang(RunLayout(run_dir).data.root, "valid")
 
 
 def target_langs(layout: RunLayout) -> list[str]:
@@ -190,6 +178,7 @@ def evaluate_cli(
     config: EvaluationConfig | None = None,
     name: str | None = None,
     texts: GivenTexts | None = None,
+    target: EvalTarget | None = None,
 ) -> dict:
     """`langadapt eval`: a run directory's models, or one HF folder (the adapted model, called
     `name` or as `naming` derives it), plus `compare` (the references); report into `out`.
@@ -199,33 +188,30 @@ def evaluate_cli(
     (`held_out.run_of`: the run directory itself, the one a model folder lies in or its exported
     recipe names), else of the first `compare` run. The scoring settings are that recipe's unless
     `config` is given, so the numbers are the evaluate stage's (`held_out.recipe_scoring`).
+    `target` is `held_out.eval_target` of the same arguments where the caller (the CLI, before
+    torch loaded) has found and checked it already.
     """
-    check_model_or_run(model_or_run)
-    target = Path(model_or_run)
-    origin = run_of(target) if _is_model(target) else target
-    tree = recipe_tree(RunLayout(origin).resolved_recipe) if origin is not None else exported_recipe(target)
-    config = (config or recipe_scoring(tree)).model_copy(update={"suites": suites, "compare": compare})
-    if _is_model(target):
-        models: dict[str, ModelSpec] = {unique_names([target], [name])[0]: target}
+    loaded = load_suites(suites)
+    given = texts or GivenTexts({}, {})
+    target = target or eval_target(model_or_run, compare, name, loaded, given)
+    config = (config or recipe_scoring(target.tree)).model_copy(update={"suites": suites, "compare": compare})
+    if is_model_folder(target.path):
+        models: dict[str, ModelSpec] = {unique_names([target.path], [name])[0]: target.path}
     else:
-        if name is not None:
-            raise LangadaptError(f"--name {name}: names a model folder; a run's models are named base, init, stage1, adapted")
-        base, seed = _run_base_and_seed(target)
-        models = models_to_score(RunLayout(target).models_on_disk(), base, config, seed)
+        base, seed = _run_base_and_seed(target.path)
+        models = models_to_score(RunLayout(target.path).models_on_disk(), base, config, seed)
     references = compare_models(compare, set(models))
     models.update(references)
-    data_dirs = [origin, *(Path(split_named(c)[1]) for c in compare)]
-    data_dir = next((d for d in data_dirs if d is not None and RunLayout(d).data.valid.is_dir()), None)
-    given = texts or GivenTexts({}, {})
-    results = evaluate_models(models, load_suites(suites), {**held_out_texts(data_dir), **given.texts}, config,
+    results = evaluate_models(models, loaded, target.texts, config,
                               reference=next(iter(references), None), given=given.sources,
-                              missing_note=_missing_note(target, origin, data_dir, tree))
+                              missing_note=_missing_note(target.path, target.origin, target.data_dir, target.tree))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
-    results["target_langs"] = target_langs(RunLayout(data_dir)) if data_dir is not None else recipe_target_langs(tree)
-    if origin is not None:
-        add_tokenizer_facts(results, RunLayout(origin))
+    results["target_langs"] = (target_langs(RunLayout(target.data_dir)) if target.data_dir is not None
+                               else recipe_target_langs(target.tree))
+    if target.origin is not None:
+        add_tokenizer_facts(results, RunLayout(target.origin))
     write_report(results, out, trained_runs(models), title=f"langadapt evaluation: {next(iter(models))}",
-                 planned_energy=planned_energy(RunLayout(origin)) if origin is not None else None)
+                 planned_energy=planned_energy(RunLayout(target.origin)) if target.origin is not None else None)
     return results
 
 
@@ -236,7 +222,7 @@ def _missing_note(target: Path, origin: Path | None, data_dir: Path | None, tree
         return f"in the run's data; skipped: {hint}"
     if origin is not None:
         return f"here: {origin} has no held-out split (its data stage did not run or was removed); skipped: {hint}"
-    if _is_model(target) and tree.get("name"):
+    if is_model_folder(target) and tree.get("name"):
         return (f"here: {target} was exported by run {tree['name']} (run_root {tree.get('run_root')}), which is "
                 f"not in this working directory; skipped: {hint}")
     return f"here ({target} carries no held-out data of its own); skipped: {hint}"

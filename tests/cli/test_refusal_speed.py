@@ -53,6 +53,8 @@ def folders(tmp_path: Path) -> dict[str, Path]:
     untrained.resolved_recipe.write_text("name: fresh\n", "utf-8")
     (tmp_path / "empty").mkdir()
     (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n{oops\n', "utf-8")
+    (tmp_path / "bpb_only.yaml").write_text(  # scores nothing where no held-out text is found
+        "name: bpb_only\ntasks:\n  - {kind: bpb, langs: [nb]}\n", "utf-8")
     done = tmp_path / "done"
     done.mkdir()
     (done / RESULTS).write_text("{}", "utf-8")
@@ -72,6 +74,9 @@ CASES = {
     "--texts missing file": (["eval", "{model}", "--texts", "nb={tmp}/none.txt"], "none.txt"),
     "--texts malformed JSON": (["eval", "{model}", "--texts", "nb={tmp}/bad.jsonl"], "--texts nb: invalid JSON at line 2"),
     "--out holds results": (["eval", "{model}", "--out", "{tmp}/done"], "already exists; pass --overwrite"),
+    "--name for a run": (["eval", "{run}", "--name", "mine"], "--name mine: names a model folder"),
+    "suite measures nothing": (["eval", "{model}", "--suite", "{tmp}/bpb_only.yaml"],
+                               "would measure nothing: no held-out text for nb"),
     "export: malformed --checkpoint": (["export", "{tmp}/fresh.yaml", "--checkpoint", "last"], "expected STAGE/STEP"),
     "export: --revision alone": (["export", "{tmp}/fresh.yaml", "--revision", "v1"], "only used with --push-to-hub"),
     "export: nothing trained": (["export", "{tmp}/fresh.yaml"], "nothing trained to export"),
