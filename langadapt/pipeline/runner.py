@@ -309,6 +309,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             cache.save()
             layout.resolved_recipe.write_text(loaded.resolved_yaml(), encoding="utf-8")
         models = run_models([s for s, _ in actions], layout)
+        epochs_checked = False
         for stage, action in actions:
             if action not in WORKING:
                 log.info("%s %s", _stage_label(stage.name, recipe.name), action)
@@ -319,11 +320,26 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             _honour_stop(f"before stage {stage.name}")
             ctx = StageContext(run_dir=layout.root, stage=stage.name, seed=recipe.seed, base_model=base_model,
                                log=log, layout=layout, models=models, overwrite=overwrite, dist=place)
+            if not epochs_checked and STAGES.index(stage.name) > STAGES.index("tokenizer"):
+                _check_training_epochs(actions, ctx)
+                epochs_checked = True
             if stage.needs is not None and (dependency := stage.needs(ctx)) is not None:
                 ctx = replace(ctx, needed={dependency.role: _run_dependency(dependency, stage.name)})
             _run_stage(stage, ctx, prints[stage.name], loaded, action, main)
         _honour_stop(f"after stage {selected[-1]}")
     return [(stage.name, action) for stage, action in actions]
+
+
+def _check_training_epochs(actions: list[tuple[Stage, str]], ctx: StageContext) -> None:
+    """Every training stage about to run plans its epochs on the token shards (`train.stage.check_epochs`,
+    the plan training streams with) as soon as they exist: after the tokenizer stage, before the
+    embeddings stage and stage 1. Preflight had only estimates where the shards were still to be
+    written, and a cap that only the real counts cross used to stop stage 2 after stage 1 trained."""
+    from langadapt.train.stage import check_epochs
+
+    for stage, action in actions:
+        if stage.name in TRAINING_STAGES and action in WORKING and isinstance(stage.run, Entry):
+            check_epochs(stage.run.slice, ctx)
 
 
 def prepare_base_model(recipe: Recipe, world_size: int = 1) -> str | None:

@@ -9,6 +9,8 @@ base (`RunLayout.embeddings.shared_rows`) and keeps them (langadapt.train.rows).
 
 Both read the token shards in tokenizer/tokens through `langadapt.data.stream.build_stream` and
 save the tokenizer beside the final model, so `<stage>/model` loads on its own in transformers.
+`check_epochs` plans a stage's stream on those shards without training: the pipeline calls it for
+every training stage as soon as the tokenizer stage has written them, before stage 1 trains.
 Rerunning a stage that was interrupted resumes from its latest complete checkpoint.
 """
 
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,18 +27,19 @@ from typing import Any
 import torch
 import yaml
 
+from langadapt.data.schedule import EpochCapError
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
-from langadapt.train.config import TrainingSlice
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.train.config import EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import Validation, load_held_out
+from langadapt.train.settings import global_batch as stage_global_batch
 
 log = logging.getLogger("langadapt.train")
 
@@ -115,6 +119,44 @@ def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineCo
                       position_ids)
 
 
+def stream_budget(job: TrainingSlice, batch: int) -> tuple[dict[str, dict] | None, int]:
+    """The mixture and the number of samples (steps x global batch `batch`) a stage's stream is planned with."""
+    mixture = job.mixture
+    # The pipeline passes the data mixture with this stage's overrides and replay share applied
+    # (data.replay.stage_mixture); without it, only the stage's own overrides are known here.
+    if mixture is None and job.config.mixture is not None:
+        mixture = {name: entry.model_dump() for name, entry in job.config.mixture.items()}
+    return mixture, job.config.steps * batch
+
+
+def check_epochs(job: TrainingSlice, ctx: StageContext) -> None:
+    """Plan stage `job`'s stream on the real token shards, as `run` will (`data.stream.plan_stream`,
+    which `build_stream` plans with), without loading a model or training.
+
+    Preflight counts epochs from estimates when the shards do not exist yet; the pipeline calls this
+    for every training stage about to run once the tokenizer stage has written them, so a cap that
+    only the real counts cross stops the run before stage 1 trains, not when stage 2 starts.
+    A disabled stage has no stream to plan."""
+    from langadapt.data.stream import plan_stream
+
+    if not job.config.enabled:
+        return
+    mixture, samples = stream_budget(job, stage_global_batch(job.config, ctx.dist.world_size))
+    with _epochs_located(job, ctx.layout.tokenizer.tokens):
+        plan_stream(ctx.layout.tokenizer.tokens, mixture, job.config.seq_len, samples, job.force_epochs)
+
+
+@contextmanager
+def _epochs_located(job: TrainingSlice, tokens: Path) -> Iterator[None]:
+    """An epoch cap crossed is blamed on the stage's `steps`, with the fix the schedule does not name
+    (fewer steps) and where the token counts came from."""
+    try:
+        yield
+    except EpochCapError as exc:
+        raise LangadaptError(f"{job.name}.steps: {exc}; or lower {job.name}.steps ({job.config.steps:,}) "
+                             f"(unique tokens counted on the token shards in {tokens})") from None
+
+
 def tracker_setup(after_stage1: bool, stage_name: str, config: TrainStageConfig,
                   ctx: StageContext) -> tuple[int, dict[str, Any]]:
     """The trackers' step offset (stage 1's steps when this stage follows it: one axis for the
@@ -127,7 +169,7 @@ def tracker_setup(after_stage1: bool, stage_name: str, config: TrainStageConfig,
 
 def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     """Run training stage `job.name` (stage1 or stage2) into ctx.out on `ctx.dist`; returns its summary."""
-    stage_name, config, engine, mixture, dist = job.name, job.config, job.engine, job.mixture, ctx.dist
+    stage_name, config, engine, dist = job.name, job.config, job.engine, ctx.dist
     after_stage1, force_epochs, document_masking = job.after_stage1, job.force_epochs, job.document_masking
     if not config.enabled:
         ctx.out.mkdir(parents=True, exist_ok=True)
@@ -147,13 +189,10 @@ def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     model = load_model(init, config, stage_name, engine, dist)
     if document_masking:
         check_document_masking(model)
-    # The pipeline passes the data mixture with this stage's overrides and replay share applied
-    # (data.replay.stage_mixture); without it, only the stage's own overrides are known here.
-    if mixture is None and config.mixture is not None:
-        mixture = {name: entry.model_dump() for name, entry in config.mixture.items()}
-    stream = build_stream(ctx.layout.tokenizer.tokens, mixture,
-                          config.seq_len, config.steps * global_batch, training.seed, force=force_epochs,
-                          document_masking=document_masking)
+    mixture, samples = stream_budget(job, global_batch)
+    with _epochs_located(job, ctx.layout.tokenizer.tokens):
+        stream = build_stream(ctx.layout.tokenizer.tokens, mixture, config.seq_len, samples, training.seed,
+                              force=force_epochs, document_masking=document_masking)
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]
     tokenizer = load_tokenizer(tokenizer_dir(ctx, init))
     training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
