@@ -68,13 +68,17 @@ def select_specials(entries: list[dict], keep: str, named: set[str]) -> list[dic
     return entries if keep == "all" else [e for e in entries if e["content"] in named]
 
 
-def specials_report(base: Any | None, tokenizer: Any, keep: str | None) -> dict[str, Any]:
-    """How many of the base's added tokens the new tokenizer kept and dropped (JSON-able, for the
-    stage summary and metrics.json); a few dropped ones are named as examples."""
+def specials_report(config: Any, base: Any | None, tokenizer: Any) -> dict[str, Any]:
+    """How many of the base's added tokens the new tokenizer kept and dropped, and which setting
+    decided it (JSON-able, for the stage summary and metrics.json); a few dropped ones are named."""
     if base is None:
         return {}
+    if config.kind in ("extend", "keep_base"):
+        decided_by = f"kind {config.kind}"  # every base id stays
+    else:
+        decided_by = "special_tokens" if config.special_tokens is not None else f"keep_specials {config.keep_specials}"
     kept_contents = {t.content for t in tokenizer.added_tokens_decoder.values()}
     base_contents = [t.content for _, t in sorted(base.added_tokens_decoder.items())]
     dropped = [c for c in base_contents if c not in kept_contents]
-    return {"keep_specials": keep, "base": len(base_contents), "kept": len(base_contents) - len(dropped),
+    return {"decided_by": decided_by, "base": len(base_contents), "kept": len(base_contents) - len(dropped),
             "dropped": len(dropped), "dropped_examples": dropped[:3]}

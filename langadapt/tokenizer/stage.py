@@ -20,6 +20,8 @@ from langadapt.tokenizer.config import TokenizerSlice
 from langadapt.tokenizer.extend import UnreachableCharacter
 from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
 from langadapt.tokenizer.saving import check_written_flags, save_tokenizer
+from langadapt.tokenizer.specials import specials_report
+from langadapt.tokenizer.summary import specials_note
 from langadapt.tokenizer.train import train_tokenizer
 
 
@@ -38,10 +40,14 @@ def run(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
     except UnreachableCharacter as exc:
         raise LangadaptError(f"{exc} (first seen in {first_source_with(data_dir, exc.char)})") from None
     save_tokenizer(tokenizer, paths.tokenizer)
+    specials = specials_report(config, base, tokenizer)
+    if specials:
+        ctx.log.info("tokenizer: %s", specials_note({"specials": specials})
+                     or f"kept all {specials['base']:,} of the base's special tokens ({specials['decided_by']})")
 
     candidates = {"base": base, "new": tokenizer} if base is not None and config.kind != "keep_base" else {
         "new": tokenizer}
-    metrics = compare_tokenizers(candidates, texts_by_lang(data_dir, "valid"))
+    metrics = {**compare_tokenizers(candidates, texts_by_lang(data_dir, "valid")), "specials": specials}
     paths.metrics.write_text(json.dumps(metrics, indent=1))
     plot_fertility(metrics, paths.fertility_plot)
     ctx.log.info("tokenizer metrics on held-out text:\n%s", render_table(metrics))
@@ -55,6 +61,7 @@ def run(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
                       for name, per in metrics["tokenizers"].items()},
         "train_tokens": sum(meta["num_tokens"] for meta in shards["sources"].values()),
         "encode_workers": shards["workers"],
+        "specials": specials,
     }
 
 

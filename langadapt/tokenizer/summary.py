@@ -26,16 +26,20 @@ def vocabulary_shortfall(summary: Mapping[str, Any]) -> str | None:
 
 
 def specials_note(summary: Mapping[str, Any]) -> str | None:
-    """One sentence when the new tokenizer left out some of the base's special tokens (`tokenizer.keep_specials`).
+    """One sentence when the new tokenizer left out some of the base's special tokens.
 
-    A replacement keeps the specials something names; a base's reserved placeholders are dropped
-    (their ids go to the language). A user who relied on one (a tool-call marker outside the chat
-    template) reads here which setting brings them back."""
+    A replacement keeps the specials something names (`tokenizer.keep_specials: used`), or the
+    ones `tokenizer.special_tokens` lists; the rest (a base's reserved placeholders) are dropped and
+    their ids go to the language. A user who relied on one (a tool-call marker outside the chat
+    template) reads here how to bring it back."""
     specials = summary.get("specials") or {}
     dropped, base = specials.get("dropped"), specials.get("base")
     if not isinstance(dropped, int) or not isinstance(base, int) or dropped == 0:
         return None
     examples = ", ".join(specials.get("dropped_examples") or [])
-    return (f"the new tokenizer keeps {base - dropped:,} of the base's {base:,} special tokens and dropped {dropped:,} "
-            f"that nothing names (e.g. {examples}); tokenizer.keep_specials=all keeps every one, "
-            "tokenizer.added_tokens keeps one by name")
+    if specials.get("decided_by") == "special_tokens":
+        why, fix = "that tokenizer.special_tokens does not list", "list them there to keep them"
+    else:
+        why, fix = "that nothing names", "tokenizer.keep_specials=all keeps every one, tokenizer.added_tokens one by name"
+    return (f"the new tokenizer keeps {base - dropped:,} of the base's {base:,} special tokens and dropped "
+            f"{dropped:,} {why} (e.g. {examples}); {fix}")

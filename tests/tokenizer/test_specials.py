@@ -9,18 +9,22 @@ ids 0.. in base order, and embedding transfer gives each kept special its base r
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 import torch
 from helpers.special_bases import BOS, EOS, EOT, HEADER, LLAMA3_SPECIALS, USED, write_llama3_style_base
 from pydantic import ValidationError
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from langadapt.data.documents import write_documents
 from langadapt.embeddings import EmbeddingConfig, transfer_embeddings
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.run.context import StageContext
+from langadapt.tokenizer.config import TokenizerConfig, TokenizerSlice
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.specials import specials_report
+from langadapt.tokenizer.stage import run
 from langadapt.tokenizer.summary import specials_note
 from langadapt.tokenizer.train import train_tokenizer
 
@@ -38,15 +42,19 @@ MESSAGES = [{"role": "user", "content": "Hei, hvordan går det?"}, {"role": "ass
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory):
+def base_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Llama-3-style base: 300 byte-level BPE tokens, then the 256 specials (ids 300..555)."""
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = __import__("tokenizers").decoders.ByteLevel()
+    bpe.decoder = decoders.ByteLevel()
     bpe.train_from_iterator([t for _, t in CORPUS], trainers.BpeTrainer(
         vocab_size=300, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    folder = write_llama3_style_base(json.loads(bpe.to_str()), tmp_path_factory.mktemp("llama3") / "base")
-    return load_tokenizer(folder)
+    return write_llama3_style_base(json.loads(bpe.to_str()), tmp_path_factory.mktemp("llama3") / "base")
+
+
+@pytest.fixture(scope="module")
+def base(base_folder: Path):
+    return load_tokenizer(base_folder)
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +137,32 @@ def test_a_declared_extra_special_is_kept(base, tmp_path: Path) -> None:
 
 
 def test_the_report_counts_kept_and_dropped(base, new) -> None:
-    report = specials_report(base, new["used"], "used")
+    report = specials_report(TokenizerConfig(vocab_size=700), base, new["used"])
     assert (report["base"], report["kept"], report["dropped"]) == (256, 5, 251)
     assert report["dropped_examples"][0] == "<|reserved_special_token_0|>"
-    assert specials_report(base, new["all"], "all")["dropped"] == 0
+    assert report["decided_by"] == "keep_specials used"
     note = specials_note({"specials": report})
-    assert "5 of the base's 256" in note and "251" in note and "keep_specials" in note
-    assert specials_note({"specials": specials_report(base, new["all"], "all")}) is None
+    assert "keeps 5 of the base's 256" in note and "dropped 251" in note and "keep_specials=all" in note
+    every = specials_report(TokenizerConfig(vocab_size=700, keep_specials="all"), base, new["all"])
+    assert every["dropped"] == 0 and specials_note({"specials": every}) is None
+    listed = TokenizerConfig(vocab_size=700, special_tokens=[BOS, EOS])
+    report = specials_report(listed, base, train_tokenizer(listed, CORPUS, base))
+    assert report["dropped"] == 254 and "special_tokens does not list" in specials_note({"specials": report})
+
+
+def test_stage_summary_metrics_and_console_say_what_was_dropped(base_folder: Path, tmp_path: Path, caplog) -> None:
+    data = tmp_path / "run" / "data"
+    for split, texts in (("train", [t for _, t in CORPUS]), ("valid", TEXTS)):
+        write_documents(data / split / "nb.src.jsonl.gz", (
+            {"id": f"{split}-{i}", "text": t, "lang": "nb", "source": "nb.src", "role": "target"}
+            for i, t in enumerate(texts)))
+    (tmp_path / "run" / "tokenizer").mkdir()
+    ctx = StageContext(run_dir=tmp_path / "run", stage="tokenizer", seed=0, base_model=str(base_folder))
+    with caplog.at_level(logging.INFO, logger="langadapt"):
+        summary = run(TokenizerSlice(TokenizerConfig(vocab_size=700)), ctx)
+    assert (summary["specials"]["kept"], summary["specials"]["dropped"]) == (5, 251)
+    assert json.loads(ctx.layout.tokenizer.metrics.read_text())["specials"] == summary["specials"]
+    assert "keeps 5 of the base's 256 special tokens and dropped 251" in caplog.text
 
 
 def test_setting_contradicting_kept_base_ids_is_refused() -> None:
