@@ -22,9 +22,10 @@ nor deepspeed and touches no CUDA state (tests/cli/test_library_api.py checks it
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = version("langadapt")  # one version, pyproject.toml's
 
 _EXPORTS = {
     "TokenizerConfig": "langadapt.tokenizer.config",

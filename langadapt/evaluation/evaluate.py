@@ -32,12 +32,12 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from langadapt import __version__
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import bits_per_byte, scoring_window
 from langadapt.evaluation.config import EvaluationConfig
@@ -204,7 +204,7 @@ def evaluate_models(
         "batch_size": config.batch_size or "auto",
         "max_bytes_per_lang": config.max_bytes_per_lang,
         "seconds": time.perf_counter() - started,
-        "langadapt": __version__,
+        "langadapt": version("langadapt"),  # pyproject's, as `langadapt.__version__` reads it
         "torch": torch.__version__,
     }
     return results
