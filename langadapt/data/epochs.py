@@ -4,7 +4,9 @@ preflight check and the training stream.
 Before this existed, `langadapt plan` counted a source's unique tokens as its shard's
 `num_tokens` and walked the sources in recipe order, while training counted whole `seq_len`
 chunks and walked them sorted by name: near the 16-epoch cap the two disagreed on whether a
-source was over it, and named different sources. Everything now goes through `plan_stage_mixture`.
+source was over it, and named different sources. Then each of them still assembled the plan's
+inputs itself (sizes, steps x global batch, the force flag); now `stage_plan` is the one call all
+three make, with `force` required, so none can fall back to a default the others do not share.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def usable_tokens(num_tokens: float, seq_len: int) -> float:
     return float(max(int(num_tokens) - 1, 0) // seq_len * seq_len)
 
 
-def stage_budgets(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[str, float],
+def _budgets(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[str, float],
                   seq_len: int) -> list[SourceBudget]:
     """One budget per mixture entry, in name order (the stream's order).
 
@@ -39,10 +41,14 @@ def stage_budgets(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[
     return budgets
 
 
-def plan_stage_mixture(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[str, float],
-                       seq_len: int, total_samples: int, force: bool = False) -> MixPlan:
-    """Tokens, epochs and D'/D per source for `total_samples` samples of `seq_len` tokens.
+def stage_plan(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[str, float], seq_len: int,
+               samples: int, *, force: bool) -> MixPlan:
+    """A training stage's mixture plan: tokens, epochs and D'/D per source for `samples` samples of
+    `seq_len` tokens, `samples` being the stage's steps x its global batch (`train.settings.global_batch`).
 
-    Raises LangadaptError (from `plan_mixture`) when a source would pass the epoch cap and
-    `force` (the recipe's `data.force_epochs`) is off."""
-    return plan_mixture(stage_budgets(mixture, num_tokens, seq_len), float(total_samples) * seq_len, force=force)
+    The one derivation behind `langadapt plan` (`planning.recipe_plan`), the preflight check
+    (`pipeline.preflight_data.check_epochs`) and the training stream (`data.stream.plan_stream`):
+    `mixture` is the stage's `data.replay.stage_mixture`, `num_tokens` each source's unique tokens
+    (its shard's count once the tokenizer stage has run), `force` the recipe's `data.force_epochs`.
+    Raises EpochCapError (a LangadaptError) when a source would pass the epoch cap and `force` is off."""
+    return plan_mixture(_budgets(mixture, num_tokens, seq_len), float(samples) * seq_len, force=force)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from langadapt.data.epochs import plan_stage_mixture
+from langadapt.data.epochs import stage_plan
 from langadapt.data.schedule import MixPlan
 from langadapt.data.shards import Shard, read_shards
 from langadapt.errors import LangadaptError
@@ -233,7 +233,7 @@ def plan_stream(tokens_dir: Path, mixture: dict[str, dict] | None, seq_len: int,
             )
         sources.append(_open_source(available[name], seq_len))
     # The same function plans `langadapt plan` and the preflight check: they cannot disagree.
-    plan = plan_stage_mixture(mixture, {s.name: len(s.tokens) for s in sources}, seq_len, total_samples, force)
+    plan = stage_plan(mixture, {s.name: len(s.tokens) for s in sources}, seq_len, total_samples, force=force)
     return sources, plan
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from langadapt.data.config import SourceConfig
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
-from langadapt.data.epochs import plan_stage_mixture
+from langadapt.data.epochs import stage_plan
 from langadapt.data.replay import stage_mixture
 from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns
 from langadapt.errors import LangadaptError
@@ -155,7 +155,7 @@ def _texts(sources: list[SourceConfig], files: dict[str, list[Path]]) -> Iterato
 
 
 def check_epochs(recipe: Recipe, stages: list[str], world_size: int, report: Report) -> None:
-    """Epochs per source as training will compute them (`plan_stage_mixture`), before any training."""
+    """Epochs per source as training will compute them (`data.epochs.stage_plan`), before any training."""
     from langadapt.planning.recipe_plan import measured_tokens
 
     measured = measured_tokens(recipe)
@@ -182,7 +182,7 @@ def check_epochs(recipe: Recipe, stages: list[str], world_size: int, report: Rep
         else:
             samples = stage.steps * global_batch(stage, world_size)
             try:
-                plan_stage_mixture(entries, sizes, stage.seq_len, samples, force=recipe.data.force_epochs)
+                stage_plan(entries, sizes, stage.seq_len, samples, force=recipe.data.force_epochs)
             except LangadaptError as exc:
                 if estimated and "epochs is above" not in str(exc):
                     continue  # overestimated sizes make fixed-epoch sources look too big: wait for real counts

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.epochs import plan_stage_mixture
+from langadapt.data.epochs import stage_plan
 from langadapt.data.replay import REPLAY_ROLE, stage_mixture, stage_replay
 from langadapt.data.shards import read_shards
 from langadapt.errors import LangadaptError
@@ -72,8 +72,8 @@ def _stage_input(recipe: Recipe, settings: TrainingSettings, entries: dict[str, 
     sizes = {name: measured.get(name, declared[name]) for name in entries}
     mixture = None
     if all(sizes.values()):
-        mixture = plan_stage_mixture(entries, sizes, stage.seq_len, stage.steps * settings.global_batch,  # type: ignore[arg-type]
-                                     force=recipe.data.force_epochs).to_dict()
+        mixture = stage_plan(entries, sizes, stage.seq_len, stage.steps * settings.global_batch,  # type: ignore[arg-type]
+                             force=recipe.data.force_epochs).to_dict()
     return StagePlanInput(
         name=settings.stage, steps=stage.steps, seq_len=settings.seq_len, global_batch=settings.global_batch,
         micro_batch=settings.micro_batch, trainable=settings.trainable, zero_stage=engine.zero_stage,

@@ -17,7 +17,7 @@ import pytest
 from helpers.cli import run_cli
 
 from langadapt.data.config import DataConfig
-from langadapt.data.epochs import plan_stage_mixture
+from langadapt.data.epochs import stage_plan
 from langadapt.errors import LangadaptError
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
@@ -181,11 +181,11 @@ def test_epochs_above_the_cap_fail_before_training_and_name_the_same_source_as_p
 def test_plan_and_training_count_epochs_alike() -> None:
     """Training counts whole seq_len chunks; plan used to count raw tokens: the same function now."""
     mixture = {"b": {"weight": 1.0}, "a": {"weight": 1.0}}
-    plan = plan_stage_mixture(mixture, {"a": 1000, "b": 1000}, seq_len=100, total_samples=320, force=True)
+    plan = stage_plan(mixture, {"a": 1000, "b": 1000}, seq_len=100, samples=320, force=True)
     assert [s.name for s in plan.sources] == ["a", "b"]
     assert plan.source("a").unique_tokens == 900  # (1000 - 1) // 100 chunks of 100 tokens
     with pytest.raises(LangadaptError, match="source a: 17.8 epochs"):
-        plan_stage_mixture(mixture, {"a": 1000, "b": 1000}, seq_len=100, total_samples=320)
+        stage_plan(mixture, {"a": 1000, "b": 1000}, seq_len=100, samples=320, force=False)
 
 
 def test_data_config_mixture_entries_are_typed() -> None:
