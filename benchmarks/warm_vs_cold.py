@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from langadapt.evaluation.cold_twin import equal_compute_stage2_steps, model_dims, run_flops, step_flops
 from langadapt.recipe import Recipe, load_recipe
+from langadapt.train.settings import global_batch
 
 PLAN = REPO / "recipes" / "experiments" / "warm_vs_cold.yaml"
 RESULTS = REPO / "benchmarks" / "results" / "warm_vs_cold.json"
@@ -163,18 +164,18 @@ def score_checkpoints(run_dir: Path, langs: tuple[str, ...], max_bytes: int, rec
     texts = held_out(run_dir, langs, max_bytes)
     tokenizer = AutoTokenizer.from_pretrained(layout.embeddings.model)
     model = AutoModelForCausalLM.from_pretrained(layout.embeddings.model, dtype=torch.float32).eval()
-    stages = [("stage1", recipe.stage1, "embeddings")] if recipe.init == "warm" and recipe.stage1.enabled else []
-    stages.append(("stage2", recipe.stage2, "all"))
+    stages = [("stage1", recipe.stage1)] if recipe.init == "warm" and recipe.stage1.enabled else []
+    stages.append(("stage2", recipe.stage2))
     points, tokens, flops = [("init", 0, model.state_dict())], 0.0, 0.0
     per_stage: list[tuple[str, int, float, float]] = [("init", 0, 0.0, 0.0)]
-    for stage, config, trainable in stages:
-        step_tokens = config.micro_batch_size * config.grad_accum_steps * config.seq_len
+    for stage, config in stages:
+        step_tokens = global_batch(config, world_size=1) * config.seq_len
         for ckpt in sorted(layout.trained(stage).checkpoints.glob("step_*")):
             step = int(ckpt.name.split("_")[1])
             points.append((stage, step, ckpt / "model.safetensors"))
-            per_stage.append((stage, step, tokens + step * step_tokens, flops + step * step_flops(dims, config, trainable)))
+            per_stage.append((stage, step, tokens + step * step_tokens, flops + step * step_flops(dims, stage, config)))
         tokens += config.steps * step_tokens
-        flops += config.steps * step_flops(dims, config, trainable)
+        flops += config.steps * step_flops(dims, stage, config)
     curve = []
     for (stage, step, weights), (_, _, seen, spent) in zip(points, per_stage):
         if not isinstance(weights, dict):
@@ -422,7 +423,7 @@ def run_all(args, plan: dict[str, Any], results: dict[str, Any]) -> None:
     budget = run_flops(dims, reference)
     results.update(merge_results(args.results, {
         "plan": str(args.plan.relative_to(REPO)), "default_seed": reference.seed, "budget_flops": budget,
-        "stage1_step_cost": step_flops(dims, reference.stage1, "embeddings") / step_flops(dims, reference.stage2, "all"),
+        "stage1_step_cost": step_flops(dims, "stage1", reference.stage1) / step_flops(dims, "stage2", reference.stage2),
         "eval_bytes_per_lang": args.eval_bytes, "langs": list(LANGS),
     }, {}))
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [reference.seed]

@@ -8,8 +8,10 @@ demo's base model is: the pipeline runs it as a run this one depends on, in its 
 directory, `<run_root>/<name>_cold/`, so a finished twin is a fixed point and costs nothing the
 next time; change the recipe and only the stages whose inputs changed run again.
 
-Compute: a frozen-body stage-1 step costs 4N + 2N_head FLOPs per token against 6N for a full step
-(+ attention, `langadapt.planning.flops`), so stage-1 steps count at that discount.
+Compute: a frozen-body step costs 4N + 2N_head FLOPs per token against 6N for a full step
+(+ attention, `langadapt.planning.flops`), so such steps count at that discount. Which steps are
+frozen-body is each stage's own `trainable` (`train.settings.trainable_kind`, as `langadapt plan`
+reads it): stage 1 by default, stage 2 when its recipe narrows `trainable`.
 """
 
 from __future__ import annotations
@@ -23,30 +25,30 @@ from langadapt.planning.models import ModelDims, dims_from_config, load_model_di
 from langadapt.recipe import LoadedRecipe, Recipe, with_overrides
 from langadapt.recipe.paths import COLD_SUFFIX
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.settings import global_batch
+from langadapt.train.settings import global_batch, trainable_kind
 
 log = logging.getLogger("langadapt")
 
 
-
-def step_flops(dims: ModelDims, stage: TrainStageConfig, trainable: str) -> float:
-    """FLOPs of one optimizer step of `stage` on one rank (world size is the same for both stages)."""
+def step_flops(dims: ModelDims, stage_name: str, stage: TrainStageConfig) -> float:
+    """FLOPs of one optimizer step of training stage `stage_name` on one rank (world size is the
+    same for both stages), at what its `trainable` makes train."""
     tokens = global_batch(stage, world_size=1) * stage.seq_len
-    return flops_per_token(dims, stage.seq_len, trainable) * tokens  # type: ignore[arg-type]
+    return flops_per_token(dims, stage.seq_len, trainable_kind(stage_name, stage)) * tokens
 
 
 def run_flops(dims: ModelDims, recipe: Recipe, stage1_steps: int | None = None, stage2_steps: int | None = None) -> float:
     """Training FLOPs of a recipe's stage 1 (when it runs) and stage 2, on one rank."""
     s1 = recipe.stage1.steps if stage1_steps is None else stage1_steps
     s2 = recipe.stage2.steps if stage2_steps is None else stage2_steps
-    first = s1 * step_flops(dims, recipe.stage1, "embeddings") if "stage1" in recipe.training_stages else 0.0
-    return first + s2 * step_flops(dims, recipe.stage2, "all")
+    first = s1 * step_flops(dims, "stage1", recipe.stage1) if "stage1" in recipe.training_stages else 0.0
+    return first + s2 * step_flops(dims, "stage2", recipe.stage2)
 
 
 def equal_compute_stage2_steps(budget_flops: float, dims: ModelDims, recipe: Recipe) -> int:
     """Stage-2 steps that make `recipe` (its own stage 1 included) spend `budget_flops`."""
     left = budget_flops - run_flops(dims, recipe, stage2_steps=0)
-    return max(1, round(left / step_flops(dims, recipe.stage2, "all")))
+    return max(1, round(left / step_flops(dims, "stage2", recipe.stage2)))
 
 
 def model_dims(base_model: str | Path, vocab_size: int) -> ModelDims:

@@ -42,7 +42,7 @@ def check_engine(
         raise LangadaptError("engine.precision: fp16 needs a GPU; use bf16 or fp32 on CPU")
     _check_fsdp(engine)
     _check_gradient_dtype(engine, zero, zkey)
-    if zero == 3 and engine.activation_checkpointing and stage.trainable_patterns(stage_name) != ["all"]:
+    if zero == 3 and engine.activation_checkpointing and trainable_kind(stage_name, stage) != "all":
         _check_zero3_recompute(zkey, stage_name)
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
         raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
@@ -149,8 +149,21 @@ def _check_zero3_recompute(zkey: str, stage_name: str) -> None:
 
 
 def global_batch(stage: TrainStageConfig, world_size: int) -> int:
-    """Sequences per optimizer step over `world_size` ranks: micro batch x accumulation x ranks."""
+    """Sequences per optimizer step over `world_size` ranks: micro batch x accumulation x ranks.
+
+    The one formula: `resolve_training` stores it in `TrainingSettings.global_batch`, and what has
+    no resolved settings (preflight, the DeepSpeed config, the cold twin) calls it directly."""
     return stage.micro_batch_size * stage.grad_accum_steps * world_size
+
+
+def trainable_kind(stage_name: str, stage: TrainStageConfig) -> Literal["embeddings", "all"]:
+    """What trains, as planning counts it: 'all', or 'embeddings' for any narrower `trainable`
+    (the body frozen: FLOPs and memory count only the embedding and head matrices as training).
+
+    The one reading of a stage's `trainable` outside the live model (where `train.policy` matches
+    the patterns themselves): the resolver, the ZeRO-3 recompute check and the cold twin's
+    equal-compute FLOPs all call it, so a recipe whose stage 2 freezes the body is costed as such."""
+    return "all" if stage.trainable_patterns(stage_name) == ["all"] else "embeddings"
 
 
 @dataclass(frozen=True)
@@ -163,14 +176,11 @@ class TrainingSettings:
     world_size: int
     micro_batch: int
     grad_accum: int
+    global_batch: int
+    """Sequences per optimizer step over all ranks (`global_batch`)."""
     seq_len: int
     trainable: Literal["embeddings", "all"]
-    """'all', or 'embeddings' for any narrower selection (the body frozen)."""
-
-    @property
-    def global_batch(self) -> int:
-        """Sequences per optimizer step over all ranks."""
-        return self.micro_batch * self.grad_accum * self.world_size
+    """`trainable_kind`: 'all', or 'embeddings' for any narrower selection (the body frozen)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings `plan --json` reports and the stage's summary records."""
@@ -191,6 +201,5 @@ def resolve_training(stage_name: str, stage: TrainStageConfig, engine: EngineCon
     derived value goes through here, so a plan is what training will do.
     """
     resolved = check_engine(stage_name, stage, engine, device_type, have_liger)
-    trainable = "all" if stage.trainable_patterns(stage_name) == ["all"] else "embeddings"
     return TrainingSettings(stage_name, resolved, world_size, stage.micro_batch_size, stage.grad_accum_steps,
-                            stage.seq_len, trainable)
+                            global_batch(stage, world_size), stage.seq_len, trainable_kind(stage_name, stage))

@@ -34,8 +34,8 @@ bench = load_benchmark("warm_vs_cold")
 def test_stage1_step_costs_the_frozen_body_discount():
     demo = load_recipe(DEMO).recipe
     tokens = demo.stage2.micro_batch_size * demo.stage2.seq_len
-    assert step_flops(DEMO_DIMS, demo.stage2, "all") == pytest.approx(flops_per_token(DEMO_DIMS, 128, "all") * tokens)
-    ratio = step_flops(DEMO_DIMS, demo.stage1, "embeddings") / step_flops(DEMO_DIMS, demo.stage2, "all")
+    assert step_flops(DEMO_DIMS, "stage2", demo.stage2) == pytest.approx(flops_per_token(DEMO_DIMS, 128, "all") * tokens)
+    ratio = step_flops(DEMO_DIMS, "stage1", demo.stage1) / step_flops(DEMO_DIMS, "stage2", demo.stage2)
     # 4N + 2N_head over 6N (+ the same attention term on both): between 2/3 and 1 for this model.
     assert 2 / 3 < ratio < 1
     n, head = DEMO_DIMS.body_params() + 4096 * 128, 4096 * 128
@@ -51,7 +51,7 @@ def test_cold_twin_spends_the_warm_runs_flops():
     assert not twin.export.enabled and twin.evaluation.suites == [] and not twin.evaluation.cold_baseline
     # 60 stage-1 steps at 0.82 of a full step: 49 extra stage-2 steps.
     assert twin.stage2.steps == 249
-    full_step = step_flops(DEMO_DIMS, demo.stage2, "all")
+    full_step = step_flops(DEMO_DIMS, "stage2", demo.stage2)
     assert abs(run_flops(DEMO_DIMS, twin) - budget) <= full_step / 2
     # Same tokenizer settings, data and seed: only the init and the steps differ.
     assert twin.tokenizer == demo.tokenizer and twin.data == demo.data and twin.seed == demo.seed
@@ -77,9 +77,9 @@ def test_every_experiment_validates_against_the_recipe_schema(variant):
     assert recipe.run_root == "runs/experiments" and not recipe.export.enabled
     gap = abs(run_flops(DEMO_DIMS, recipe) - run_flops(DEMO_DIMS, load_recipe(DEMO).recipe))
     if plan["variants"][variant]["equal_compute"]:
-        assert gap <= step_flops(DEMO_DIMS, recipe.stage2, "all") / 2
+        assert gap <= step_flops(DEMO_DIMS, "stage2", recipe.stage2) / 2
     else:  # keeps the steps it sets: they must differ from the demo's, or the flag is a mistake
-        assert gap > step_flops(DEMO_DIMS, recipe.stage2, "all")
+        assert gap > step_flops(DEMO_DIMS, "stage2", recipe.stage2)
 
 
 def test_best_init_variant_needs_a_finished_warm_run():

@@ -87,7 +87,7 @@ def test_cold_twin_is_trained_at_equal_compute_scored_and_kept(tmp_path: Path, m
     twin = yaml.safe_load((twin_dir / "recipe.resolved.yaml").read_text())
     assert twin["init"] == "scratch" and twin["evaluation"]["suites"] == [] and not twin["export"]["enabled"]
     dims = load_model_dims(RunLayout(warm.recipe.run_dir).embeddings.model)
-    full_step = step_flops(dims, warm.recipe.stage2, "all")
+    full_step = step_flops(dims, "stage2", warm.recipe.stage2)
     assert twin["stage2"]["steps"] > warm.recipe.stage2.steps  # stage 1's FLOPs went to stage 2
     spent = run_flops(dims, load_recipe(tmp_path / "warm.yaml", ["init=scratch", f"stage2.steps={twin['stage2']['steps']}"]).recipe)
     assert abs(spent - run_flops(dims, warm.recipe)) <= full_step / 2
