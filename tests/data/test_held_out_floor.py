@@ -119,6 +119,7 @@ def test_a_one_document_source_trains_and_is_said(tmp_path: Path, caplog) -> Non
     with caplog.at_level("WARNING", logger="langadapt"):
         summary, out = _run(tmp_path, "r", [_source(tmp_path, "nb", _corpus(1))], valid_fraction=0.001)
     assert (summary["sources"]["nb"]["train_docs"], summary["sources"]["nb"]["valid_docs"]) == (1, 0)
+    assert _split(out, "nb") == (_corpus(1), [])
     assert "target source nb (nb) holds out 0 of its 1 document(s), below data.min_valid_documents (1)" in caplog.text
     two, _ = _run(tmp_path, "two", [_source(tmp_path, "nb", _corpus(2))], valid_fraction=0.001)
     assert (two["sources"]["nb"]["train_docs"], two["sources"]["nb"]["valid_docs"]) == (1, 1)
