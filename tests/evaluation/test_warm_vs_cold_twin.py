@@ -11,10 +11,11 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
 import yaml
 
-from langadapt.evaluation.cold_twin import run_flops, step_flops
-from langadapt.planning.models import load_model_dims
+from langadapt.evaluation.cold_twin import cold_twin_overrides, run_flops, step_flops
+from langadapt.planning.models import ModelDims, load_model_dims
 from langadapt.recipe import load_recipe
 from langadapt.run.layout import RunLayout
 from langadapt.pipeline.runner import run_pipeline
@@ -51,6 +52,29 @@ stage2: {{steps: 3}}
 evaluation: {{suites: [{root}/suite.yaml], cold_baseline: true, random_baseline: false, window: 16}}
 export: {{enabled: false}}
 """
+
+
+DEMO = Path(__file__).resolve().parents[2] / "recipes" / "tiny_norwegian_warm.yaml"
+DEMO_DIMS = ModelDims(name="demo", hidden=128, layers=4, heads=4, kv_heads=2, ffn=352, vocab=4096, tied=False)
+"""The demo's model: 60 stage-1 and 200 stage-2 steps, both of 16 x 128 tokens."""
+FROZEN_BODY = "[model.embed_tokens.weight, lm_head.weight]"
+
+
+@pytest.mark.parametrize(("overrides", "twin_steps"), [
+    ([], 249),  # stage 1 trains embeddings + head: 60 steps at 0.82 of a full step
+    (["stage1.trainable=[all]"], 260),  # a full stage 1: 60 full steps on top of 200
+    ([f"stage2.trainable={FROZEN_BODY}"], 260),  # the twin's stage 2 is frozen-body too: step for step
+    (["stage1.trainable=[all]", f"stage2.trainable={FROZEN_BODY}"], 273),  # (60 + 200 x 0.82) / 0.82
+])
+def test_the_twins_steps_follow_what_each_stage_trains(overrides: list[str], twin_steps: int) -> None:
+    """Which steps cost a frozen-body step (4N + 2N_head) is each stage's own `trainable`, not its
+    name: the equal-compute steps move exactly as the FLOPs formula says."""
+    warm = load_recipe(DEMO, overrides).recipe
+    twin = load_recipe(DEMO, [*overrides, *cold_twin_overrides(warm, DEMO_DIMS)]).recipe
+    assert twin.stage2.steps == twin_steps
+    frozen = step_flops(DEMO_DIMS, "stage1", load_recipe(DEMO).recipe.stage1)
+    full = step_flops(DEMO_DIMS, "stage2", load_recipe(DEMO).recipe.stage2)
+    assert step_flops(DEMO_DIMS, "stage2", warm.stage2) == (frozen if "stage2" in " ".join(overrides) else full)
 
 
 def _corpus(path: Path, words: list[str]) -> None:
