@@ -22,6 +22,7 @@ found by the preflight check, before any training.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import getpass
 import gzip
@@ -233,14 +234,28 @@ def irregular_files(folder: Path) -> list[str]:
     return problems
 
 
-def read_input_text(path: Path | str, key: str) -> str:
-    """A whole (small) input file as UTF-8 text (a BOM is dropped), through `open_input`."""
+MAX_INPUT_TEXT_BYTES = 64 << 20
+"""Bound on a user's file that is read whole (a model's config.json, a safetensors index, a
+tokenizer's tekken.json, a bilingual dictionary, a licence note): the largest real one is a
+256k-vocabulary tokenizer file of about 35 MB; a config.json of gigabytes is not a config."""
+
+
+def read_input_text(path: Path | str, key: str, max_bytes: int = MAX_INPUT_TEXT_BYTES, errors: str = "strict") -> str:
+    """A whole input file as UTF-8 text (a BOM is dropped), through `open_input`: the one reader
+    of user files that are read whole. A file over `max_bytes` is refused from its size before
+    a byte is read (and, should it grow meanwhile, after `max_bytes + 1`, never whole).
+    `errors="replace"` for free-form notes, where a stray byte must not stop a run."""
     with open_input(path, key) as f:
-        data = f.read()
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(max_bytes + 1) if size <= max_bytes else b""
+    if max(size, len(data)) > max_bytes:
+        raise LangadaptError(f"{key}: {path} is {max(size, len(data)):,} bytes, more than the {max_bytes:,} such a "
+                             "file may have (read whole): is it the right file?")
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {exc.start}") from None
+        return data.decode("utf-8-sig", errors=errors)
+    except UnicodeDecodeError as exc:  # the decoder counts from after a BOM; the user's editor does not
+        at = exc.start + (len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0)
+        raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {at}") from None
 
 
 def compression_of(head: bytes) -> str | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import read_input_text
 
 # The split regex of tokenizers' ByteLevel pre-tokenizer (use_regex=True), i.e. GPT-2's.
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -95,9 +96,11 @@ def _eos_id(folder: Path, backend: Any) -> int:
 
 def _json_field(path: Path, key: str) -> Any:
     """`key` of the JSON object in `path`; None when the file is missing or not such an object."""
+    if not path.is_file():
+        return None
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        value = json.loads(read_input_text(path, f"tokenizer {path.parent}"))
+    except ValueError:
         return None
     return value.get(key) if isinstance(value, dict) else None
 

@@ -21,6 +21,7 @@ import torch
 from langadapt.embeddings.row_plan import PlanBuilder, PlanInputs, RowPlan, mapping_rows
 from langadapt.embeddings.vocab import vocab_view
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import read_input_text
 
 _ROWS_PER_BATCH = 1024
 
@@ -48,7 +49,7 @@ def read_dictionary(path: Path) -> list[tuple[str, str]]:
     if not path.is_file():
         raise LangadaptError(f"embeddings.dictionary: file not found: {path}")
     pairs = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_input_text(path, "embeddings.dictionary").splitlines():
         parts = line.strip().split("\t") if "\t" in line else line.split()
         if len(parts) == 2:
             pairs.append((parts[0].strip(), parts[1].strip()))

@@ -32,8 +32,9 @@ from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.naming import split_named
 from langadapt.evaluation.suite import Suite, unmeasured
 from langadapt.export.config import RECIPE_FILE
-from langadapt.ioerrors import input_problem
+from langadapt.ioerrors import input_problem, read_input_text
 from langadapt.recipe.paths import run_directory
+from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 from langadapt.run.layout import RunLayout, owning_run_dir
 
 log = logging.getLogger("langadapt")
@@ -126,10 +127,13 @@ def run_of(folder: Path) -> Path | None:
 
 
 def recipe_tree(path: Path) -> dict[str, Any]:
-    """A recipe YAML as a mapping; {} when it is missing or not one."""
+    """A recipe YAML as a mapping; {} when it is missing or not one (one over a recipe's size is
+    refused: it is read whole)."""
+    if not path.is_file():
+        return {}
     try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        tree = yaml.safe_load(read_input_text(path, "recipe", MAX_FILE_BYTES))
+    except yaml.YAMLError:
         return {}
     return tree if isinstance(tree, dict) else {}
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from langadapt.export.config import ExportConfig
+from langadapt.ioerrors import read_input_text
 from langadapt.run.base_model import hub_repo_id
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def _licence_notes(paths: str | list[str]) -> tuple[str, ...]:
             note = Path(file + LICENCE_NOTE_SUFFIX)
             if not note.is_file():
                 continue
-            for line in note.read_text(encoding="utf-8", errors="replace").splitlines():
+            for line in read_input_text(note, "licence note", errors="replace").splitlines():
                 key, sep, value = line.strip().partition(":")
                 if sep and key.lower() in ("licence", "license") and value.strip() not in found:
                     found.append(value.strip())

@@ -25,6 +25,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from langadapt.errors import LangadaptError
+from langadapt.ioerrors import read_input_text
+
 VOCABULARY_FILES = ("tokenizer.model", "tekken.json")
 """A base's vocabulary in its own library's format, which some readers prefer to tokenizer.json."""
 TOKENIZER_PARTS = ("model", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder")
@@ -177,10 +180,10 @@ def _check_reached(model: dict, new: dict[str, int]) -> None:
 def _write_extended_tekken(source: Path, ours: dict, base: dict, target: Path) -> str | None:
     """Write the regenerated tekken.json; returns why it could not be (None: written)."""
     try:
-        tekken = json.loads(source.read_text(encoding="utf-8"))
+        tekken = json.loads(read_input_text(source, "the base's tekken.json"))
         target.write_text(json.dumps(extended_tekken(tekken, ours, base), ensure_ascii=False) + "\n",
                           encoding="utf-8")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, LangadaptError) as exc:
         return f"it cannot be regenerated for the extended vocabulary ({exc})"
     return None
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import read_input_text
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,8 @@ def load_model_dims(model: str | Path) -> ModelDims:
         if not path.is_file():
             raise LangadaptError(f"{path}: config.json not found")
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            config = json.loads(read_input_text(path, "model config"))
+        except json.JSONDecodeError as exc:
             raise LangadaptError(f"{path}: not valid JSON ({exc})") from exc
         return dims_from_config(config, name=path.parent.name or str(path))
     key = ALIASES.get(str(model).lower(), str(model).lower())

@@ -1,0 +1,105 @@
+"""A user's file read whole is read through one bounded function (issue 32 item 2).
+
+`ioerrors.read_input_text` refuses a file over its bound from the file's size, before reading
+it: a base model's config.json of 10 GB was read whole into memory (and then parsed). The class is
+closed by a scan of the package: every other whole-file read (`read_text`, `read_bytes`,
+`json.load`) must be of a file langadapt wrote itself, listed below with where it comes from; a
+new reader of a user's file fails here until it goes through `read_input_text`.
+"""
+
+from __future__ import annotations
+
+import ast
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+import langadapt
+from langadapt.errors import LangadaptError
+from langadapt.ioerrors import read_input_text
+from langadapt.planning.models import load_model_dims
+
+PACKAGE = Path(langadapt.__file__).parent
+WHOLE_READS = {"read_text", "read_bytes"}
+OWN_FILES = {
+    "corpora/debian_docs.py": "the .deb this maintainer tool downloaded itself (hashed against its pin)",
+    "data/shards.py": "the data stage's shard metadata in the run folder",
+    "embeddings/mapping.py": "the vocabulary mapping the embeddings stage saved",
+    "embeddings/row_plan.py": "the shared-row plan the embeddings stage saved",
+    "evaluation/cold_twin.py": "PENDING: the base model's config.json, read by preflight through read_input_text first",
+    "evaluation/plots.py": "the run's metrics file",
+    "evaluation/report.py": "the plots the report just drew",
+    "evaluation/stage.py": "the run's resolved recipe and stage manifests",
+    "evaluation/token_cost.py": "the tokenizer stage's metrics in the run folder",
+    "evaluation/training.py": "the run's manifests, resolved recipe and metrics",
+    "experiments/frontier.py": "the results and manifests of the runs it launched",
+    "experiments/sweep.py": "the sweep file and run folders it wrote",
+    "export/card.py": "the run's own result files",
+    "export/folder.py": "the tokenizer_config.json the export just saved",
+    "export/stage.py": "the export manifest and resolved recipe of the run",
+    "recipe/errors.py": "the recipe, refused over strict_yaml.MAX_FILE_BYTES from its size before reading",
+    "run/contenthash.py": "the content-hash cache of the run folder",
+    "run/identity.py": "the run folder's owner file",
+    "run/layout.py": "run folder pointers, manifests and markers",
+    "run/lock.py": "the run lock",
+    "run/trackers.py": "the run's tracker ids",
+    "tokenizer/loading.py": "tokenizer.json, after the tokenizers library loaded the same file whole",
+    "tokenizer/saving.py": "the tokenizer_config.json save_pretrained just wrote",
+    "train/checkpoint.py": "the trainer state a checkpoint saved",
+    "train/monitoring/energy.py": "the kernel's RAPL counters under /sys",
+    "train/monitoring/metrics.py": "the run's metrics file",
+    "train/stage.py": "the run's resolved recipe",
+}
+
+
+def _whole_reads(source: str) -> list[int]:
+    """Line numbers of `x.read_text()`, `x.read_bytes()` and `json.load(f)` calls."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr, owner = node.func.attr, node.func.value
+            if attr in WHOLE_READS or (attr == "load" and isinstance(owner, ast.Name) and owner.id == "json"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_every_whole_file_read_is_bounded_or_of_a_file_langadapt_wrote() -> None:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name != "ioerrors.py" and (lines := _whole_reads(path.read_text(encoding="utf-8"))):
+            found[name] = lines
+    unlisted = {name: lines for name, lines in found.items() if name not in OWN_FILES}
+    assert not unlisted, (f"whole-file reads outside ioerrors.read_input_text: {unlisted}; read a user's file "
+                          "through read_input_text, or list a file langadapt wrote itself in OWN_FILES")
+    assert not set(OWN_FILES) - set(found), f"listed but no longer reading whole: {set(OWN_FILES) - set(found)}"
+
+
+def test_a_file_over_the_bound_is_refused_from_its_size_without_reading_it(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    with config.open("wb") as f:
+        f.truncate(10 << 30)  # sparse: 10 GiB of zeros that take no disk
+    tracemalloc.start()
+    try:
+        with pytest.raises(LangadaptError) as caught:
+            load_model_dims(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(caught.value) == (f"model config: {config} is 10,737,418,240 bytes, more than the 67,108,864 such "
+                                 "a file may have (read whole): is it the right file?")
+    assert peak < 1 << 20
+
+
+def test_the_bound_is_exact_and_the_text_is_decoded(tmp_path: Path) -> None:
+    path = tmp_path / "note.txt"
+    path.write_bytes(b"\xef\xbb\xbfsafe \xff\n")
+    assert read_input_text(path, "note", errors="replace") == "safe \ufffd\n"
+    with pytest.raises(LangadaptError, match=rf"^note: {path}: invalid UTF-8 at byte 8$"):
+        read_input_text(path, "note")
+    assert read_input_text(path, "note", max_bytes=10, errors="replace").startswith("safe")  # 10 bytes: at the bound
+    with pytest.raises(LangadaptError, match=r"^note: .* is 10 bytes, more than the 9 "):
+        read_input_text(path, "note", max_bytes=9)
+    with pytest.raises(LangadaptError, match=rf"^note: {tmp_path} is not a regular file \(a directory\)$"):
+        read_input_text(tmp_path, "note")
