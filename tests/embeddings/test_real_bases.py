@@ -50,7 +50,8 @@ def adapted_tokenizers(bases, shared_texts):
     def get(name: str):
         if name not in made:
             old = load_tokenizer(bases(name))
-            made[name] = old, train_tokenizer(TokenizerConfig(kind="inherit", vocab_size=4096), texts, old)
+            config = TokenizerConfig(kind="inherit", vocab_size=4096, keep_specials="all")  # Tekken's 1,000 too
+            made[name] = old, train_tokenizer(config, texts, old)
         return made[name]
 
     return get
