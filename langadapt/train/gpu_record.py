@@ -4,9 +4,12 @@ A fast path changes numerics and memory in ways CPU tests cannot show (Triton ke
 graphs around DeepSpeed's or FSDP2's hooks). So auto enables one only for the engine layouts the GPU
 suite has run it under, as recorded in tests/gpu/RESULTS.md (device, date, versions, the passing
 test); everywhere else auto leaves it off and says why, and `true` opts in. A test checks every
-entry below against RESULTS.md, so this table cannot claim a run the record does not hold. When the
-next lent GPU runs the suite (`bash tests/gpu/run.sh`, which covers every layout listed in
-`FAST_PATH_LAYOUTS`), add the new passes here.
+entry below against RESULTS.md, so this table cannot claim a run the record does not hold.
+
+Every (fast path, layout) pair not in RAN_ON_GPU has a GPU test in GPU_TEST_FOR that forces it on
+(a test checks that each pair is in one table or the other, and that each named test exists), so
+one run of `bash tests/gpu/run.sh` settles them all: for each of its tests that passed, add a
+RAN_ON_GPU entry naming the new RESULTS.md section and that test.
 """
 
 from __future__ import annotations
@@ -53,6 +56,26 @@ RAN_ON_GPU: dict[tuple[FastPath, str], GpuRun] = {
     ("compile", "deepspeed-zero3"): GpuRun(_H100_1123, _VERSIONS, "test_demo_matches_the_cpu_run[deepspeed_run]"),
 }
 """(fast path, layout) -> the GPU run that recorded it passing. FSDP2 has never run on a GPU."""
+
+
+_FORCED = "test_forced_fast_path_on_gpu_trains_as_the_plain_path[{path}-{layout}]"
+
+GPU_TEST_FOR: dict[tuple[FastPath, str], str] = {
+    (path, layout): _FORCED.format(path=path, layout=layout)
+    for path, layout in (("fused_loss", "deepspeed-zero3"), ("compile", "fsdp"), ("fused_loss", "fsdp"))
+}
+"""(fast path, layout) -> the tests/gpu test (as RESULTS.md names it) that forces it on and compares it with
+the plain path, for the pairs that have never run on a GPU; its CPU twin is tests/train/test_fast_paths_cpu.py."""
+
+GPU_DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
+    "DeepSpeed bf16 accumulates and reduces gradients in fp32 (engines.deepspeed_engine.FP32_GRADIENTS)": (
+        *(f"test_deepspeed_bf16_on_gpu_trains_as_the_torch_engine[{zero}]" for zero in (1, 2, 3)),
+        *(f"test_deepspeed_bf16_gradients_on_gpu_are_exact[{zero}]" for zero in (1, 2, 3))),
+    "DDP keeps its gradients as views into its buckets (engines.torch_engine, gradient_as_bucket_view)": (
+        "test_ddp_gradients_on_gpu_are_bucket_views",),
+}
+"""The other GPU defaults that changed without a GPU run (issue 32), and the tests/gpu tests that check them.
+Not gated like the fast paths (they are how the engines are built, not an optional kernel)."""
 
 
 def ran_on_gpu(path: FastPath, kind: str, zero_stage: int) -> GpuRun | None:

@@ -30,12 +30,14 @@ WEIGHT_ATOL = 1e-4
 
 
 def env() -> dict[str, str]:
-    """CPU DeepSpeed without compiling anything; LOCAL_SIZE is left to init_distributed on purpose.
+    """CPU DeepSpeed without compiling anything (on a GPU machine DeepSpeed finds the GPU, as the GPU
+    suite's workers need); LOCAL_SIZE is left to init_distributed on purpose.
 
     An in-process DeepSpeed test earlier in this pytest process exported its own single-process
     layout (and the port its store still listens on); the workers must not inherit it."""
     inherited = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}
-    return {**inherited, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    accelerator = {} if torch.cuda.is_available() else {"DS_ACCELERATOR": "cpu"}
+    return {**inherited, **accelerator, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 
 def torchrun_cmd(out: Path, *args: str, nproc: int = 2, nnodes: int = 1, node_rank: int = 0,
@@ -49,9 +51,9 @@ def torchrun_cmd(out: Path, *args: str, nproc: int = 2, nnodes: int = 1, node_ra
     return [*cmd, str(worker), str(out), *args]
 
 
-def run(cmd: list[str], log: Path, timeout: float = 240) -> None:
+def run(cmd: list[str], log: Path, timeout: float = 240, extra_env: dict[str, str] | None = None) -> None:
     with open(log, "a") as f:
-        done = subprocess.run(cmd, env=env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        done = subprocess.run(cmd, env={**env(), **(extra_env or {})}, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, check=False)
     assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}:\n{log.read_text()[-3000:]}"
 
 
@@ -60,8 +62,8 @@ def single(out: Path, *args: str) -> None:
     run([sys.executable, str(WORKER), str(out), *args], out.with_suffix(".log"))
 
 
-def two_ranks(out: Path, *args: str, worker: Path = WORKER) -> None:
-    run(torchrun_cmd(out, *args, worker=worker), out.with_suffix(".log"))
+def two_ranks(out: Path, *args: str, worker: Path = WORKER, extra_env: dict[str, str] | None = None) -> None:
+    run(torchrun_cmd(out, *args, worker=worker), out.with_suffix(".log"), extra_env=extra_env)
 
 
 def two_nodes(out: Path, *args: str, timeout: float = 240) -> None:

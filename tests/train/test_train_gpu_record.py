@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from langadapt.train import settings as train_settings
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.gpu_record import FAST_PATH_LAYOUTS, RAN_ON_GPU, layout_name
+from langadapt.train.gpu_record import (
+    FAST_PATH_LAYOUTS,
+    GPU_DEFAULT_TESTS,
+    GPU_TEST_FOR,
+    RAN_ON_GPU,
+    layout_name,
+)
 from langadapt.train.settings import check_engine
 
 RESULTS = Path(__file__).resolve().parents[1] / "gpu" / "RESULTS.md"
@@ -56,3 +64,25 @@ def test_true_opts_in_where_auto_would_not(monkeypatch) -> None:
     monkeypatch.setattr(train_settings, "liger_available", lambda: True)
     engine = check_engine("stage2", TrainStageConfig(), EngineConfig(kind="fsdp", compile=True, fused_loss=True), "cuda")
     assert (engine.compile, engine.fused_loss) == (True, True)
+
+
+def _gpu_suite_test_names() -> set[str]:
+    """The names of tests/gpu's tests as RESULTS.md records them (junit: function[parameter id]),
+    from pytest's own collection (the suite skips itself here, but collects)."""
+    root = RESULTS.parents[2]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                           str(RESULTS.parent)], cwd=root, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return {line.split("::", 1)[1] for line in done.stdout.splitlines() if "::" in line}
+
+
+def test_one_gpu_run_settles_every_fast_path_and_default() -> None:
+    """Every (fast path, layout) pair has run on a GPU or has a GPU test forcing it on, and every
+    default GPU_DEFAULT_TESTS names is checked by a test that exists: `bash tests/gpu/run.sh` once
+    settles all of them, and its RESULTS.md table names what to add to RAN_ON_GPU."""
+    pairs = {(path, layout) for path in ("compile", "fused_loss") for layout in FAST_PATH_LAYOUTS}
+    assert set(RAN_ON_GPU) | set(GPU_TEST_FOR) == pairs
+    assert set(GPU_TEST_FOR) - pairs == set()
+    names = _gpu_suite_test_names()
+    named = [*GPU_TEST_FOR.values(), *(test for tests in GPU_DEFAULT_TESTS.values() for test in tests)]
+    assert [test for test in named if test not in names] == []
