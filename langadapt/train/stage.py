@@ -119,19 +119,19 @@ def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineCo
                       position_ids)
 
 
-def stream_budget(job: TrainingSlice, batch: int) -> tuple[dict[str, dict] | None, int]:
+def stream_budget(slice_: TrainingSlice, batch: int) -> tuple[dict[str, dict] | None, int]:
     """The mixture and the number of samples (steps x global batch `batch`) a stage's stream is planned with."""
-    mixture = job.mixture
+    mixture = slice_.mixture
     # The pipeline passes the data mixture with this stage's overrides and replay share applied
     # (data.replay.stage_mixture); without it, only the stage's own overrides are known here.
-    if mixture is None and job.config.mixture is not None:
-        mixture = {name: entry.model_dump() for name, entry in job.config.mixture.items()}
-    return mixture, job.config.steps * batch
+    if mixture is None and slice_.config.mixture is not None:
+        mixture = {name: entry.model_dump() for name, entry in slice_.config.mixture.items()}
+    return mixture, slice_.config.steps * batch
 
 
-def check_epochs(job: TrainingSlice, ctx: StageContext) -> None:
-    """Plan stage `job`'s stream on the real token shards, as `run` will (`data.stream.plan_stream`,
-    which `build_stream` plans with), without loading a model or training.
+def check_epochs(slice_: TrainingSlice, ctx: StageContext) -> None:
+    """Plan training stage `slice_.name`'s stream on the real token shards, as `run` will
+    (`data.stream.plan_stream`, which `build_stream` plans with), without loading a model or training.
 
     Preflight counts epochs from estimates when the shards do not exist yet; the pipeline calls this
     for every training stage about to run once the tokenizer stage has written them, so a cap that
@@ -139,21 +139,21 @@ def check_epochs(job: TrainingSlice, ctx: StageContext) -> None:
     A disabled stage has no stream to plan."""
     from langadapt.data.stream import plan_stream
 
-    if not job.config.enabled:
+    if not slice_.config.enabled:
         return
-    mixture, samples = stream_budget(job, stage_global_batch(job.config, ctx.dist.world_size))
-    with _epochs_located(job, ctx.layout.tokenizer.tokens):
-        plan_stream(ctx.layout.tokenizer.tokens, mixture, job.config.seq_len, samples, job.force_epochs)
+    mixture, samples = stream_budget(slice_, stage_global_batch(slice_.config, ctx.dist.world_size))
+    with _epochs_located(slice_, ctx.layout.tokenizer.tokens):
+        plan_stream(ctx.layout.tokenizer.tokens, mixture, slice_.config.seq_len, samples, slice_.force_epochs)
 
 
 @contextmanager
-def _epochs_located(job: TrainingSlice, tokens: Path) -> Iterator[None]:
+def _epochs_located(slice_: TrainingSlice, tokens: Path) -> Iterator[None]:
     """An epoch cap crossed is blamed on the stage's `steps`, with the fix the schedule does not name
     (fewer steps) and where the token counts came from."""
     try:
         yield
     except EpochCapError as exc:
-        raise LangadaptError(f"{job.name}.steps: {exc}; or lower {job.name}.steps ({job.config.steps:,}) "
+        raise LangadaptError(f"{slice_.name}.steps: {exc}; or lower {slice_.name}.steps ({slice_.config.steps:,}) "
                              f"(unique tokens counted on the token shards in {tokens})") from None
 
 
@@ -167,14 +167,13 @@ def tracker_setup(after_stage1: bool, stage_name: str, config: TrainStageConfig,
     return offset, tree or {stage_name: config.model_dump(mode="json")}
 
 
-def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
-    """Run training stage `job.name` (stage1 or stage2) into ctx.out on `ctx.dist`; returns its summary."""
-    stage_name, config, engine, dist = job.name, job.config, job.engine, ctx.dist
-    after_stage1, force_epochs, document_masking = job.after_stage1, job.force_epochs, job.document_masking
-    if not config.enabled:
-        ctx.out.mkdir(parents=True, exist_ok=True)
-        (ctx.out / "NOTE.txt").write_text(f"{stage_name}.enabled is false: nothing was trained\n")
-        return {"enabled": False}
+def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
+    """Run training stage `slice_.name` (stage1 or stage2) into ctx.out on `ctx.dist`; returns its summary.
+
+    The pipeline never enters a disabled stage: `Recipe.training_skip_reason` is its skip reason in
+    the stage table, and the runner calls only the stages it runs or resumes."""
+    stage_name, config, engine, dist = slice_.name, slice_.config, slice_.engine, ctx.dist
+    after_stage1, force_epochs, document_masking = slice_.after_stage1, slice_.force_epochs, slice_.document_masking
     from langadapt.data.stream import build_stream
     from langadapt.tokenizer.loading import load_tokenizer
 
@@ -189,8 +188,8 @@ def run(job: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     model = load_model(init, config, stage_name, engine, dist)
     if document_masking:
         check_document_masking(model)
-    mixture, samples = stream_budget(job, global_batch)
-    with _epochs_located(job, ctx.layout.tokenizer.tokens):
+    mixture, samples = stream_budget(slice_, global_batch)
+    with _epochs_located(slice_, ctx.layout.tokenizer.tokens):
         stream = build_stream(ctx.layout.tokenizer.tokens, mixture, config.seq_len, samples, training.seed,
                               force=force_epochs, document_masking=document_masking)
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]

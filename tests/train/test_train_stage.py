@@ -89,11 +89,6 @@ def test_stage2_without_stage1_starts_from_the_embeddings_model_even_if_an_old_s
     assert summary["init_model"] == str(tmp_path / "embeddings" / "model")
 
 
-def test_a_disabled_stage_writes_only_a_note(tmp_path: Path) -> None:
-    assert run(TrainingSlice("stage1", TrainStageConfig(enabled=False), EngineConfig()), context(tmp_path, "stage1")) == {"enabled": False}
-    assert [p.name for p in (tmp_path / "stage1").iterdir()] == ["NOTE.txt"]
-
-
 def test_missing_starting_model_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(LangadaptError, match="stage1: no complete starting model at .*embeddings/model"):
         run(TrainingSlice("stage1", config(), EngineConfig()), context(tmp_path, "stage1"))
