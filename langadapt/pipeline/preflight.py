@@ -48,16 +48,21 @@ WEIGHT_FILES = (SAFETENSORS_SINGLE_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_WEIGHTS
 def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> None:
     """Raise LangadaptError for the first problem in what `stages` (default: all) would need
     (its line says how many more there are; `find_problems` lists them all)."""
-    find_problems(loaded, stages, world_size).raise_first()
+    find_problems(loaded, stages, world_size, data_first=True).raise_first()
 
 
-def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None) -> Report:
+def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None,
+                  data_first: bool = False) -> Report:
     """Every problem knowable without training in what `stages` (default: all) would need.
 
     `world_size` is the number of training processes (default: `placement.training_world_size`:
     the launcher's world, an sbatch job's task count, else the recipe's cluster, where `langadapt launch` will run it); it sets the global
     batch and hence the epochs per source exactly as training computes them. Each check runs
     under `Report.guard`, so one that stops on its own error does not hide the others.
+
+    `data_first` (a real run, which stops at the first problem anyway) returns when the data
+    sources have a problem, before the base model's checks, which may import transformers (2-3 s
+    of CPU): a missing or unreadable corpus file is refused in half a second.
     """
     recipe, report = loaded.recipe, Report(loaded.path, loaded.inheritance, loaded.overrides)
     will = set(STAGES if stages is None else stages)
@@ -68,6 +73,8 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
             check_sources(recipe, report)
         with report.guard():
             _check_hub_sources(recipe, report)
+        if data_first and report.problems:
+            return report
     with report.guard():
         model_config, base_tokenizer = _check_base_model(recipe, report, needs_model=bool(will - {"data", "export"}))
     for name in training:
