@@ -1,6 +1,6 @@
 """The data stage: sources in, cleaned train/held-out documents out.
 
-`run(job, ctx)` reads every source of `job.config` (the data section), cleans it (`cleaning.Cleaner`),
+`run(slice_, ctx)` reads every source of `slice_.config` (the data section), cleans it (`cleaning.Cleaner`),
 splits off held-out documents by a hash of their normalised text (or, with `data.split_by: id`, of
 their id's last path component: `split_digest`), and writes `ctx.out/{train,valid}/<source>.jsonl.gz`
 (format: `langadapt.data.documents`) plus `DataPaths.stats`. The split depends only on each document's
@@ -81,9 +81,9 @@ class _DocumentWriter:
             raise self._error
 
 
-def run(job: DataSlice, ctx: StageContext) -> dict[str, Any]:
+def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
     """Clean and split every source; returns the per-source summary for the manifest."""
-    config = job.config
+    config = slice_.config
     # Resolve every source first, so that a typo in the last path fails before any long work.
     resolved = {s.name: resolve_paths(s, s.path) for s in config.sources}
     held_out = {s.name: resolve_paths(s, s.valid_path, "valid_path") for s in config.sources if s.valid_path}
