@@ -25,11 +25,11 @@ from langadapt.tokenizer.summary import specials_note
 from langadapt.tokenizer.train import train_tokenizer
 
 
-def run(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
+def run(slice_: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
     """Train (or keep) the tokenizer, write its metrics and the token shards; returns a summary."""
     from langadapt.data.shards import encode_corpus
 
-    config, data_dir, paths = job.config, ctx.layout.data.root, ctx.layout.tokenizer
+    config, data_dir, paths = slice_.config, ctx.layout.data.root, ctx.layout.tokenizer
     base = load_base_tokenizer(ctx.base_model)
     # Without language weights the tokenizer is for the target language only: replay and
     # neighbour sources would otherwise take vocabulary away from it.
@@ -52,7 +52,7 @@ def run(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
     plot_fertility(metrics, paths.fertility_plot)
     ctx.log.info("tokenizer metrics on held-out text:\n%s", render_table(metrics))
 
-    shards = encode_corpus(tokenizer, data_dir, paths.tokens, num_workers=job.num_workers)
+    shards = encode_corpus(tokenizer, data_dir, paths.tokens, num_workers=slice_.num_workers)
     return {
         "kind": config.kind,
         "vocab_size": len(tokenizer),
