@@ -43,9 +43,9 @@ def target_texts(data_dir: Path) -> Iterator[str]:
         yield doc["text"]
 
 
-def run(job: EmbeddingsSlice, ctx: StageContext) -> dict[str, Any]:
+def run(slice_: EmbeddingsSlice, ctx: StageContext) -> dict[str, Any]:
     """Initialise the base model's embeddings for the new tokenizer; returns a small summary."""
-    config, paths = job.config, ctx.layout.embeddings
+    config, paths = slice_.config, ctx.layout.embeddings
     base = _folder(ctx.base_model, "base model folder (base_model.path)")
     tokenizer_dir = _folder(ctx.layout.tokenizer.tokenizer, "the tokenizer stage's output")
     old_tokenizer = load_tokenizer(base, what="base_model.path")
