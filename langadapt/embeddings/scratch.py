@@ -35,7 +35,7 @@ def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int)
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
-def run(job: ScratchSlice, ctx: StageContext) -> dict[str, Any]:
+def run(slice_: ScratchSlice, ctx: StageContext) -> dict[str, Any]:
     """The embeddings stage of `init: scratch`: the model drawn for the tokenizer stage's tokenizer."""
     from transformers import AutoConfig
 
@@ -43,7 +43,7 @@ def run(job: ScratchSlice, ctx: StageContext) -> dict[str, Any]:
     from langadapt.tokenizer.saving import save_tokenizer
 
     tokenizer = load_tokenizer(ctx.layout.tokenizer.tokenizer, what="the tokenizer stage's output")
-    architecture = job.architecture
+    architecture = slice_.architecture
     if architecture is None:  # scratch with the architecture of a given base model
         architecture = AutoConfig.from_pretrained(ctx.base_model).to_dict()
     model = build_scratch_model(architecture, tokenizer, ctx.seed)
