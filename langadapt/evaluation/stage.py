@@ -120,10 +120,10 @@ def _summary(results: dict) -> dict:
     }
 
 
-def run(job: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
+def run(slice_: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     """Evaluate every model of the run (+ the runs it depends on, `ctx.needed`: the cold twin,
     + `config.compare`) and write results.json, report.md, report.html."""
-    config = job.config
+    config = slice_.config
     if not config.suites:
         ctx.log.info("evaluate: no suites configured; nothing to do")
         return {"bits_per_byte": {}, "notes": ["no suites configured"]}
@@ -139,7 +139,7 @@ def run(job: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     results["target_langs"] = target_langs(ctx.layout)
     add_tokenizer_facts(results, ctx.layout)
     write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
-                 planned_energy=planned_energy(ctx.layout, job.planning))
+                 planned_energy=planned_energy(ctx.layout, slice_.planning))
     log_evaluation(ctx.layout, results, ctx.out)  # into the trackers the training stages opened
     return _summary(results)
 
