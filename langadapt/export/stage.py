@@ -107,9 +107,9 @@ def export_model(paths: ExportPaths, layout: RunLayout, config: ExportConfig, fa
             "verification": verification, "files": file_hashes(folder)}
 
 
-def run(job: ExportSlice, ctx: StageContext) -> dict[str, Any]:
+def run(slice_: ExportSlice, ctx: StageContext) -> dict[str, Any]:
     """The export stage: the run's last trained model (stage2, else stage1)."""
-    config = job.config
+    config = slice_.config
     from langadapt.export.hub import check_push, push
 
     if config.push_to_hub:
@@ -118,7 +118,7 @@ def run(job: ExportSlice, ctx: StageContext) -> dict[str, Any]:
     models = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
     stages = require_trained(ctx.layout.final(), models)
     name = next(n for n, stage in MODEL_STAGES.items() if stage == stages[-1])
-    summary = export_model(ctx.layout.export, ctx.layout.final(), config, job.facts, name, stages,
+    summary = export_model(ctx.layout.export, ctx.layout.final(), config, slice_.facts, name, stages,
                            ctx.layout.trained(stages[-1]).model, ctx.base_model)
     if config.push_to_hub:
         summary["pushed"] = push(ctx.layout.export.model, str(config.repo_id), config.private)
