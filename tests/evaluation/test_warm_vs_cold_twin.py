@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from langadapt.evaluation.cold_twin import cold_twin_overrides, run_flops, step_flops
+from langadapt.pipeline.runner import run_pipeline
 from langadapt.planning.models import ModelDims, load_model_dims
 from langadapt.recipe import load_recipe
 from langadapt.run.layout import RunLayout
-from langadapt.pipeline.runner import run_pipeline
 
 BASE = """\
 name: base

@@ -37,6 +37,9 @@ def protocol_problems(function: Callable[..., Any], bound: Any) -> list[str]:
         problems.append("gives a parameter a default: a stage gets everything from its slice and ctx")
     hints = typing.get_type_hints(function)
     names = [p.name for p in parameters]
+    if len(names) == 2 and names != ["slice_", "ctx"]:
+        # `job` is train.job.TrainingJob, what `fit` runs: a stage's slice is not called that.
+        problems.append(f"names its parameters ({', '.join(names)}), not (slice_, ctx)")
     if len(names) == 2:
         if hints.get(names[0]) is not type(bound):
             problems.append(f"annotates its slice as {hints.get(names[0])}, but is bound {type(bound).__name__}")
@@ -63,19 +66,22 @@ def test_every_stage_of_the_table_keeps_the_protocol(recipe: str) -> None:
 def test_the_protocol_check_sees_each_way_to_break_it() -> None:
     ok = TokenizerSlice(config=None)  # type: ignore[arg-type]
 
-    def extra(job: TokenizerSlice, ctx: StageContext, num_workers: int | None = None) -> dict[str, Any]:
+    def extra(slice_: TokenizerSlice, ctx: StageContext, num_workers: int | None = None) -> dict[str, Any]:
         return {}
 
-    def defaulted(job: TokenizerSlice, ctx: StageContext = None) -> dict[str, Any]:  # type: ignore[assignment]
+    def defaulted(slice_: TokenizerSlice, ctx: StageContext = None) -> dict[str, Any]:  # type: ignore[assignment]
         return {}
 
-    def wrong_slice(job: dict, ctx: StageContext) -> dict[str, Any]:
+    def wrong_slice(slice_: dict, ctx: StageContext) -> dict[str, Any]:
         return {}
 
-    def no_summary(job: TokenizerSlice, ctx: StageContext) -> None:
+    def no_summary(slice_: TokenizerSlice, ctx: StageContext) -> None:
         return None
 
-    def good(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
+    def good(slice_: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
+        return {}
+
+    def misnamed(job: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
         return {}
 
     assert protocol_problems(good, ok) == []
@@ -83,6 +89,7 @@ def test_the_protocol_check_sees_each_way_to_break_it() -> None:
     assert "default" in protocol_problems(defaulted, ok)[0]
     assert "bound TokenizerSlice" in protocol_problems(wrong_slice, ok)[0]
     assert "not a dict summary" in protocol_problems(no_summary, ok)[0]
+    assert protocol_problems(misnamed, ok) == ["names its parameters (job, ctx), not (slice_, ctx)"]
     assert "not a frozen dataclass" in protocol_problems(good, {"config": None})[-1]
 
 
@@ -93,6 +100,16 @@ def test_a_stage_that_returns_no_summary_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="stage data returned NoneType, not its summary dict"):
         pipeline._run_stage(stage, ctx, "print", loaded, pipeline.RUN, main=True)
     assert not (tmp_path / "data" / "COMPLETE").exists()
+
+
+@pytest.mark.parametrize("stage", ["stage1", "stage2"])
+def test_a_disabled_training_stage_is_skipped_never_entered(tmp_path: Path, stage: str) -> None:
+    """The training entry has no `enabled: false` branch: the table gives a disabled stage its skip
+    reason, and the runner enters only the stages it runs or resumes."""
+    loaded = load_recipe(REPO / RECIPES[0], [f"run_root={tmp_path}", f"{stage}.enabled=false"])
+    actions, _ = pipeline.plan_actions(loaded, list(STAGES), force=False)
+    action = dict((s.name, a) for s, a in actions)[stage]
+    assert action == f"skip ({stage}.enabled is false)" and action not in pipeline.WORKING
 
 
 def _write(tmp_path: Path, name: str = "r") -> Path:
@@ -109,8 +126,8 @@ def test_evaluate_plans_from_its_slice_and_is_fingerprinted_on_what_planning_rea
         loaded = load_recipe(REPO / "recipes/tiny_english_source.yaml", [f"run_root={tmp_path}", *overrides])
         table = pipeline.stage_table(loaded.recipe)
         prints = fingerprints(loaded, table)
-        job = next(s for s in table if s.name == "evaluate").run.slice
-        return prints["evaluate"], planned_energy(RunLayout(loaded.recipe.run_dir), job.planning)
+        slice_ = next(s for s in table if s.name == "evaluate").run.slice
+        return prints["evaluate"], planned_energy(RunLayout(loaded.recipe.run_dir), slice_.planning)
 
     before, planned = evaluate([])
     assert "h100" in planned["note"].lower() and planned["joules_per_step"]
