@@ -6,7 +6,7 @@ and samples, run on the base, initialised, stage-1 and adapted models, reported 
     evaluate_models(models, suites, texts_by_lang, config)               the results dict
     evaluate_cli(model_or_run, suites, out, compare, name)               `langadapt eval`
     EvaluationConfig                                                     the recipe slice
-    run(config, ctx)                                                     the pipeline stage
+    run(slice_, ctx)                                                     the pipeline stage
 
 Imported lazily so that loading a recipe (which needs only EvaluationConfig) stays light.
 """

@@ -7,7 +7,7 @@ Public API (imported lazily, so that loading a recipe does not import transforme
     tokenizer_metrics(tokenizer, texts)              fertility, split share, bytes per token
     compare_tokenizers(tokenizers, texts_by_lang)    the same per tokenizer and language (JSON-able)
     render_table(metrics), plot_fertility(metrics, path)
-    run(config, ctx)                                 the pipeline stage (stage.py)
+    run(slice_, ctx)                                 the pipeline stage (stage.py)
 """
 
 from __future__ import annotations
