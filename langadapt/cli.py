@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import disk_error_line
+from langadapt.ioerrors import os_error_line
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE, Preempted, latch_stop_signals
 
 EXIT_USER_ERROR = 2
@@ -393,8 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as stop:  # a scheduler's signal, honoured: the sbatch script requeues on 75
         print(f"langadapt: {stop}", file=sys.stderr)
         return REQUEUE_EXIT_CODE
-    except Exception as exc:  # a full disk, whatever library was writing: the user's to fix, not a bug
-        line = disk_error_line(exc)
+    except Exception as exc:  # a full disk, a folder not ours, a file in the way: the user's to fix, not a bug
+        line = os_error_line(exc)
         if line is None or args.debug:
             raise
         print(f"langadapt: error: {line}", file=sys.stderr)

@@ -156,10 +156,40 @@ def access_error_line(exc: BaseException, path: Path | str | None = None) -> str
             f"set run_root to a folder you can write, or get write access to {blocked}")
 
 
+SHAPE_ERRNOS = {errno.EEXIST, errno.ENOTDIR, errno.EISDIR}
+"""What writing fails with when a path is of the wrong kind: a file where a folder is needed (the
+run folder, or a folder on the way to it) or a folder where a file is to be written."""
+
+
+def _file_on_the_way(path: Path) -> Path | None:
+    """The first existing path from the root down to `path` that is not a folder."""
+    for part in (*reversed(path.parents), path):
+        if part.exists() and not part.is_dir():
+            return part
+    return None
+
+
+def shape_error_line(exc: BaseException, path: Path | str | None = None) -> str | None:
+    """One line for a path of the wrong kind (None for anything else): which path is a file where
+    a folder is needed, or a folder where a file is to be written."""
+    error = _os_error(exc)
+    if error is None or error.errno not in SHAPE_ERRNOS or not error.filename:
+        return None
+    failed = Path(str(error.filename))
+    where = str(path) if path is not None else str(failed)
+    if error.errno == errno.EISDIR:
+        return f"{where}: cannot write: {failed} is a folder where a file is to be written; move it away or choose another path"
+    blocker = _file_on_the_way(failed)
+    if blocker is None:  # EEXIST of a folder (a bug of ours, not the user's), or the file is gone again
+        return None
+    return f"{where}: cannot write: {blocker} is a file where a folder is needed; move it away or choose another path"
+
+
 def os_error_line(exc: BaseException, path: Path | str | None = None) -> str | None:
     """One line for an OS failure the user fixes (a full or read-only disk, a folder not writable
-    by this user), or None for anything else: the one place such errors become lines."""
-    return disk_error_line(exc, path) or access_error_line(exc, path)
+    by this user, a file where a folder is needed or the reverse), or None for anything else: the
+    one place such errors become lines (`writing` blocks and the CLI's last resort)."""
+    return disk_error_line(exc, path) or access_error_line(exc, path) or shape_error_line(exc, path)
 
 
 @contextmanager

@@ -84,7 +84,7 @@ def test_page_headers_agree_with_the_footer(tmp_path: Path, version: str, dictio
             pages = column_pages(f.fileno(), start, chunk.total_compressed_size, "here")
             assert sum(p.rows for p in pages) == meta.row_group(group).num_rows
             assert sum(p.uncompressed for p in pages) < chunk.total_uncompressed_size  # headers are the rest
-            assert len(pages) >= 2 and [p.dictionary for p in pages][0] == dictionary
+            assert len(pages) >= 2 and pages[0].dictionary == dictionary
             assert all(p.has_crc == dictionary for p in pages)
 
 
