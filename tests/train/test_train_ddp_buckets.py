@@ -8,21 +8,13 @@ bucket, also after `zero_grad(set_to_none=True)` (measured without the setting: 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from helpers import multiproc as mp
+from helpers import fast_paths
 
 pytestmark = pytest.mark.slow
 
 
 def test_ddp_gradients_are_bucket_views(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    mp.two_ranks(out, worker=mp.HELPERS / "ddp_worker.py")
-    result = json.loads((out / "storages.json").read_text())
-    assert result["params"] == 21
-    assert result["storages"] == [1, 1]  # one bucket (25 MB cap), after both steps' backward
-    # the losses DDP's copy-keeping default gave (the second step reads the first step's update);
-    # 2e-3: CPU kernels differ slightly across instruction sets, as for the golden files
-    assert result["losses"] == pytest.approx([9.1203, 9.1895], abs=2e-3)
+    fast_paths.check_ddp_gradients_are_bucket_views(tmp_path)  # shared with tests/gpu/test_gpu_fast_paths.py
