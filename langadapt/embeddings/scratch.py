@@ -11,23 +11,16 @@ from typing import Any
 
 import torch
 
-from langadapt.errors import LangadaptError
-from langadapt.run.context import StageContext
 from langadapt.embeddings.config import ScratchSlice
+from langadapt.planning.models import architecture_config
+from langadapt.run.context import StageContext
 
 
 def build_scratch_model(architecture: dict[str, Any], tokenizer: Any, seed: int) -> torch.nn.Module:
     """A transformers model from config fields, with vocab and special ids taken from the tokenizer."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    fields = dict(architecture)
-    model_type = fields.pop("model_type", None)
-    if not model_type:
-        raise LangadaptError("base_model.architecture.model_type: required for init: scratch (e.g. llama)")
-    try:
-        config = AutoConfig.for_model(model_type, **fields)
-    except ValueError as exc:
-        raise LangadaptError(f"base_model.architecture.model_type {model_type!r}: {exc}") from None
+    config = architecture_config(architecture)
     config.vocab_size = len(tokenizer)
     for role in ("bos", "eos", "pad"):
         setattr(config, f"{role}_token_id", getattr(tokenizer, f"{role}_token_id"))

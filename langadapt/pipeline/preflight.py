@@ -22,7 +22,7 @@ from huggingface_hub.constants import PYTORCH_WEIGHTS_NAME, SAFETENSORS_INDEX_FI
 from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
-from langadapt.planning.models import complete_architecture
+from langadapt.planning.models import architecture_config, complete_architecture
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
 from langadapt.run.base_model import (
@@ -52,19 +52,22 @@ def check_recipe(loaded: LoadedRecipe, stages: Collection[str] | None = None, wo
 
 
 def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, world_size: int | None = None,
-                  data_first: bool = False) -> Report:
+                  data_first: bool = False, report: Report | None = None) -> Report:
     """Every problem knowable without training in what `stages` (default: all) would need.
 
     `world_size` is the number of training processes (default: `placement.training_world_size`:
     the launcher's world, an sbatch job's task count, else the recipe's cluster, where `langadapt launch` will run it); it sets the global
     batch and hence the epochs per source exactly as training computes them. Each check runs
-    under `Report.guard`, so one that stops on its own error does not hide the others.
+    under `Report.guard`, so one that stops on its own error does not hide the others; `report`
+    may hold problems found before (the dry run's run-folder claim).
 
     `data_first` (a real run, which stops at the first problem anyway) returns when the data
     sources have a problem, before the base model's checks, which may import transformers (2-3 s
-    of CPU): a missing or unreadable corpus file is refused in half a second.
+    of CPU): a missing or unreadable corpus file is refused in a third of a second. The one check
+    that always imports it, that transformers builds `base_model.architecture`, runs last and only
+    when nothing else was found (a dry run names it once the problems it listed are fixed).
     """
-    recipe, report = loaded.recipe, Report(loaded.path, loaded.inheritance, loaded.overrides)
+    recipe, report = loaded.recipe, report or Report(loaded.path, loaded.inheritance, loaded.overrides)
     will = set(STAGES if stages is None else stages)
     training = [name for name in recipe.training_stages if name in will]
     model_config = base_tokenizer = None
@@ -101,6 +104,9 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if "export" in will and recipe.export.enabled:
         with report.guard():
             _check_licence(recipe)
+    if recipe.base_model.architecture and "embeddings" in will and not report.problems:
+        with report.guard():  # last, and only on an otherwise valid recipe: it imports transformers (seconds)
+            architecture_config(recipe.base_model.architecture)
     return report
 
 

@@ -390,9 +390,10 @@ def dry_run(loaded: LoadedRecipe, only: str | None = None, start: str | None = N
     when the problems keep them from being known) and the report of all the problems at once."""
     selected = select_stages(list(STAGES), only, start, until)
     layout = RunLayout(loaded.recipe.run_dir)
-    report = find_problems(loaded, selected)
-    with report.guard():
+    report = Report(loaded.path, loaded.inheritance, loaded.overrides)
+    with report.guard():  # first: the preflight's last check (transformers) waits for a valid recipe
         claim_run(loaded, layout, take_over=force is True, record=False)
+    find_problems(loaded, selected, report=report)
     force = bool(only) or bool(start) if force is None else force
     actions: list[tuple[str, str]] = []
     try:

@@ -10,10 +10,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import read_input_text
+
+
+_CONFIG_KEYS = {"hidden": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads",
+                "kv_heads": "num_key_value_heads", "ffn": "intermediate_size", "vocab": "vocab_size",
+                "head_dim": "head_dim"}
+"""ModelDims field -> the Hugging Face config key it is read from."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,17 @@ class ModelDims:
     norms_per_layer: int = 2  # RMSNorm weight vectors per block; Gemma-2 has 4 (pre and post)
     qkv_bias: bool = False  # Qwen2 has biases on the q, k, v projections
     qk_norm: Literal["none", "full", "per_head"] = "none"  # OLMo-2: full width; Qwen3: per head
+
+    def __post_init__(self) -> None:
+        """Every plan, memory estimate and FLOPs count goes through here: a shape that is not a
+        positive whole number (`hidden_size: wide` in an architecture, a float in a config.json)
+        is one line naming the config key, not a TypeError deep in the arithmetic."""
+        for field, key in _CONFIG_KEYS.items():
+            value = getattr(self, field)
+            if field == "head_dim" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise LangadaptError(f"{self.name}: {key} must be a positive whole number (got {str(value)[:40]!r})")
 
     @property
     def attn_dim(self) -> int:
@@ -126,6 +143,35 @@ def complete_architecture(architecture: dict) -> dict:
     except ValueError:  # an unknown model_type: the scratch stage's check names it
         return architecture
     return {**{key: defaults[key] for key in SHAPE_KEYS if key in defaults}, **architecture}
+
+
+def architecture_config(architecture: dict) -> Any:
+    """The transformers config that a recipe's `base_model.architecture` builds (`init: scratch`),
+    or one error line keyed `base_model.architecture...`: an unknown model type (with the closest
+    known ones, not transformers' list of hundreds) or fields the model type refuses (a hidden
+    size the heads do not divide, a string where a number belongs). The preflight check and the
+    scratch stage both build through here, so a recipe `--dry-run` calls valid builds."""
+    import difflib
+
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    fields = dict(architecture)
+    model_type = fields.pop("model_type", None)
+    if not model_type:
+        raise LangadaptError("base_model.architecture.model_type: required for init: scratch (e.g. llama)")
+    if model_type not in CONFIG_MAPPING:
+        close = difflib.get_close_matches(str(model_type), list(CONFIG_MAPPING.keys()), n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else "e.g. llama, mistral, qwen2, gpt2"
+        raise LangadaptError(f"base_model.architecture.model_type: {str(model_type)[:60]!r} is not a model type "
+                             f"the installed transformers knows ({hint})")
+    try:
+        return AutoConfig.for_model(model_type, **fields)
+    except Exception as exc:  # ValueError, TypeError, huggingface_hub's StrictDataclassError (an Exception)
+        reason = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else type(exc).__name__
+        for prefix in ("ValueError: ", "TypeError: "):
+            reason = reason.removeprefix(prefix)
+        raise LangadaptError(f"base_model.architecture: {model_type} refuses these fields: {reason[:300]}") from None
 
 
 def dims_from_config(config: dict, name: str = "model") -> ModelDims:
