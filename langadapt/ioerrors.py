@@ -27,15 +27,17 @@ import errno
 import getpass
 import gzip
 import io
+import json
 import os
 import shutil
 import stat
+import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from langadapt.errors import LangadaptError
 
@@ -286,6 +288,26 @@ def read_input_text(path: Path | str, key: str, max_bytes: int = MAX_INPUT_TEXT_
     except UnicodeDecodeError as exc:  # the decoder counts from after a BOM; the user's editor does not
         at = exc.start + (len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0)
         raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {at}") from None
+
+
+def parse_json(text: str, what: str, suffix: str = "") -> Any:
+    """`json.loads` for JSON a user gave, every failure one `LangadaptError` line "`what`: why`suffix`":
+    malformed text (with line and column in a multi-line file), and nesting deeper than Python's
+    recursion limit, which `json` raises as a RecursionError (a `[[[...` line of a few thousand
+    brackets in a corpus was a traceback). Every reader of user JSON goes through here."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        where = f" (line {err.lineno}, column {err.colno})" if "\n" in text.rstrip("\n") else ""
+        raise LangadaptError(f"{what}: {err.msg}{where}{suffix}") from None
+    except RecursionError:
+        raise LangadaptError(f"{what}: nested deeper than {sys.getrecursionlimit():,} levels{suffix}") from None
+
+
+def read_input_json(path: Path | str, key: str) -> Any:
+    """A whole JSON file a user gave (a model's config.json, a safetensors index, tekken.json):
+    `read_input_text`'s bound and checks, then `parse_json`'s."""
+    return parse_json(read_input_text(path, key), f"{key}: {path} is not valid JSON")
 
 
 def compression_of(head: bytes) -> str | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_text
+from langadapt.ioerrors import read_input_json
 
 # The split regex of tokenizers' ByteLevel pre-tokenizer (use_regex=True), i.e. GPT-2's.
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -99,8 +99,8 @@ def _json_field(path: Path, key: str) -> Any:
     if not path.is_file():
         return None
     try:
-        value = json.loads(read_input_text(path, f"tokenizer {path.parent}"))
-    except ValueError:
+        value = read_input_json(path, f"tokenizer {path.parent}")
+    except LangadaptError:
         return None
     return value.get(key) if isinstance(value, dict) else None
 

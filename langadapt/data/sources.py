@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import itertools
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -23,7 +22,7 @@ from langadapt.data.bounded import CHUNK_BYTES, DEFAULT_MAX_DOCUMENT_BYTES, Boun
 from langadapt.data.config import SourceConfig
 from langadapt.data.parquet_pages import column_pages
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import compression_of, input_problem, open_input
+from langadapt.ioerrors import compression_of, input_problem, open_input, parse_json
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -310,11 +309,8 @@ def _whole_array(
 
 
 def _parse(source: SourceConfig, path: Path, text: str, where: str, line: Line) -> object:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        cut = "" if line.raw.endswith(b"\n") else f" ({_CUT})"
-        raise LangadaptError(f"source {source.name}: invalid JSON at {where} of {path}: {err.msg}{cut}") from None
+    cut = "" if line.raw.endswith(b"\n") else f" ({_CUT})"
+    return parse_json(text, f"source {source.name}: invalid JSON at {where} of {path}", cut)
 
 
 def _record(source: SourceConfig, path: Path | str, record: object, where: str) -> Document:

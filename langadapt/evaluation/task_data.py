@@ -6,12 +6,11 @@ under a second, and the evaluation reads them once before the first model loads.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from langadapt.data.bounded import FIXED_BOUND, iter_lines, read_whole_text
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import decompression_errors
+from langadapt.ioerrors import decompression_errors, parse_json
 
 
 def read_texts(paths: list[str]) -> list[str]:
@@ -44,10 +43,7 @@ def _rows(path: Path, required: tuple[str, ...]):
         line = raw.decode("utf-8")
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LangadaptError(f"{path}:{number}: malformed JSON ({exc.msg})") from None
+        row = parse_json(line, f"{path}:{number}: malformed JSON")
         missing = [k for k in required if not isinstance(row, dict) or not isinstance(row.get(k), str)]
         if missing:
             raise LangadaptError(

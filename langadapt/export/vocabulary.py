@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_text
+from langadapt.ioerrors import read_input_json
 
 VOCABULARY_FILES = ("tokenizer.model", "tekken.json")
 """A base's vocabulary in its own library's format, which some readers prefer to tokenizer.json."""
@@ -180,7 +180,7 @@ def _check_reached(model: dict, new: dict[str, int]) -> None:
 def _write_extended_tekken(source: Path, ours: dict, base: dict, target: Path) -> str | None:
     """Write the regenerated tekken.json; returns why it could not be (None: written)."""
     try:
-        tekken = json.loads(read_input_text(source, "the base's tekken.json"))
+        tekken = read_input_json(source, "the base's tekken.json")
         target.write_text(json.dumps(extended_tekken(tekken, ours, base), ensure_ascii=False) + "\n",
                           encoding="utf-8")
     except (OSError, ValueError, KeyError, TypeError, LangadaptError) as exc:

@@ -12,7 +12,6 @@ tokenizer.json.
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from huggingface_hub.constants import PYTORCH_WEIGHTS_NAME, SAFETENSORS_INDEX_FI
 
 from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_text
+from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_json
+from langadapt.pipeline.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.planning.models import architecture_config, complete_architecture
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
@@ -35,7 +35,6 @@ from langadapt.run.base_model import (
     weights_problem,
 )
 from langadapt.run.layout import STAGES
-from langadapt.pipeline.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.runtime.placement import training_world_size
 from langadapt.train.settings import resolve_training
 
@@ -235,12 +234,9 @@ def _read_json(path: Path, loc: tuple[Any, ...], report: Report, missing: str) -
     if file_kind(path.stat().st_mode) is not None:
         return None  # a FIFO or the like: `irregular_files` reported it
     try:
-        value = json.loads(read_input_text(path, str(path)))
+        value = read_input_json(path, path.name)
     except LangadaptError as exc:
         report.add(loc, str(exc))
-        return None
-    except json.JSONDecodeError as exc:
-        report.add(loc, f"{path}: unreadable JSON ({exc})")
         return None
     if not isinstance(value, dict):
         report.add(loc, f"{path}: expected a JSON object")

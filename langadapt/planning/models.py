@@ -7,14 +7,12 @@ OLMo-2): it is checked in the tests against transformers' own models built on th
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_text
-
+from langadapt.ioerrors import read_input_json
 
 _CONFIG_KEYS = {"hidden": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads",
                 "kv_heads": "num_key_value_heads", "ffn": "intermediate_size", "vocab": "vocab_size",
@@ -207,10 +205,7 @@ def load_model_dims(model: str | Path) -> ModelDims:
     if path.suffix == ".json" or path.exists():
         if not path.is_file():
             raise LangadaptError(f"{path}: config.json not found")
-        try:
-            config = json.loads(read_input_text(path, "model config"))
-        except json.JSONDecodeError as exc:
-            raise LangadaptError(f"{path}: not valid JSON ({exc})") from exc
+        config = read_input_json(path, "model config")
         return dims_from_config(config, name=path.parent.name or str(path))
     key = ALIASES.get(str(model).lower(), str(model).lower())
     if key in BUILTIN:

@@ -10,7 +10,6 @@ and every folder resolved here.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from huggingface_hub.constants import SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import input_problem, read_input_text
+from langadapt.ioerrors import input_problem, read_input_json
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 
 
@@ -165,7 +164,7 @@ def weights_problem(folder: Path) -> str | None:
 
 def _index_problem(index: Path) -> str | None:
     try:
-        weight_map = json.loads(read_input_text(index, str(index)))["weight_map"]
+        weight_map = read_input_json(index, "the safetensors index")["weight_map"]
         shards = sorted(set(weight_map.values()))
     except LangadaptError as exc:
         return str(exc).removeprefix(f"{index}: ")
@@ -218,7 +217,7 @@ def embedding_rows(folder: Path) -> tuple[str, int] | None:
         if single.exists():
             files = {name: single for name in EMBEDDING_NAMES}
         elif index.exists():
-            weight_map = json.loads(read_input_text(index, str(index)))["weight_map"]
+            weight_map = read_input_json(index, "the safetensors index")["weight_map"]
             files = {name: folder / weight_map[name] for name in EMBEDDING_NAMES if name in weight_map}
         else:
             return None
@@ -258,8 +257,8 @@ def tokenizer_id_count(tokenizer: dict[str, Any]) -> int | None:
 
 def _read_json_quietly(path: Path) -> dict[str, Any] | None:
     try:
-        value = json.loads(read_input_text(path, str(path)))
-    except (LangadaptError, ValueError):
+        value = read_input_json(path, path.name)
+    except LangadaptError:
         return None
     return value if isinstance(value, dict) else None
 

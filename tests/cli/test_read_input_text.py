@@ -103,3 +103,20 @@ def test_the_bound_is_exact_and_the_text_is_decoded(tmp_path: Path) -> None:
         read_input_text(path, "note", max_bytes=9)
     with pytest.raises(LangadaptError, match=rf"^note: {tmp_path} is not a regular file \(a directory\)$"):
         read_input_text(tmp_path, "note")
+
+
+def test_every_way_a_json_file_fails_is_one_line(tmp_path: Path) -> None:
+    """read_input_json (config.json, safetensors index, tekken.json): malformed with its line and
+    column, nested past the recursion limit (a RecursionError from json), and a valid one read."""
+    from langadapt.ioerrors import read_input_json
+
+    config = tmp_path / "config.json"
+    config.write_text('{\n  "hidden_size": 32,\n  "layers": oops\n}\n', encoding="utf-8")
+    with pytest.raises(LangadaptError, match=r"^model config: .*config\.json is not valid JSON: Expecting value "
+                                             r"\(line 3, column 13\)$"):
+        read_input_json(config, "model config")
+    config.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(LangadaptError, match=r"is not valid JSON: nested deeper than [\d,]+ levels$"):
+        read_input_json(config, "model config")
+    config.write_text('{"hidden_size": 32}', encoding="utf-8")
+    assert read_input_json(config, "model config") == {"hidden_size": 32}

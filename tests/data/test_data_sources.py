@@ -129,6 +129,9 @@ def test_missing_field_bad_json_and_wrong_type(tmp_path: Path) -> None:
     path.write_text('{"text": "x"}\n{"text": oops}\n')
     with pytest.raises(LangadaptError, match=r"source nb: invalid JSON at line 2 of"):
         _read(path)
+    path.write_text('{"text": "x"}\n{"text": ' + "[" * 50_000 + "]" * 50_000 + "}\n")  # json's RecursionError
+    with pytest.raises(LangadaptError, match=r"source nb: invalid JSON at line 2 of .*: nested deeper than"):
+        _read(path)
     path.write_text('{"text": 3}\n')
     with pytest.raises(LangadaptError, match=r"field 'text' at line 1 of .* is int, not text"):
         _read(path)
