@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import itertools
 import logging
+import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -57,7 +58,8 @@ def resolve_paths(source: SourceConfig, paths: str | list[str], what: str = "pat
         if not matches and what == "path" and source.fetch is not None and not glob.has_magic(pattern):
             matches = [str(_fetch(source, Path(pattern)))]
         if not matches:
-            raise LangadaptError(f"source {source.name}: {what} {pattern!r} matches nothing (cwd {Path.cwd()})")
+            raise LangadaptError(f"source {source.name}: {what} {pattern!r} {why_unmatched(pattern)} "
+                                 f"(cwd {Path.cwd()})")
         found.extend(Path(m) for m in matches)
     return found
 
@@ -66,6 +68,16 @@ def _matches(pattern: str) -> list[str]:
     if glob.has_magic(pattern):
         return sorted(glob.glob(pattern, recursive=True))
     return [pattern] if Path(pattern).exists() else []
+
+
+def why_unmatched(pattern: str) -> str:
+    """Why a path matches no file, said as the user can act on it: a symbolic link that leads
+    nowhere (a loop, or a target that is gone) looks missing to `exists()` while `ls` shows it."""
+    path = Path(pattern)
+    if not glob.has_magic(pattern) and path.is_symlink():
+        return (f"is a symbolic link that leads to no file (-> {os.readlink(path)}: a loop, "
+                "or its target is gone)")
+    return "matches no file"
 
 
 def unmatched_patterns(source: SourceConfig) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from langadapt.data.config import SourceConfig
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import stage_plan
 from langadapt.data.replay import stage_mixture
-from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns
+from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns, why_unmatched
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem
 from langadapt.recipe import Recipe
@@ -43,7 +43,8 @@ def check_sources(recipe: Recipe, report: Report) -> None:
     run_dir = recipe.run_dir.resolve()
     for i, source in enumerate(recipe.data.sources):
         for key, pattern in unmatched_patterns(source):
-            report.add(("data", "sources", i, key), f"{pattern!r} matches no file (source {source.name}, cwd {Path.cwd()})")
+            report.add(("data", "sources", i, key),
+                       f"{pattern!r} {why_unmatched(pattern)} (source {source.name}, cwd {Path.cwd()})")
         for key, path in matched_inputs(source):
             problem = _inside(path, run_dir) or input_problem(path)
             if problem is not None:

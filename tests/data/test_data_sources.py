@@ -66,7 +66,7 @@ def test_hf_hub_streaming_reads_a_local_dataset_folder(tmp_path: Path, monkeypat
 
 
 def test_path_matching_nothing(tmp_path: Path) -> None:
-    with pytest.raises(LangadaptError, match=r"^source nb: path '.*nothing\*\.txt' matches nothing"):
+    with pytest.raises(LangadaptError, match=r"^source nb: path '.*nothing\*\.txt' matches no file"):
         _read(tmp_path / "nothing*.txt")
 
 
@@ -141,3 +141,18 @@ def test_missing_field_bad_json_and_wrong_type(tmp_path: Path) -> None:
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "p.parquet")
     with pytest.raises(LangadaptError, match=r"field 'text' not found in .*p\.parquet \(columns: body\)"):
         _read(tmp_path / "p.parquet")
+
+
+def test_a_symbolic_link_that_leads_nowhere_is_said_as_such(tmp_path: Path) -> None:
+    """A link loop (or a link whose target is gone) looks missing to exists() while `ls` lists it:
+    the error names the link and where it points, not "matches no file"."""
+    from langadapt.data.config import SourceConfig
+    from langadapt.data.sources import resolve_paths
+
+    (tmp_path / "a.jsonl").symlink_to("b.jsonl")
+    (tmp_path / "b.jsonl").symlink_to("a.jsonl")
+    source = SourceConfig(name="nb", path=str(tmp_path / "a.jsonl"), lang="nb")
+    with pytest.raises(LangadaptError, match=r"a\.jsonl' is a symbolic link that leads to no file \(-> b\.jsonl: a loop"):
+        resolve_paths(source, source.path)
+    with pytest.raises(LangadaptError, match=r"nothere\.jsonl' matches no file"):
+        resolve_paths(source, str(tmp_path / "nothere.jsonl"))

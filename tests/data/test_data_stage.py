@@ -129,7 +129,7 @@ def test_empty_corpus_after_cleaning_names_the_source(tmp_path: Path) -> None:
 def test_typo_in_a_later_source_fails_before_any_work(tmp_path: Path) -> None:
     good = _write_jsonl(tmp_path / "good.jsonl", _corpus(5))
     sources = [{"name": "good", "path": str(good), "lang": "nb"}, {"name": "bad", "path": "nope/*.jsonl", "lang": "nb"}]
-    with pytest.raises(LangadaptError, match="source bad: path 'nope/\\*.jsonl' matches nothing"):
+    with pytest.raises(LangadaptError, match="source bad: path 'nope/\\*.jsonl' matches no file"):
         _run(tmp_path, sources)
     assert not (tmp_path / "run" / "data" / "train").exists()
 
