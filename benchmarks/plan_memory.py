@@ -58,11 +58,11 @@ def measure(side: str) -> dict[str, float]:
 
     from langadapt.planning.memory import memory_per_gpu
     from langadapt.planning.models import dims_from_config
+    from langadapt.planning.training import resolve_training
     from langadapt.runtime.distributed import DistInfo
     from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig
     from langadapt.train.engines import base, build_engine
     from langadapt.train.policy import select_trainable
-    from langadapt.train.settings import resolve_training
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     # The optimizer as a GPU runs it: build_optimizer picks the fused AdamW there, and foreach on CPU

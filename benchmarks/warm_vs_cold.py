@@ -35,8 +35,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from langadapt.evaluation.cold_twin import equal_compute_stage2_steps, model_dims, run_flops, step_flops
+from langadapt.planning.training import global_batch
 from langadapt.recipe import Recipe, load_recipe
-from langadapt.train.settings import global_batch
 
 PLAN = REPO / "recipes" / "experiments" / "warm_vs_cold.yaml"
 RESULTS = REPO / "benchmarks" / "results" / "warm_vs_cold.json"

@@ -44,7 +44,7 @@ def _budgets(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[str, 
 def stage_plan(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[str, float], seq_len: int,
                samples: int, *, force: bool) -> MixPlan:
     """A training stage's mixture plan: tokens, epochs and D'/D per source for `samples` samples of
-    `seq_len` tokens, `samples` being the stage's steps x its global batch (`train.settings.global_batch`).
+    `seq_len` tokens, `samples` being the stage's steps x its global batch (`planning.training.global_batch`).
 
     The one derivation behind `langadapt plan` (`planning.recipe_plan`), the preflight check
     (`pipeline.preflight_data.check_epochs`) and the training stream (`data.stream.plan_stream`):

@@ -10,7 +10,7 @@ next time; change the recipe and only the stages whose inputs changed run again.
 
 Compute: a frozen-body step costs 4N + 2N_head FLOPs per token against 6N for a full step
 (+ attention, `langadapt.planning.flops`), so such steps count at that discount. Which steps are
-frozen-body is each stage's own `trainable` (`train.settings.trainable_kind`, as `langadapt plan`
+frozen-body is each stage's own `trainable` (`planning.training.trainable_kind`, as `langadapt plan`
 reads it): stage 1 by default, stage 2 when its recipe narrows `trainable`.
 """
 
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
+from langadapt.planning.training import global_batch, trainable_kind
 from langadapt.recipe import LoadedRecipe, Recipe, with_overrides
 from langadapt.recipe.paths import COLD_SUFFIX
 from langadapt.train.config import TrainStageConfig
-from langadapt.train.settings import global_batch, trainable_kind
 
 log = logging.getLogger("langadapt")
 

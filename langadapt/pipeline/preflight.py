@@ -23,6 +23,7 @@ from langadapt.errors import LangadaptError
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_json
 from langadapt.pipeline.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.planning.models import architecture_config, complete_architecture
+from langadapt.planning.training import resolve_training
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
 from langadapt.run.base_model import (
@@ -36,7 +37,6 @@ from langadapt.run.base_model import (
 )
 from langadapt.run.layout import STAGES
 from langadapt.runtime.placement import training_world_size
-from langadapt.train.settings import resolve_training
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""

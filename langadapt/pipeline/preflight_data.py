@@ -19,8 +19,8 @@ from langadapt.data.replay import stage_mixture
 from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns, why_unmatched
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem
+from langadapt.planning.training import global_batch
 from langadapt.recipe import Recipe
-from langadapt.train.settings import global_batch
 
 if TYPE_CHECKING:
     from langadapt.recipe.errors import Report

@@ -17,10 +17,10 @@ from langadapt.errors import LangadaptError
 from langadapt.planning.languages import language_rows, weighted_tokens
 from langadapt.planning.models import ModelDims, complete_architecture, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
+from langadapt.planning.training import TrainingSettings, resolve_training
 from langadapt.recipe import Recipe, load_recipe
 from langadapt.run.layout import RunLayout
 from langadapt.tokenizer.summary import vocabulary_shortfall
-from langadapt.train.settings import TrainingSettings, resolve_training
 
 
 def model_dims(recipe: Recipe) -> ModelDims:
@@ -99,7 +99,7 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
                       grid=cluster.grid)
     plan["recipe"] = recipe.name
     for stage, one in zip(plan["stages"], settings):
-        stage["settings"] = one.as_dict()  # what training will run with (train.settings.resolve_training)
+        stage["settings"] = one.as_dict()  # what training will run with (planning.training.resolve_training)
     notes = []
     shortfall = vocabulary_shortfall(RunLayout(recipe.run_dir).stage_summary("tokenizer"))
     if shortfall:

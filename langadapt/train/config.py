@@ -4,7 +4,7 @@ Both stages use `TrainStageConfig` (the recipe's `stage1` and `stage2` sections;
 what stage 1 sets, see `langadapt.recipe`); they differ in `trainable`, whose default depends on
 the stage (stage 1: input embeddings + LM head; stage 2: everything). `EngineConfig` is shared
 by both stages. Plain settings only: what a stage derives from them on a given machine (checks,
-the global batch, compile and fused loss resolved) is `langadapt.train.settings`.
+the global batch, compile and fused loss resolved) is `langadapt.planning.training`.
 """
 
 from __future__ import annotations
@@ -213,9 +213,9 @@ class EngineConfig(Config):
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
     """FSDP2 settings (needs kind: fsdp)."""
     compile: bool | Literal["auto"] = "auto"
-    """torch.compile each decoder block in place (regional); auto: on GPUs where it has run (train.gpu_record)."""
+    """torch.compile each decoder block in place (regional); auto: on GPUs where it has run (planning.gpu_record)."""
     fused_loss: bool | Literal["auto"] = "auto"
-    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on GPUs where it has run (train.gpu_record)."""
+    """Fused head + cross-entropy (liger-kernel), no full logits; auto: on GPUs where it has run (planning.gpu_record)."""
     peak_tflops: float | None = Field(None, gt=0, le=100_000)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 

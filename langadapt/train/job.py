@@ -17,9 +17,9 @@ import torch
 
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
+from langadapt.planning.training import TrainingSettings, resolve_training
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.settings import TrainingSettings, resolve_training
 
 log = logging.getLogger("langadapt.train")
 

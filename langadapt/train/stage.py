@@ -30,6 +30,7 @@ import yaml
 from langadapt.data.schedule import EpochCapError
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
+from langadapt.planning.training import global_batch as stage_global_batch
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
 from langadapt.runtime.distributed import DistInfo
@@ -39,7 +40,6 @@ from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import Validation, load_held_out
-from langadapt.train.settings import global_batch as stage_global_batch
 
 log = logging.getLogger("langadapt.train")
 

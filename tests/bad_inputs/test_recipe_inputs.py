@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import langadapt.recipe.reference
 import langadapt.pipeline.runner  # noqa: F401
+import langadapt.recipe.reference
 from langadapt.cli import main
 from langadapt.recipe import load_recipe
 from langadapt.runtime.signals import STOP_SIGNALS
@@ -255,7 +255,7 @@ def test_the_repo_recipes_still_load(path: Path, tmp_path: Path) -> None:
 # --- engine settings that training would refuse ------------------------------------------------
 
 def test_an_engine_setting_training_refuses_is_refused_before_any_stage(recipe: Path, capsys) -> None:
-    """The training settings' own checks (`train.settings.check_engine`) ran only when a training
+    """The training settings' own checks (`planning.training.check_engine`) ran only when a training
     stage started: after the data, tokenizer and embeddings stages (and the base model's build).
     Now preflight runs them, located like every recipe key, once although both stages find it."""
     line = refused(recipe, capsys, "engine.kind=torch", "engine.zero_stage=2")

@@ -92,31 +92,31 @@ FORBIDDEN = {
     "runtime": STAGES | {"run", "planning"} | ABOVE_STAGES,  # where this process runs: below the run contract
     "pipeline": {"experiments"},  # drivers over several runs stand above the one-run pipeline
 }
-"""package -> packages it must not import; `config` modules (recipe slices, plain settings) are exempt,
-and `train.settings`, the one resolver of what a training stage runs with, which `plan`, the preflight
-check and the cold twin share with training (no torch: `test_shared_modules_import_no_torch`). export
-may use train.checkpoint's reader (an earlier stage's library, docs/architecture.md); nothing else of train."""
-SHARED = ("langadapt.train.settings",)
+"""package -> packages it must not import; `config` modules (recipe slices, plain settings) are exempt.
+`planning` stands below `train`: the trainer reads its formulas (FLOPs, the hardware's peak) and its
+resolver of what a stage runs with (`planning.training`), which `plan`, the preflight check and the
+cold twin read too, without torch (`test_planning_imports_no_torch`). export may use
+train.checkpoint's reader (an earlier stage's library, docs/architecture.md); nothing else of train."""
 
 
 def test_no_forbidden_arrows():
     package = lambda module: module.split(".")[1] if module.count(".") else ""
     wrong = sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
-                   if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config")
-                   and dst not in SHARED)
+                   if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config"))
     wrong += sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
                     if package(src) == "export" and package(dst) == "train"
                     and dst not in ("langadapt.train.checkpoint", "langadapt.train.config"))
     assert not wrong, wrong
 
 
-def test_shared_modules_import_no_torch():
-    """What other packages may import of train (its configs, its resolver) must not load torch:
-    `langadapt plan` and every refusal run without it."""
+def test_planning_imports_no_torch():
+    """`langadapt plan`, the preflight check and every refusal read planning (the resolver, the
+    formulas) and train's configs without loading torch."""
     import subprocess
     import sys
 
-    probe = "import sys; import " + ", ".join(SHARED) + ", langadapt.train.config; print('torch' in sys.modules)"
+    modules = sorted(m for m in import_graph() if m.startswith("langadapt.planning")) + ["langadapt.train.config"]
+    probe = "import sys; import " + ", ".join(modules) + "; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

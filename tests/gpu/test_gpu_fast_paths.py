@@ -13,7 +13,7 @@ The bodies are tests/helpers/fast_paths.py, which tests/train/test_fast_paths_cp
 and precision tests of tests/train) run on CPU in the normal suite. One GPU gives one rank to the
 in-process runs (ZeRO-3's and FSDP2's partition and gather hooks all run; no cross-rank reduction)
 and 2 gloo ranks sharing it to DDP. Estimated cost on an H100: ~2 min in all (see run.sh).
-When one passes, add its RAN_ON_GPU entry (langadapt/train/gpu_record.py) with the RESULTS.md section.
+When one passes, add its RAN_ON_GPU entry (langadapt/planning/gpu_record.py) with the RESULTS.md section.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from helpers import fast_paths
 
-from langadapt.train.gpu_record import GPU_TEST_FOR
+from langadapt.planning.gpu_record import GPU_TEST_FOR
 
 
 @pytest.mark.parametrize(("path", "layout"), sorted(GPU_TEST_FOR), ids=lambda v: v)

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from helpers import multiproc as mp
+from langadapt.planning.gpu_record import layout_name
 from langadapt.train.config import (
     CheckpointConfig,
     EngineConfig,
@@ -31,7 +32,6 @@ from langadapt.train.config import (
     ScheduleConfig,
     TrainStageConfig,
 )
-from langadapt.train.gpu_record import layout_name
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama

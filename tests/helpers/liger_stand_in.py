@@ -49,7 +49,7 @@ class LigerFusedLinearCrossEntropyLoss(torch.nn.Module):
 def install(monkeypatch=None) -> None:
     """Make `engine.fused_loss: true` resolve and build with the stand-in, in this process (undone
     after the test when pytest's `monkeypatch` is given; a worker process just ends)."""
-    from langadapt.train import settings
+    from langadapt.planning import training as settings
 
     package = types.ModuleType("liger_kernel")
     transformers = types.ModuleType("liger_kernel.transformers")

@@ -1,5 +1,5 @@
 """`langadapt plan` reports the settings training will run with: both come from
-`train.settings.resolve_training` (the training side is tested in test_train_stage.py)."""
+`planning.training.resolve_training` (the training side is tested in test_train_stage.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from langadapt.errors import LangadaptError
 from langadapt.planning.recipe_plan import plan_recipe
+from langadapt.planning.training import resolve_training
 from langadapt.recipe import load_recipe
-from langadapt.train.settings import resolve_training
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINES = {
@@ -40,7 +40,7 @@ def test_plan_reports_what_training_resolves(recipe_file: str, engine: str) -> N
 def test_the_plan_counts_the_logits_exactly_when_training_materialises_them() -> None:
     """Without the fused loss the fp32 logits of a micro batch exist whole: 4 bytes x 4 x 4096 x
     32,768 = 2.15 GB per GPU (the plan once left them out). Under ZeRO-3 and FSDP2 the fused loss is
-    opt-in (it has not run on a GPU there: train.gpu_record), so auto plans the logits and `true`
+    opt-in (it has not run on a GPU there: planning.gpu_record), so auto plans the logits and `true`
     plans none, as training would run them."""
     def stage2(*sets: str) -> dict:
         return plan_recipe(load_recipe(REPO / "recipes/norwegian_warm.yaml", list(sets)).recipe)["stages"][1]

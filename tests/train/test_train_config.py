@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.planning.training import check_engine
 from langadapt.train.config import (
     EMBEDDING_PATTERNS,
     EngineConfig,
@@ -18,7 +19,6 @@ from langadapt.train.engines.deepspeed_engine import deepspeed_config
 from langadapt.train.flops import flops_per_token
 from langadapt.train.lr import lr_at
 from langadapt.train.policy import param_groups, select_trainable
-from langadapt.train.settings import check_engine
 from langadapt.train.synthetic import tiny_llama
 
 

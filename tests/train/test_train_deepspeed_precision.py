@@ -17,9 +17,9 @@ from helpers import fast_paths
 from helpers import multiproc as mp
 
 from langadapt.errors import LangadaptError
+from langadapt.planning.training import check_engine
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.deepspeed_engine import deepspeed_config
-from langadapt.train.settings import check_engine
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])

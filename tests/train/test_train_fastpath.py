@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from langadapt.errors import LangadaptError
-from langadapt.train import settings as train_settings
+from langadapt.planning import training as train_settings
+from langadapt.planning.training import check_engine
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, repeated_blocks, use_fused_loss
-from langadapt.train.settings import check_engine
 from langadapt.train.synthetic import tiny_llama
 
 

@@ -7,15 +7,15 @@ import logging
 import pytest
 
 from langadapt.errors import LangadaptError
+from langadapt.planning import training as train_settings
 from langadapt.planning.memory import GB, fsdp_model_states, memory_per_gpu, zero_model_states
 from langadapt.planning.models import load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan, render_plan
 from langadapt.planning.recipe_plan import plan_recipe
+from langadapt.planning.training import check_engine
 from langadapt.recipe import load_recipe
 from langadapt.train import config as train_config
-from langadapt.train import settings as train_settings
 from langadapt.train.config import EngineConfig, FSDPConfig, TrainStageConfig
-from langadapt.train.settings import check_engine
 
 REPO_RECIPES = train_config.__file__.rsplit("/langadapt/", 1)[0] + "/recipes"
 

@@ -12,9 +12,8 @@ import pytest
 import torch
 from test_train_stage import config, context, make_run
 
-from langadapt.train.config import TrainingSlice
-from langadapt.train import settings as train_settings
-from langadapt.train.config import EngineConfig
+from langadapt.planning import training as train_settings
+from langadapt.train.config import EngineConfig, TrainingSlice
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.stage import run

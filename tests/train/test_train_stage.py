@@ -14,8 +14,7 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.run import layout as rundir
 from langadapt.run.context import StageContext
-from langadapt.train.config import TrainingSlice
-from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
+from langadapt.train.config import CheckpointConfig, EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.train.stage import run
 
 
@@ -137,7 +136,7 @@ def test_a_zero3_stage_loaded_partitioned_trains_through_the_fused_loss(tmp_path
 
 def test_the_stage_runs_and_records_the_settings_the_resolver_gives(tmp_path: Path, tiny_en_llama: Path) -> None:
     """`langadapt plan` reports `resolve_training`'s settings; the stage must run with exactly them."""
-    from langadapt.train.settings import resolve_training
+    from langadapt.planning.training import resolve_training
 
     make_run(tmp_path, tiny_en_llama)
     stage, engine = config(steps=1, grad_accum_steps=2), EngineConfig()

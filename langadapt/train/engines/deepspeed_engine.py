@@ -23,13 +23,13 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.modeling import body_and_head
+from langadapt.planning.training import global_batch
 from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams
 from langadapt.train.rows import RowFreeze
-from langadapt.train.settings import global_batch
 
 log = logging.getLogger("langadapt.train")
 

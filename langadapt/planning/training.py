@@ -92,14 +92,14 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bo
 
     auto is off on CPU, where compile time outweighs the gain of a short run and liger's Triton
     kernels do not run. On a GPU auto turns a fast path on only under an engine layout where the GPU
-    suite has run it (`train.gpu_record`, from tests/gpu/RESULTS.md); elsewhere it stays off with a
+    suite has run it (`planning.gpu_record`, from tests/gpu/RESULTS.md); elsewhere it stays off with a
     warning naming the setting that opts in. Both are built to work everywhere (CPU-tested on two
     ranks with a stand-in of liger's kernel, tests/train/test_train_multiprocess_zero.py): FSDP2's
     hooks are excluded from tracing and its head sits in the root group, whose weights stay gathered
     where the fused loss reads them; under ZeRO-3 the head's weight is a DeepSpeed external parameter
     of the loss module and only each block's forward is compiled, so no parameter fetch is traced.
     """
-    from langadapt.train.gpu_record import layout_name, ran_on_gpu
+    from langadapt.planning.gpu_record import layout_name, ran_on_gpu
 
     gpu, kernels_run = device_type != "cpu", fused_loss_runs_on(device_type)
     have_liger = liger_available() if have_liger is None else have_liger

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.train import settings as train_settings
-from langadapt.train.config import EngineConfig, TrainStageConfig
-from langadapt.train.gpu_record import (
+from langadapt.planning import training as train_settings
+from langadapt.planning.gpu_record import (
     FAST_PATH_LAYOUTS,
     GPU_DEFAULT_TESTS,
     GPU_TEST_FOR,
     RAN_ON_GPU,
     layout_name,
 )
-from langadapt.train.settings import check_engine
+from langadapt.planning.training import check_engine
+from langadapt.train.config import EngineConfig, TrainStageConfig
 
 RESULTS = Path(__file__).resolve().parents[1] / "gpu" / "RESULTS.md"
 
