@@ -29,8 +29,8 @@ import torch
 
 from langadapt.data.stream import document_positions
 from langadapt.planning.training import check_engine
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.placement import DistInfo
-from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines import build_engine
 from langadapt.train.policy import select_trainable
 from langadapt.train.synthetic import tiny_llama

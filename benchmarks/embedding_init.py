@@ -58,7 +58,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokeni
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 

@@ -59,8 +59,8 @@ def measure(side: str) -> dict[str, float]:
     from langadapt.planning.memory import memory_per_gpu
     from langadapt.planning.models import dims_from_config
     from langadapt.planning.training import resolve_training
+    from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
     from langadapt.runtime.distributed import DistInfo
-    from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig
     from langadapt.train.engines import base, build_engine
     from langadapt.train.policy import select_trainable
     from langadapt.train.synthetic import SyntheticStream, tiny_llama

@@ -93,7 +93,7 @@ def measure(name: str, side: str, build, base: Any, held_out: dict[str, list[str
 
 
 def sides(base: Any, train: list[str], new_tokens: int) -> dict[str, Any]:
-    from langadapt.tokenizer.config import TokenizerConfig
+    from langadapt.recipe.tokenizer import TokenizerConfig
     from langadapt.tokenizer.extend import base_size
     from langadapt.tokenizer.train import train_tokenizer
 
@@ -160,7 +160,7 @@ def main() -> None:
 
 def scale(base: Any, new_tokens: int) -> None:
     """Tekken + N on the whole pack: where the time goes (counting words vs the merge loop)."""
-    from langadapt.tokenizer.config import TokenizerConfig
+    from langadapt.recipe.tokenizer import TokenizerConfig
     from langadapt.tokenizer.counting import ChunkCounter  # noqa: F401  (imported before the clock)
     from langadapt.tokenizer.extend import base_size, extend_tokenizer, word_rules
     from langadapt.tokenizer.train import count_words

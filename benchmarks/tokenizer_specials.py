@@ -53,7 +53,7 @@ def load_base(name: str, root: Path) -> Any:
 
 
 def measure(base: Any, setting: str, vocab_size: int, train: list[str], valid: list[str]) -> dict[str, Any]:
-    from langadapt.tokenizer.config import TokenizerConfig
+    from langadapt.recipe.tokenizer import TokenizerConfig
     from langadapt.tokenizer.metrics import tokenizer_metrics
     from langadapt.tokenizer.specials import specials_report
     from langadapt.tokenizer.train import train_tokenizer

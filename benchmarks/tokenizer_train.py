@@ -85,7 +85,7 @@ def worker(engine: str, corpus: str, vocab_size: int, out: Path) -> None:
     else:
         from transformers import PreTrainedTokenizerFast  # noqa: F401  (imported lazily by assemble: ~1 s)
 
-        from langadapt.tokenizer.config import TokenizerConfig
+        from langadapt.recipe.tokenizer import TokenizerConfig
         from langadapt.tokenizer.train import train_tokenizer
 
         kind = engine.split(":")[1]

@@ -51,8 +51,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langadapt.runtime.distributed import destroy
-from langadapt.train.config import (
+from langadapt.recipe.train import (
     CheckpointConfig,
     EngineConfig,
     OptimizerConfig,
@@ -60,6 +59,7 @@ from langadapt.train.config import (
     TrainStageConfig,
     check_engine,
 )
+from langadapt.runtime.distributed import destroy
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
@@ -340,10 +340,10 @@ def plan_prediction(config: dict, preset: dict, fpt: float, peak: float | None,
                     layouts: dict[str, tuple[int | str, str]]) -> dict:
     """What `langadapt plan` predicts for this model and batch: memory of each side (`layouts`: label ->
     (ZeRO stage or "fsdp", stage name)), and tokens/s at its MFU."""
-    from langadapt.planning.hardware import get_hardware
     from langadapt.planning.memory import memory_per_gpu
     from langadapt.planning.models import dims_from_config
     from langadapt.recipe import ClusterConfig
+    from langadapt.recipe.hardware import get_hardware
 
     fused = torch.cuda.is_available()  # engine.fused_loss auto
     dims = dims_from_config(config)

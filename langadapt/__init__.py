@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = version("langadapt")  # one version, pyproject.toml's
 
 _EXPORTS = {
-    "TokenizerConfig": "langadapt.tokenizer.config",
+    "TokenizerConfig": "langadapt.recipe.tokenizer",
     "train_tokenizer": "langadapt.tokenizer.train",
     "tokenizer_metrics": "langadapt.tokenizer.metrics",
-    "EmbeddingConfig": "langadapt.embeddings.config",
+    "EmbeddingConfig": "langadapt.recipe.embeddings",
     "build_mapping": "langadapt.embeddings.mapping",
     "transfer_embeddings": "langadapt.embeddings.transfer",
     "encode_texts": "langadapt.data.texts",
@@ -42,8 +42,8 @@ _EXPORTS = {
     "fit": "langadapt.train.loop",
     "TrainResult": "langadapt.train.loop",
     "TrainingJob": "langadapt.train.job",
-    "TrainStageConfig": "langadapt.train.config",
-    "EngineConfig": "langadapt.train.config",
+    "TrainStageConfig": "langadapt.recipe.train",
+    "EngineConfig": "langadapt.recipe.train",
     "checkpoint_model": "langadapt.train.checkpoint",
     "bits_per_byte": "langadapt.evaluation.bpb",
     "evaluate_models": "langadapt.evaluation.evaluate",
@@ -63,18 +63,18 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from langadapt.data.stream import PackedStream, build_stream
     from langadapt.data.texts import encode_texts, stream_from_texts
     from langadapt.data.torch_dataset import PackedIterableDataset
-    from langadapt.embeddings.config import EmbeddingConfig
     from langadapt.embeddings.mapping import build_mapping
     from langadapt.embeddings.transfer import transfer_embeddings
     from langadapt.evaluation.bpb import bits_per_byte
     from langadapt.evaluation.evaluate import evaluate_models
     from langadapt.evaluation.suite import load_suite
+    from langadapt.recipe.embeddings import EmbeddingConfig
     from langadapt.recipe.schema import load_recipe
-    from langadapt.tokenizer.config import TokenizerConfig
+    from langadapt.recipe.tokenizer import TokenizerConfig
+    from langadapt.recipe.train import EngineConfig, TrainStageConfig
     from langadapt.tokenizer.metrics import tokenizer_metrics
     from langadapt.tokenizer.train import train_tokenizer
     from langadapt.train.checkpoint import checkpoint_model
-    from langadapt.train.config import EngineConfig, TrainStageConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import TrainResult, fit
 

@@ -99,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from langadapt.pipeline.runner import run_pipeline
     from langadapt.recipe import Recipe, load_recipe
     from langadapt.recipe.reference import explain
-    from langadapt.pipeline.runner import run_pipeline
 
     if args.json and not args.dry_run:
         raise LangadaptError("--json goes with --dry-run (a run's results are in its folder)")
@@ -139,7 +139,7 @@ def run_outcome(args: argparse.Namespace, run_dir: Path, actions: list[tuple[str
 def source_lines(recipe: Recipe) -> list[str]:
     """Each source in one line; where a replay share re-weights a stage's mixture, the weight that
     stage streams it at (a source's own `weight 1` is only its part within its role then)."""
-    from langadapt.data.replay import stage_mixture, stage_replay
+    from langadapt.recipe.replay import stage_mixture, stage_replay
 
     mixes = {}
     for name in recipe.training_stages:
@@ -165,9 +165,9 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedRecipe) -> int:
 
     Users check a cluster recipe on a laptop first: one missing corpus must not hide the plan
     or the next problem."""
+    from langadapt.pipeline.runner import dry_run, planned_dependencies
     from langadapt.planning.plan import render_plan
     from langadapt.planning.recipe_plan import plan_recipe
-    from langadapt.pipeline.runner import dry_run, planned_dependencies
 
     actions, report = dry_run(loaded, only=args.only, start=args.start, until=args.until, force=args.force or None)
     plan = None
@@ -274,10 +274,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from langadapt.export.hub import check_push, push
     from langadapt.export.provenance import RunFacts
     from langadapt.export.trained import parse_checkpoint, require_trained
+    from langadapt.pipeline.runner import WORKING, run_pipeline
     from langadapt.recipe import load_recipe
     from langadapt.run.base_model import resolve_base_model
     from langadapt.run.layout import RunLayout
-    from langadapt.pipeline.runner import WORKING, run_pipeline
 
     loaded = load_recipe(args.recipe, args.overrides)
     recipe = loaded.recipe

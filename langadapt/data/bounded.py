@@ -36,16 +36,10 @@ from typing import IO, NamedTuple
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import COMPRESSED_SUFFIXES, ZstdFrame, compression_of, open_input, zstd_frames
+from langadapt.recipe.data import DEFAULT_MAX_DOCUMENT_BYTES, MAX_DOCUMENT_BYTES_CEILING, MIB
 
 log = logging.getLogger("langadapt.data")
 
-MIB = 1 << 20
-DEFAULT_MAX_DOCUMENT_BYTES = 64 * MIB
-"""Default bound on one line / document of user text (`data.max_document_bytes`): far above any
-real document (a book is a few MB), far below what exhausts a machine's memory."""
-MAX_DOCUMENT_BYTES_CEILING = 256 * MIB
-"""Highest bound a recipe may set: a tokenizer or a cleaning filter over one 256 MB string is
-already minutes of work, and `WRITTEN_LINE_BYTES` must stay a bound."""
 WRITTEN_LINE_BYTES = 6 * MAX_DOCUMENT_BYTES_CEILING + MIB
 """Longest line of a file the data stage writes: a document within the ceiling, JSON-escaped (a
 control character takes at most 6 bytes as `\\u0001`), plus its other fields."""

@@ -17,8 +17,8 @@ import re
 import unicodedata
 from typing import Any
 
-from langadapt.data.config import CleaningConfig
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import CleaningConfig
 
 _BUILTIN_ALIASES = {"nb": {"no"}, "nn": {"no"}, "no": {"nb", "nn"}}
 _WORD = re.compile(r"\w+", re.UNICODE)

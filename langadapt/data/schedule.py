@@ -19,13 +19,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import MAX_EPOCHS  # the one epoch cap, a recipe setting's limit
 
 R_D_STAR = 15.387756
 """Muennighoff et al.'s fitted "half-life" of repeated data, in repetitions."""
 WARN_EPOCHS = 4.0
-MAX_EPOCHS = 16.0
-"""Above this many passes repeated data is worth less than a third of fresh data (D'/D 0.661):
-refused unless data.force_epochs (the recipe schema and the schedule both read this one)."""
 
 
 class EpochCapError(LangadaptError):

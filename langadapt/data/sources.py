@@ -19,11 +19,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from langadapt.data.bounded import CHUNK_BYTES, DEFAULT_MAX_DOCUMENT_BYTES, Bound, Line, iter_lines
-from langadapt.data.config import SourceConfig
+from langadapt.data.bounded import CHUNK_BYTES, Bound, Line, iter_lines
 from langadapt.data.parquet_pages import column_pages
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import compression_of, input_problem, open_input, parse_json
+from langadapt.recipe.data import DEFAULT_MAX_DOCUMENT_BYTES, SourceConfig
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

@@ -24,11 +24,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
-from langadapt.data.config import DataConfig, DataSlice, SourceConfig
 from langadapt.data.documents import write_documents
 from langadapt.data.held_out import FloorCandidates, move_to_valid, shortfall_warning
 from langadapt.data.sources import iter_documents, resolve_paths
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import DataPaths
 

@@ -3,7 +3,7 @@
 Library use: `transfer_embeddings(model, old_tokenizer, new_tokenizer, EmbeddingConfig())`;
 `build_mapping` alone inspects how a new vocabulary decomposes into the old one.
 
-Names are imported lazily: the recipe schema imports `langadapt.embeddings.config`, and loading
+Names are imported lazily (the settings, `recipe.embeddings`, are plain pydantic): loading
 a recipe must not import torch and transformers (an invalid recipe then errors in a fraction of a
 second instead of ~5 s; `tests/run/test_preflight.py` checks it).
 """
@@ -13,8 +13,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from langadapt.recipe.embeddings import EmbeddingConfig  # the recipe's slice (no torch)
+
 _EXPORTS = {
-    "EmbeddingConfig": "config",
     "VocabMapping": "mapping",
     "build_mapping": "mapping",
     "transfer_embeddings": "transfer",

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import VocabMapping
 from langadapt.errors import LangadaptError
+from langadapt.recipe.embeddings import EmbeddingConfig
 
 USE_WEIGHTS, USE_MEAN, USE_RANDOM = 0, 1, 2
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from langadapt.embeddings.config import ScratchSlice
 from langadapt.planning.models import architecture_config
+from langadapt.recipe.embeddings import ScratchSlice
 from langadapt.run.context import StageContext
 
 

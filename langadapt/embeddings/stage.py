@@ -23,8 +23,8 @@ from langadapt.embeddings.mapping import build_mapping
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.embeddings.transfer import transfer_embeddings
 from langadapt.errors import LangadaptError
+from langadapt.recipe.embeddings import EmbeddingsSlice
 from langadapt.run.context import StageContext
-from langadapt.embeddings.config import EmbeddingsSlice
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer
 

@@ -17,12 +17,12 @@ from os import PathLike
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.embeddings.mapping import VocabMapping, build_mapping
 from langadapt.embeddings.methods import PlanInputs, build_plan
 from langadapt.embeddings.row_plan import USE_MEAN, USE_RANDOM, RowPlan, apply_plan, copied_rows
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
+from langadapt.recipe.embeddings import EmbeddingConfig
 from langadapt.tokenizer.loading import load_tokenizer
 
 TokenizerOrPath = PreTrainedTokenizerBase | str | PathLike[str]

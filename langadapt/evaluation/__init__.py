@@ -16,7 +16,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from langadapt.evaluation.config import EvaluationConfig
+from langadapt.recipe.evaluation import EvaluationConfig
 
 _EXPORTS = {
     "bits_per_byte": "bpb",

@@ -25,7 +25,7 @@ from langadapt.planning.models import ModelDims, dims_from_config, load_model_di
 from langadapt.planning.training import global_batch, trainable_kind
 from langadapt.recipe import LoadedRecipe, Recipe, with_overrides
 from langadapt.recipe.paths import COLD_SUFFIX
-from langadapt.train.config import TrainStageConfig
+from langadapt.recipe.train import TrainStageConfig
 
 log = logging.getLogger("langadapt")
 

@@ -40,13 +40,13 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import bits_per_byte, scoring_window
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.lm_eval_bridge import run_lm_eval
 from langadapt.evaluation.preparation import Plan, bpb_langs, plan_suites
 from langadapt.evaluation.suite import Suite
 from langadapt.evaluation.tables import flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
 from langadapt.evaluation.translation import translation_scores
+from langadapt.recipe.evaluation import EvaluationConfig
 
 log = logging.getLogger("langadapt")
 

@@ -24,15 +24,15 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from langadapt.data.config import SourceConfig
 from langadapt.data.documents import texts_by_lang
 from langadapt.data.sources import _format_of, iter_texts
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.naming import split_named
 from langadapt.evaluation.suite import Suite, unmeasured
-from langadapt.export.config import RECIPE_FILE
 from langadapt.ioerrors import input_problem, read_input_text
+from langadapt.recipe.data import SourceConfig
+from langadapt.recipe.evaluation import EvaluationConfig
+from langadapt.recipe.export import RECIPE_FILE
 from langadapt.recipe.paths import run_directory
 from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 from langadapt.run.layout import RunLayout, owning_run_dir

@@ -23,8 +23,8 @@ from typing import Any
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import default_batch_size, model_device
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.suite import LmEvalTask
+from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.base_model import hub_dataset_cached, hub_offline, hub_reachable
 
 INSTALL_HINT = "pip install 'langadapt[eval]'"

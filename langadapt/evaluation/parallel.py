@@ -30,8 +30,8 @@ from langadapt.corpora.debian_docs import HTML_DIRS, page_documents, read_deb, r
 from langadapt.corpora.html_text import html_paragraphs
 from langadapt.corpora.langvote import matches_language
 from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
-from langadapt.data.config import CleaningConfig
 from langadapt.data.stage import split_digest
+from langadapt.recipe.data import CleaningConfig
 
 
 @dataclass(frozen=True)

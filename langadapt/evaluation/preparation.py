@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.lm_eval_bridge import prepare_lm_eval
 from langadapt.evaluation.suite import (
     BpbTask,
@@ -25,6 +24,7 @@ from langadapt.evaluation.suite import (
 )
 from langadapt.evaluation.task_data import cap_bytes, read_minimal_pairs, read_texts
 from langadapt.evaluation.translation import read_translation
+from langadapt.recipe.evaluation import EvaluationConfig
 
 RUN_DATA = "run data (valid)"
 """Where held-out text comes from unless the user gave a file for its language."""

@@ -24,7 +24,6 @@ from typing import Any
 import yaml
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
 from langadapt.evaluation.held_out import (
     EvalTarget,
@@ -40,6 +39,7 @@ from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.token_cost import token_costs
 from langadapt.evaluation.training import EvaluateSlice, planned_energy, trained_runs
+from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
 from langadapt.run.trackers import log_evaluation

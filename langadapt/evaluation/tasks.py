@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from langadapt.evaluation.bpb import model_device, prefix_token_id, sequence_loglikelihoods
-from langadapt.evaluation.config import EvaluationConfig, GenerateOptions
+from langadapt.recipe.evaluation import EvaluationConfig, GenerateOptions
 
 
 def minimal_pairs_accuracy(model, tokenizer, pairs: list[tuple[str, str]], config: EvaluationConfig) -> dict:

@@ -22,10 +22,10 @@ from pathlib import Path
 import yaml
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe import Recipe
+from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
 from langadapt.runtime.logs import clock
 
@@ -332,8 +332,8 @@ def training_section(metrics: dict[str, Path], planned: dict | None) -> dict:
 @dataclass(frozen=True)
 class EvaluateSlice:
     """What the evaluate stage reads of the recipe. It sits beside `planned_energy`, which reads its
-    `planning` recipe: in `config.py` it would tie the recipe schema, which composes that module, to
-    itself."""
+    `planning` recipe: in `recipe/evaluation.py` it would tie the recipe schema, which composes that
+    module, to itself."""
 
     config: EvaluationConfig
     planning: Recipe | None = None

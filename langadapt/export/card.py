@@ -19,8 +19,8 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from langadapt.data.shards import read_shard
 from langadapt.errors import LangadaptError
-from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
+from langadapt.recipe.export import ExportConfig
 from langadapt.run.layout import TRAINER_STATE, TRAINING_STAGES, RunLayout, latest_checkpoint
 from langadapt.tokenizer.summary import vocabulary_shortfall
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from langadapt.export.config import ExportConfig
 from langadapt.ioerrors import read_input_text
+from langadapt.recipe.export import ExportConfig
 from langadapt.run.base_model import hub_repo_id
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def publishable_recipe(resolved_yaml: str) -> str:
 @dataclass(frozen=True)
 class ExportSlice:
     """What the export stage reads of the recipe: its section and the facts above (here, beside
-    `RunFacts`, rather than in `config.py`, which the recipe schema composes)."""
+    `RunFacts`, rather than in `recipe/export.py`, which the recipe schema composes)."""
 
     config: ExportConfig
     facts: RunFacts

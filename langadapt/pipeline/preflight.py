@@ -295,9 +295,9 @@ def _check_suites(recipe: Recipe, report: Report) -> None:
 def _check_licence(recipe: Recipe) -> None:
     """`export.license` is needed when a source the training stages will stream carries a restrictive
     licence note: known now from the notes beside its files, so said before training, not after it."""
-    from langadapt.data.replay import stage_mixture
     from langadapt.export.card import check_licence
     from langadapt.export.provenance import RunFacts
+    from langadapt.recipe.replay import stage_mixture
 
     try:
         planned = {name: {source: int(bool(entry.get("epochs") or entry.get("weight")))

@@ -12,19 +12,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from langadapt.data.config import SourceConfig
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import stage_plan
-from langadapt.data.replay import stage_mixture
 from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns, why_unmatched
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem
 from langadapt.planning.training import global_batch
 from langadapt.recipe import Recipe
+from langadapt.recipe.data import SourceConfig
+from langadapt.recipe.replay import stage_mixture
 
 if TYPE_CHECKING:
     from langadapt.recipe.errors import Report
-    from langadapt.tokenizer.config import TokenizerConfig
+    from langadapt.recipe.tokenizer import TokenizerConfig
 
 log = logging.getLogger("langadapt")
 

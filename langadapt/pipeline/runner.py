@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.config import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFINGERPRINTED_FIELDS
 from langadapt.errors import LangadaptError
 from langadapt.pipeline.preflight import check_recipe, find_problems
 from langadapt.recipe import LoadedRecipe, Recipe
+from langadapt.recipe.data import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFINGERPRINTED_FIELDS
 from langadapt.recipe.errors import Report
 from langadapt.recipe.paths import COLD_SUFFIX
 from langadapt.run import layout as run_layout
@@ -120,13 +120,13 @@ class Stage:
 def stage_table(recipe: Recipe) -> list[Stage]:
     """Each stage with its slice of the recipe bound; `sections` name the same parts, so the stage's
     fingerprint covers exactly what it reads. Torch-free: `langadapt plan` and dry runs build it."""
-    from langadapt.data.config import DataSlice
-    from langadapt.data.replay import stage_mixture
-    from langadapt.embeddings.config import EmbeddingsSlice, ScratchSlice
     from langadapt.evaluation.training import EvaluateSlice
     from langadapt.export.provenance import ExportSlice, RunFacts
-    from langadapt.tokenizer.config import TokenizerSlice
-    from langadapt.train.config import TrainingSlice
+    from langadapt.recipe.data import DataSlice
+    from langadapt.recipe.embeddings import EmbeddingsSlice, ScratchSlice
+    from langadapt.recipe.replay import stage_mixture
+    from langadapt.recipe.tokenizer import TokenizerSlice
+    from langadapt.recipe.train import TrainingSlice
 
     def training(name: str) -> Entry:
         stage = getattr(recipe, name)

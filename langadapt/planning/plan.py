@@ -13,12 +13,12 @@ from pydantic import Field, model_validator
 
 from langadapt.errors import LangadaptError
 from langadapt.planning.flops import flops_per_token
-from langadapt.planning.hardware import Hardware, co2_kg, energy_kwh, get_hardware, gpu_hours, grid_intensity
 from langadapt.planning.memory import DEEPSPEED_REDUCE_BUCKET, Checkpointing, memory_per_gpu
 from langadapt.planning.models import ModelDims
 from langadapt.planning.render import render_plan
 from langadapt.recipe.base import Config
-from langadapt.train.config import FSDPConfig
+from langadapt.recipe.hardware import Hardware, co2_kg, energy_kwh, get_hardware, gpu_hours, grid_intensity
+from langadapt.recipe.train import FSDPConfig
 
 __all__ = ["StagePlanInput", "build_plan", "render_plan"]
 

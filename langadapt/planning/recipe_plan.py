@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.data.epochs import stage_plan
-from langadapt.data.replay import REPLAY_ROLE, stage_mixture, stage_replay
 from langadapt.data.shards import read_shards
 from langadapt.errors import LangadaptError
 from langadapt.planning.languages import language_rows, weighted_tokens
@@ -19,6 +18,7 @@ from langadapt.planning.models import ModelDims, complete_architecture, dims_fro
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.planning.training import TrainingSettings, resolve_training
 from langadapt.recipe import Recipe, load_recipe
+from langadapt.recipe.replay import REPLAY_ROLE, stage_mixture, stage_replay
 from langadapt.run.layout import RunLayout
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
@@ -91,7 +91,7 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
     names = recipe.training_stages
     if not names:
         raise LangadaptError(f"{recipe.name}: no training stage is enabled; nothing to plan")
-    hardware_name = hardware or cluster.hardware  # `custom:<TFLOP/s>` is read by planning.hardware.get_hardware
+    hardware_name = hardware or cluster.hardware  # `custom:<TFLOP/s>` is read by recipe.hardware.get_hardware
     settings = [stage_settings(recipe, name, world) for name in names]
     mixtures = {name: stage_mixture(recipe.data, name, getattr(recipe, name)) for name in names}
     plan = build_plan(model_dims(recipe), [_stage_input(recipe, one, mixtures[one.stage], measured) for one in settings],

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langadapt.errors import LangadaptError
-from langadapt.train.config import EngineConfig, FSDPConfig, TrainStageConfig
+from langadapt.recipe.train import EngineConfig, FSDPConfig, TrainStageConfig
 
 log = logging.getLogger("langadapt.train")
 

@@ -38,7 +38,7 @@ def _without_annotated(text: str) -> str:
 def _type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
     text = _without_annotated(text or str(annotation).replace("typing.", "").replace("NoneType", "None"))
-    return re.sub(r"\b(?:[a-z_]+\.)+(?=[A-Z])", "", text)  # langadapt.train.config.MixtureEntry -> MixtureEntry
+    return re.sub(r"\b(?:[a-z_]+\.)+(?=[A-Z])", "", text)  # langadapt.recipe.train.MixtureEntry -> MixtureEntry
 
 
 def reference_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:

@@ -22,19 +22,19 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from langadapt.data.config import DataConfig
-from langadapt.embeddings.config import EmbeddingConfig
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.config import EvaluationConfig
-from langadapt.export.config import ExportConfig
-from langadapt.planning.config import ClusterConfig
 from langadapt.recipe.base import Config, FieldProblem
+from langadapt.recipe.cluster import ClusterConfig
+from langadapt.recipe.data import DataConfig
+from langadapt.recipe.embeddings import EmbeddingConfig
 from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
+from langadapt.recipe.evaluation import EvaluationConfig
+from langadapt.recipe.export import ExportConfig
 from langadapt.recipe.languages import language_problem
 from langadapt.recipe.paths import COLD_SUFFIX, MAX_NAME_CHARS, name_problem, run_directory, run_root_problem
 from langadapt.recipe.strict_yaml import MAX_SET_VALUE_BYTES, YamlProblem, YamlSyntaxProblem, parse_strict
-from langadapt.tokenizer.config import TokenizerConfig
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 
 STAGE2_OWN_KEYS = {"enabled", "steps", "trainable", "train_rows", "schedule", "mixture", "replay", "zero_stage"}
 """Stage-2 keys never inherited from stage 1: they are what makes stage 2 a different stage."""
@@ -149,7 +149,7 @@ class Recipe(Config):
     def _replay_can_be_honoured(self) -> Recipe:
         """A replay share the sources cannot give (no replay source, epoch-specified sources) is a
         recipe error at load time, on the line that set it, not a failure when the stage starts."""
-        from langadapt.data.replay import stage_mixture, stage_replay
+        from langadapt.recipe.replay import stage_mixture, stage_replay
 
         for name in self.training_stages:
             stage = getattr(self, name)

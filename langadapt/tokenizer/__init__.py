@@ -2,7 +2,7 @@
 
 Public API (imported lazily, so that loading a recipe does not import transformers):
 
-    TokenizerConfig                                  the recipe slice (config.py)
+    TokenizerConfig                                  the recipe slice (langadapt.recipe.tokenizer)
     train_tokenizer(config, texts, base, seed)       (lang, text) pairs -> PreTrainedTokenizerFast
     tokenizer_metrics(tokenizer, texts)              fertility, split share, bytes per token
     compare_tokenizers(tokenizers, texts_by_lang)    the same per tokenizer and language (JSON-able)
@@ -15,8 +15,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from langadapt.recipe.tokenizer import TokenizerConfig  # the recipe's slice (no torch)
+
 _EXPORTS = {
-    "TokenizerConfig": "config",
     "train_tokenizer": "train",
     "tokenizer_metrics": "metrics",
     "compare_tokenizers": "metrics",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tokenizers import Tokenizer
 
 from langadapt.errors import LangadaptError
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.families import ROLES, Blueprint, family_of, usage_kwargs
 from langadapt.tokenizer.saving import convention_flags
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langadapt.errors import LangadaptError
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.saving import convention_flags
 from langadapt.tokenizer.specials import named_tokens, processor_nodes, select_specials
 

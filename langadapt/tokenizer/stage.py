@@ -15,8 +15,8 @@ from typing import Any
 
 from langadapt.data.documents import iter_split, read_documents, split_files, texts_by_lang
 from langadapt.errors import LangadaptError
+from langadapt.recipe.tokenizer import TokenizerSlice
 from langadapt.run.context import StageContext
-from langadapt.tokenizer.config import TokenizerSlice
 from langadapt.tokenizer.extend import UnreachableCharacter
 from langadapt.tokenizer.metrics import compare_tokenizers, plot_fertility, render_table
 from langadapt.tokenizer.saving import check_written_flags, save_tokenizer

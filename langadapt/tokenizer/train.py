@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from langadapt.errors import LangadaptError
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.counting import ChunkCounter, feed, separator_for
 from langadapt.tokenizer.extend import extend_tokenizer, word_rules
 from langadapt.tokenizer.families import Blueprint, blueprint, remap_post_processor, training_pre_tokenizer

@@ -4,5 +4,6 @@ one `Engine` interface), with atomic resumable checkpoints (`checkpoint`), and w
 while it runs (`monitoring/`: metrics and MFU, loggers, energy, validation; `flops`). `stage.run` is the pipeline's entry point; process placement, the process group,
 stop signals (requeue) and sbatch scripts live in `langadapt.runtime`.
 
-Nothing is imported here: `langadapt plan` reads the configs without importing torch.
+Nothing is imported here. Its settings are the recipe's (`langadapt.recipe.train`), which
+`langadapt plan` reads without importing torch.
 """

@@ -37,6 +37,7 @@ import torch.distributed as torch_dist
 
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import writing
+from langadapt.recipe.train import CheckpointConfig
 from langadapt.run.layout import (
     LATEST,
     STEP_DIR,
@@ -46,7 +47,6 @@ from langadapt.run.layout import (
     latest_checkpoint,
     step_dir_name,
 )
-from langadapt.train.config import CheckpointConfig
 from langadapt.train.engines.base import Engine
 from langadapt.train.engines.deepspeed_engine import TAG as DEEPSPEED_TAG
 from langadapt.train.engines.deepspeed_engine import consolidated_weights as deepspeed_weights

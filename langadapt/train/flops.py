@@ -5,7 +5,7 @@ The formula (and why: 4N + 2N_trainable + attention, the input lookup not counte
 computed the same way; here we only count N and N_trainable on the real module.
 
 MFU = (flops/token * tokens/s per device) / peak FLOP/s per device, with the dense bf16 peak
-(no sparsity) from `planning.hardware.PEAK_BF16_TFLOPS`; fp32 runs and unknown devices report n/a
+(no sparsity) from `recipe.hardware.PEAK_BF16_TFLOPS`; fp32 runs and unknown devices report n/a
 unless a peak is given (engine.peak_tflops).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from langadapt.planning.flops import attention_flops_per_token, dense_flops_per_token
-from langadapt.planning.hardware import PEAK_BF16_TFLOPS
+from langadapt.recipe.hardware import PEAK_BF16_TFLOPS
 from langadapt.train.policy import TrainableParams, numel
 
 

@@ -18,8 +18,8 @@ import torch
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import TrainingSettings, resolve_training
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, TrainStageConfig
 
 log = logging.getLogger("langadapt.train")
 

@@ -21,11 +21,11 @@ import numpy as np
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.train import TrainStageConfig
 from langadapt.run.layout import ModelStagePaths
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
 from langadapt.tokenizer.saving import save_tokenizer
 from langadapt.train.checkpoint import Checkpointer, TrainState
-from langadapt.train.config import TrainStageConfig
 from langadapt.train.engines import build_engine
 from langadapt.train.flops import flops_per_token, peak_flops
 from langadapt.train.job import TrainingJob

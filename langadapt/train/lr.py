@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from langadapt.train.config import ScheduleConfig
+from langadapt.recipe.train import ScheduleConfig
 
 
 def warmup(step: int, warmup_steps: int, peak: float) -> float:

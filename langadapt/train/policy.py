@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from langadapt.errors import LangadaptError
-from langadapt.train.config import OptimizerConfig
+from langadapt.recipe.train import OptimizerConfig
 
 log = logging.getLogger("langadapt.train")
 

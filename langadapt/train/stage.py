@@ -31,10 +31,10 @@ from langadapt.data.schedule import EpochCapError
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import global_batch as stage_global_batch
+from langadapt.recipe.train import EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
@@ -123,7 +123,7 @@ def stream_budget(slice_: TrainingSlice, batch: int) -> tuple[dict[str, dict] | 
     """The mixture and the number of samples (steps x global batch `batch`) a stage's stream is planned with."""
     mixture = slice_.mixture
     # The pipeline passes the data mixture with this stage's overrides and replay share applied
-    # (data.replay.stage_mixture); without it, only the stage's own overrides are known here.
+    # (recipe.replay.stage_mixture); without it, only the stage's own overrides are known here.
     if mixture is None and slice_.config.mixture is not None:
         mixture = {name: entry.model_dump() for name, entry in slice_.config.mixture.items()}
     return mixture, slice_.config.steps * batch

@@ -24,9 +24,9 @@ import zstandard
 from safetensors.numpy import save as safetensors_bytes
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.preparation import plan_suites
 from langadapt.evaluation.suite import load_suite
+from langadapt.recipe.evaluation import EvaluationConfig
 
 REPO = Path(__file__).resolve().parents[2]
 PREFLIGHT_SECONDS = 2.0

@@ -31,12 +31,12 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langadapt.data.bounded import CHUNK_BYTES, MAX_DOCUMENT_BYTES_CEILING, Bound, iter_lines
-from langadapt.data.config import DataConfig, SourceConfig
+from langadapt.data.bounded import CHUNK_BYTES, Bound, iter_lines
 from langadapt.data.documents import read_documents, write_documents
 from langadapt.data.sources import iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.task_data import read_minimal_pairs, read_texts
+from langadapt.recipe.data import MAX_DOCUMENT_BYTES_CEILING, DataConfig, SourceConfig
 from tests.helpers.cli import run_cli
 
 FORMATS = ("txt", "jsonl", "parquet")

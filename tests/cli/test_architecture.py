@@ -87,12 +87,13 @@ FORBIDDEN = {
     "planning": {"train", "evaluation", "export"} | ABOVE_STAGES,  # plan reads recipes and shapes, never the trainer
     "evaluation": {"train", "export"} | ABOVE_STAGES,
     "export": {"evaluation"} | ABOVE_STAGES,
-    "recipe": {"run", "runtime", "train", "evaluation", "export", "planning"} | ABOVE_STAGES,
+    "recipe": STAGES | {"run", "runtime", "planning", "corpora"} | ABOVE_STAGES,  # the schema: below everything it configures
     "run": STAGES | {"planning"} | ABOVE_STAGES,  # the run contract the stages share: below every stage
     "runtime": STAGES | {"run", "planning"} | ABOVE_STAGES,  # where this process runs: below the run contract
     "pipeline": {"experiments"},  # drivers over several runs stand above the one-run pipeline
 }
-"""package -> packages it must not import; `config` modules (recipe slices, plain settings) are exempt.
+"""package -> packages it must not import, with no exemption: every stage's settings and slice live in
+`recipe` (recipe/data.py, recipe/train.py, ...), below every package they configure.
 `planning` stands below `train`: the trainer reads its formulas (FLOPs, the hardware's peak) and its
 resolver of what a stage runs with (`planning.training`), which `plan`, the preflight check and the
 cold twin read too, without torch (`test_planning_imports_no_torch`). export may use
@@ -102,20 +103,20 @@ train.checkpoint's reader (an earlier stage's library, docs/architecture.md); no
 def test_no_forbidden_arrows():
     package = lambda module: module.split(".")[1] if module.count(".") else ""
     wrong = sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
-                   if package(dst) in FORBIDDEN.get(package(src), ()) and not dst.endswith(".config"))
+                   if package(dst) in FORBIDDEN.get(package(src), ()))
     wrong += sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
                     if package(src) == "export" and package(dst) == "train"
-                    and dst not in ("langadapt.train.checkpoint", "langadapt.train.config"))
+                    and dst not in ("langadapt.train.checkpoint", "langadapt.recipe.train"))
     assert not wrong, wrong
 
 
 def test_planning_imports_no_torch():
     """`langadapt plan`, the preflight check and every refusal read planning (the resolver, the
-    formulas) and train's configs without loading torch."""
+    formulas) and the recipe without loading torch."""
     import subprocess
     import sys
 
-    modules = sorted(m for m in import_graph() if m.startswith("langadapt.planning")) + ["langadapt.train.config"]
+    modules = sorted(m for m in import_graph() if m.startswith("langadapt.planning")) + ["langadapt.recipe.train"]
     probe = "import sys; import " + ", ".join(modules) + "; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

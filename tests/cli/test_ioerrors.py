@@ -18,8 +18,8 @@ from langadapt import cli
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import disk_error_line, writing
 from langadapt.pipeline import runner as pipeline
+from langadapt.recipe.train import CheckpointConfig
 from langadapt.train.checkpoint import Checkpointer, TrainState
-from langadapt.train.config import CheckpointConfig
 
 
 @pytest.fixture()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from langadapt.data.config import DataConfig, SourceConfig
+from langadapt.recipe.data import DataConfig, SourceConfig
 
 
 def _data(*sources: dict, **extra: object) -> DataConfig:
@@ -21,7 +21,7 @@ def test_defaults_and_effective_weight() -> None:
 
 
 def test_every_field_is_documented() -> None:
-    from langadapt.data.config import CleaningConfig, FetchConfig
+    from langadapt.recipe.data import CleaningConfig, FetchConfig
 
     for model in (SourceConfig, CleaningConfig, DataConfig, FetchConfig):
         for name, field in model.model_fields.items():
@@ -51,8 +51,8 @@ def test_force_epochs_allows_more_than_16() -> None:
 
 
 def test_stream_mixture_and_plan_budgets_follow_the_config() -> None:
-    from langadapt.data.config import stream_mixture
     from langadapt.data.schedule import plan_mixture
+    from langadapt.recipe.data import stream_mixture
 
     config = _data(
         {"name": "nb", "path": "a", "lang": "nb", "epochs": 6, "unique_tokens": 34e9},

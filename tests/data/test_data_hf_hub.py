@@ -17,15 +17,14 @@ import zstandard
 from helpers import multiproc as mp
 from pydantic import ValidationError
 
-from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import read_documents
 from langadapt.data.sources import iter_texts
 from langadapt.data.stage import run as run_data
 from langadapt.errors import LangadaptError
-from langadapt.recipe import load_recipe
 from langadapt.pipeline import runner as pipeline
+from langadapt.recipe import load_recipe
+from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig
 from langadapt.run.context import StageContext
-from langadapt.data.config import DataSlice
 
 REPO = Path(__file__).resolve().parents[2]
 README = """\

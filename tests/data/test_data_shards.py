@@ -11,14 +11,13 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from langadapt.data import shards
-from langadapt.data.config import DataConfig
 from langadapt.data.documents import read_documents
 from langadapt.data.encoders import EncoderSpec, build_encoder, choose_encoder, load_tokenizer_info
 from langadapt.data.shards import encode_corpus, shard_dtype
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.run.context import StageContext
-from langadapt.data.config import DataSlice
 
 WORDS = ["blåbær", "ørret", "ærlig", "og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "2024", "tekst,", "«sitat»"]
 
@@ -174,8 +173,8 @@ def test_accepts_a_transformers_tokenizer_object(data_dir: Path, bpe_dir: Path, 
 
 def test_real_corpus_end_to_end_stage_shards_stream(tmp_path: Path, shared_dir: Path, tiny_en_llama: Path) -> None:
     """The pipeline's path: stage -> encode_corpus -> build_stream(stream_mixture(config))."""
-    from langadapt.data.config import stream_mixture
     from langadapt.data.stream import build_stream
+    from langadapt.recipe.data import stream_mixture
 
     corpora = shared_dir / "corpora"
     config = DataConfig.model_validate({"sources": [

@@ -13,12 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from langadapt.data.cleaning import hash_fraction, text_hash
-from langadapt.data.config import DataConfig, SourceConfig
 from langadapt.data.documents import read_documents
 from langadapt.data.sources import Document, iter_documents
 from langadapt.data.stage import run, split_digest
+from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig
 from langadapt.run.context import StageContext
-from langadapt.data.config import DataSlice
 
 NB_WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "pakken"]
 EN_WORDS = ["and", "in", "the", "that", "is", "on", "a", "to", "of", "for", "with", "has", "not", "package"]

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.data.config import DataConfig
 from langadapt.data.documents import read_documents
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.run.context import StageContext
-from langadapt.data.config import DataSlice
 
 WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "de", "at", "seg", "så", "kan"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from langadapt.data.cleaning import hash_fraction, text_hash
-from langadapt.data.config import DataConfig, DataSlice
 from langadapt.data.documents import read_documents
 from langadapt.data.held_out import FloorCandidates
 from langadapt.data.stage import run
+from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.recipe.schema import LoadedRecipe, Recipe
 from langadapt.run.context import StageContext
 

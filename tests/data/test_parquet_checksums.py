@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from langadapt.data.config import SourceConfig
 from langadapt.data.parquet_pages import column_pages
 from langadapt.data.sources import iter_texts
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import SourceConfig
 
 BOUND = 1 << 20
 TEXTS = [f"dokument nummer {i} om fjorder og fjell" for i in range(3000)]

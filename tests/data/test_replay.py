@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from helpers.shards import BASE, make_shards
 
-from langadapt.data.config import DataConfig, stream_mixture
-from langadapt.data.replay import replay_mixture, stage_mixture, stage_replay
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
-from langadapt.train.config import TrainStageConfig
+from langadapt.recipe.data import DataConfig, stream_mixture
+from langadapt.recipe.replay import replay_mixture, stage_mixture, stage_replay
+from langadapt.recipe.train import TrainStageConfig
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "recipes" / "tiny_norwegian_warm.yaml"

@@ -15,7 +15,7 @@ from helpers.extension import expander
 from transformers import AutoModelForCausalLM
 
 from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 

@@ -21,8 +21,8 @@ from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embedd
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.embeddings.stage import run as run_embeddings
 from langadapt.errors import LangadaptError
-from langadapt.embeddings.config import EmbeddingsSlice
-from langadapt.train.config import TrainStageConfig
+from langadapt.recipe.embeddings import EmbeddingsSlice
+from langadapt.recipe.train import TrainStageConfig
 from langadapt.train.stage import shared_rows
 
 

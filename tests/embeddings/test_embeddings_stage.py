@@ -12,8 +12,8 @@ from langadapt.data.documents import write_documents
 from langadapt.embeddings import EmbeddingConfig
 from langadapt.embeddings.stage import run
 from langadapt.errors import LangadaptError
+from langadapt.recipe.embeddings import EmbeddingsSlice
 from langadapt.run.context import StageContext
-from langadapt.embeddings.config import EmbeddingsSlice
 
 
 def _docs(texts, lang, role):

@@ -20,7 +20,7 @@ from helpers.real_bases import BASES, build_base, reference_ids, reference_modul
 
 from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
 from langadapt.embeddings.vocab import vocab_view
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 

@@ -99,8 +99,8 @@ def test_a_connection_lost_while_lm_eval_runs_is_one_line(model_folder, monkeypa
     from lm_eval.tasks import TaskManager
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from langadapt.evaluation.config import EvaluationConfig
     from langadapt.evaluation.lm_eval_bridge import run_lm_eval
+    from langadapt.recipe.evaluation import EvaluationConfig
 
     def lost(**_kwargs):
         raise ConnectionError("Couldn't reach 'hcfa/ncb' on the Hub (LocalEntryNotFoundError)")

@@ -25,9 +25,9 @@ from langadapt.evaluation.held_out import read_given_texts, run_of
 from langadapt.evaluation.stage import run as evaluate_stage
 from langadapt.evaluation.suite import REPO_ROOT
 from langadapt.evaluation.training import EvaluateSlice
-from langadapt.export.config import RECIPE_FILE
 from langadapt.export.provenance import publishable_recipe
 from langadapt.recipe import load_recipe
+from langadapt.recipe.export import RECIPE_FILE
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
 from langadapt.train.synthetic import tiny_llama

@@ -17,7 +17,6 @@ from transformers import PreTrainedTokenizerFast
 
 from langadapt.corpora.debian_docs import default_cache_dir
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.config import EvaluationConfig
 from langadapt.evaluation.evaluate import evaluate_models
 from langadapt.evaluation.parallel import (
     PairLimits,
@@ -30,6 +29,7 @@ from langadapt.evaluation.parallel import (
 from langadapt.evaluation.suite import REPO_ROOT, TranslationTask, load_suite
 from langadapt.evaluation.translation import _LineDone, answer, build_prompt, corpus_scores, translate
 from langadapt.recipe import load_recipe
+from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.layout import RunLayout
 from langadapt.train.synthetic import tiny_llama
 

@@ -13,8 +13,8 @@ from langadapt.evaluation.render import render_html, render_markdown
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.tradeoff import pareto, target_langs, tradeoff, tradeoffs
 from langadapt.export.card import Exported, build_card, tradeoff_text
-from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
+from langadapt.recipe.export import ExportConfig
 from langadapt.run.layout import RunLayout
 
 

@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 from helpers.benchmarks import load_benchmark
 
-from langadapt.data.config import DataConfig
 from langadapt.data.documents import iter_split, texts_by_lang
 from langadapt.data.stage import run as run_data_stage
 from langadapt.recipe import load_recipe
+from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.run.context import StageContext
-from langadapt.data.config import DataSlice
 
 REPO = Path(__file__).resolve().parents[2]
 

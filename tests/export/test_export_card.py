@@ -7,8 +7,8 @@ import ast
 from pathlib import Path
 
 from langadapt.export.card import Exported, build_card
-from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts
+from langadapt.recipe.export import ExportConfig
 from langadapt.run.layout import RunLayout
 
 FACTS = RunFacts(init="warm", base_hub_id=None, base_label="base", target_languages=("nb",), sources=())

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from langadapt.evaluation.report import write_report
 from langadapt.export.card import EVALUATION_ONLY, Exported, build_card
-from langadapt.export.config import ExportConfig
 from langadapt.export.provenance import RunFacts, SourceFacts
+from langadapt.recipe.export import ExportConfig
 from langadapt.run.layout import TRAINER_STATE, RunLayout
 
 SOURCES = (SourceFacts("nb.src", "nb", "target", (), (), "by hash"), SourceFacts("en.src", "en", "replay", (), (), "by hash"),

@@ -27,13 +27,13 @@ from helpers.real_bases import BASES
 from test_real_bases_export import bases  # noqa: F401  (the fixture: real base folders, built once per module)
 
 from langadapt.export.card import Exported, build_card
-from langadapt.export.config import ExportConfig
 from langadapt.export.folder import write_model_folder
 from langadapt.export.provenance import RunFacts
 from langadapt.export.verify import probe, verify_folder
 from langadapt.export.vocabulary import DROPPED_BECAUSE, extended_tekken, extends_vocabulary, token_bytes
+from langadapt.recipe.export import ExportConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.run.layout import RunLayout
-from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer
 from langadapt.tokenizer.train import train_tokenizer

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from langadapt import cli
+from langadapt.pipeline.runner import run_pipeline
 from langadapt.recipe import load_recipe
 from langadapt.run.layout import RunLayout, is_complete
-from langadapt.pipeline.runner import run_pipeline
 
 pytestmark = pytest.mark.slow  # one module-scoped build of two real runs (about a minute on 2 idle cores)
 
@@ -177,8 +177,8 @@ def test_card_names_hub_base_and_datasets(built: Path, tmp_path: Path) -> None:
     from huggingface_hub import ModelCard
 
     from langadapt.export.card import Exported, build_card
-    from langadapt.export.config import ExportConfig
     from langadapt.export.provenance import RunFacts, SourceFacts
+    from langadapt.recipe.export import ExportConfig
     from langadapt.run.base_model import hub_repo_id
 
     snapshot = tmp_path / "hub" / "models--my-org--base-7b" / "snapshots" / "abc123"

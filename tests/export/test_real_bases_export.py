@@ -20,7 +20,7 @@ from helpers.real_bases import BASES
 from langadapt.export.folder import write_model_folder
 from langadapt.export.verify import probe, verify_folder
 from langadapt.export.vocabulary import VOCABULARY_FILES
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer, special_token_flags
 from langadapt.tokenizer.train import train_tokenizer
@@ -120,8 +120,8 @@ def test_export_encodes_like_the_run_and_keeps_the_bases_files_and_flags(name, k
 def test_the_tokenizer_stage_writes_the_bases_flags(kind, bases, nb_texts, tmp_path):
     """The run's own tokenizer folder (what every later stage and a user reads) keeps them too."""
     from langadapt.data.documents import write_documents
+    from langadapt.recipe.tokenizer import TokenizerSlice
     from langadapt.run.context import StageContext
-    from langadapt.tokenizer.config import TokenizerSlice
     from langadapt.tokenizer.stage import run
 
     base = bases("mistral-sp-legacy")  # add_bos_token, add_eos_token and legacy: true

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from langadapt.train.config import CheckpointConfig, EngineConfig, OptimizerConfig, TrainStageConfig
+from langadapt.recipe.train import CheckpointConfig, EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
@@ -110,7 +110,7 @@ def test_fast_path_trains_like_the_plain_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stage_name", ["stage1", "stage2"])
 def test_deepspeed_zero_on_gpu_matches_the_torch_engine(zero: int, stage_name: str, tmp_path: Path) -> None:
     if zero == 3 and stage_name == "stage1":
-        pytest.skip("stage 1 never runs ZeRO-3 (downgraded to 2: frozen body, see train.config)")
+        pytest.skip("stage 1 never runs ZeRO-3 (downgraded to 2: frozen body, see recipe.train)")
     torch_losses = _fit(tmp_path / "torch", EngineConfig(precision="bf16"), stage_name=stage_name)
     ds_losses = _fit(tmp_path / "ds", EngineConfig(kind="deepspeed", zero_stage=zero, precision="bf16"),
                      stage_name=stage_name)

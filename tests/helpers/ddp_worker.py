@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from langadapt.planning.training import resolve_training
+from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.train.engines import build_engine
 from langadapt.train.policy import select_trainable
 from langadapt.train.synthetic import SyntheticStream, tiny_llama

@@ -25,7 +25,7 @@ import torch
 
 from helpers import multiproc as mp
 from langadapt.planning.gpu_record import layout_name
-from langadapt.train.config import (
+from langadapt.recipe.train import (
     CheckpointConfig,
     EngineConfig,
     OptimizerConfig,

@@ -28,14 +28,14 @@ from pathlib import Path
 import torch
 
 from langadapt.embeddings.row_plan import SharedRows
-from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import (
+from langadapt.recipe.train import (
     CheckpointConfig,
     EngineConfig,
     OptimizerConfig,
     ScheduleConfig,
     TrainStageConfig,
 )
+from langadapt.runtime.distributed import DistInfo
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from langadapt.planning.training import resolve_training
+from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.train.engines import build_engine
 from langadapt.train.engines.deepspeed_engine import BF16_GRADIENTS
 from langadapt.train.policy import select_trainable

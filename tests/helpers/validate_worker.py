@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from langadapt.recipe.train import CheckpointConfig, EngineConfig, TrainStageConfig, ValidationConfig
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig, ValidationConfig
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks

@@ -13,10 +13,10 @@ import pytest
 from helpers.recipes import scratch_recipe
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe import load_recipe
-from langadapt.run import layout as rundir
 from langadapt.pipeline import runner as pipeline
 from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
+from langadapt.recipe import load_recipe
+from langadapt.run import layout as rundir
 from langadapt.runtime import signals
 
 SIGNALLED: set[str] = set()
@@ -294,7 +294,7 @@ def test_a_replay_share_re_runs_training_only(real_prints, change: str, reruns: 
 
 def test_training_streams_the_stage_mixture_with_its_replay_share(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the training stage gets is `data.replay.stage_mixture`, the mixture `plan` reports."""
+    """What the training stage gets is `recipe.replay.stage_mixture`, the mixture `plan` reports."""
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "config.json").write_text('{"model_type": "llama"}')
     path = tmp_path / "r.yaml"

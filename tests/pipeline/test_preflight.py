@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from helpers.cli import run_cli
 
-from langadapt.data.config import DataConfig
 from langadapt.data.epochs import stage_plan
 from langadapt.errors import LangadaptError
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
+from langadapt.recipe.data import DataConfig
 
 WARM = """\
 name: pf
@@ -189,8 +189,8 @@ def test_plan_and_training_count_epochs_alike() -> None:
 
 
 def test_data_config_mixture_entries_are_typed() -> None:
-    from langadapt.data.config import stream_mixture
-    from langadapt.train.config import TrainStageConfig
+    from langadapt.recipe.data import stream_mixture
+    from langadapt.recipe.train import TrainStageConfig
 
     data = DataConfig(sources=[{"name": "nb", "path": "x", "lang": "nb"}, {"name": "en", "path": "y", "lang": "en"}])
     stage = TrainStageConfig(mixture={"en": {"epochs": 2}})

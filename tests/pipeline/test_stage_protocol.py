@@ -15,12 +15,12 @@ import pytest
 from helpers.recipes import scratch_recipe
 
 from langadapt.evaluation.training import planned_energy
-from langadapt.recipe import load_recipe
 from langadapt.pipeline import runner as pipeline
+from langadapt.recipe import load_recipe
+from langadapt.recipe.tokenizer import TokenizerSlice
 from langadapt.run.context import StageContext
 from langadapt.run.fingerprint import fingerprints
 from langadapt.run.layout import STAGES, RunLayout
-from langadapt.tokenizer.config import TokenizerSlice
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = ("recipes/tiny_norwegian_warm.yaml", "recipes/tiny_english_source.yaml")

@@ -19,7 +19,7 @@ from langadapt.planning.gpu_record import (
     layout_name,
 )
 from langadapt.planning.training import check_engine
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 
 RESULTS = Path(__file__).resolve().parents[1] / "gpu" / "RESULTS.md"
 

@@ -11,8 +11,8 @@ from langadapt.planning.flops import (
     mfu,
     tokens_per_second,
 )
-from langadapt.planning.hardware import co2_kg, energy_kwh, get_hardware, gpu_hours, grid_intensity
 from langadapt.planning.models import ModelDims, load_model_dims
+from langadapt.recipe.hardware import co2_kg, energy_kwh, get_hardware, gpu_hours, grid_intensity
 
 
 def test_palm_540b_model_flops_utilisation() -> None:

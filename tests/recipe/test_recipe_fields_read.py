@@ -1,7 +1,8 @@
 """Every recipe field is read by the code it configures: no dead knobs.
 
-A field counts as read when its name is used outside `langadapt/recipe/` and outside the stage
-configs (`*/config.py`, where fields are declared and validated): as an attribute (`config.seq_len`)
+A field counts as read when its name is used outside the modules that declare settings (those
+defining a pydantic model: `recipe/schema.py`, `recipe/data.py`, `recipe/train.py`, ..., where
+fields are declared and validated): as an attribute (`config.seq_len`)
 or as a string (`getattr(config, "seq_len")`, a dumped dict's `"seq_len"`). The check is by name,
 so it cannot tell two fields of one name apart; it catches a field that nothing reads at all (the
 way `data.num_workers` was declared and documented, and never passed to the encoder).
@@ -45,13 +46,19 @@ def _models(annotation: object) -> list[type[BaseModel]]:
     return found
 
 
+def declares_settings(tree: ast.Module) -> bool:
+    """Whether a module defines a pydantic model (a class deriving from `Config` or `BaseModel`)."""
+    return any(isinstance(node, ast.ClassDef) and any(ast.unparse(base).split(".")[-1] in ("Config", "BaseModel")
+                                                      for base in node.bases) for node in tree.body)
+
+
 def names_used() -> set[str]:
     names: set[str] = set()
     for path in PACKAGE.rglob("*.py"):
-        relative = path.relative_to(PACKAGE)
-        if relative.parts[0] == "recipe" or path.name == "config.py":
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if declares_settings(tree):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
                 names.add(node.attr)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -20,8 +20,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from langadapt.data.documents import write_documents
 from langadapt.embeddings import EmbeddingConfig, transfer_embeddings
+from langadapt.recipe.tokenizer import TokenizerConfig, TokenizerSlice
 from langadapt.run.context import StageContext
-from langadapt.tokenizer.config import TokenizerConfig, TokenizerSlice
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.specials import specials_report
 from langadapt.tokenizer.stage import run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 
 
 def test_defaults_inherit_the_base_tokenizer() -> None:

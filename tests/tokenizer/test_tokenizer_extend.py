@@ -14,7 +14,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from langadapt.errors import LangadaptError
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.extend import base_size, extended_json, extension_problem, learn_merges
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer
@@ -138,8 +138,8 @@ def test_settings_that_would_change_the_base_are_refused_with_extend(key, value)
 def test_the_stage_names_where_an_unreachable_character_comes_from(tmp_path):
     """The one-line refusal points at the source and document, not at the tokenizer's internals."""
     from langadapt.data.documents import write_documents
+    from langadapt.recipe.tokenizer import TokenizerSlice
     from langadapt.run.context import StageContext
-    from langadapt.tokenizer.config import TokenizerSlice
     from langadapt.tokenizer.stage import run
 
     ascii_only = Tokenizer(models.BPE())

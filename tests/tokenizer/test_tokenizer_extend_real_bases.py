@@ -17,7 +17,7 @@ import pytest
 from helpers.extension import expander
 from helpers.real_bases import BASES, build_tokenizer_folder
 
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.extend import base_size
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.train import train_tokenizer

@@ -12,9 +12,8 @@ from transformers import AutoTokenizer
 
 from langadapt.data.documents import write_documents
 from langadapt.errors import LangadaptError
+from langadapt.recipe.tokenizer import TokenizerConfig, TokenizerSlice
 from langadapt.run.context import StageContext
-from langadapt.tokenizer.config import TokenizerSlice
-from langadapt.tokenizer.config import TokenizerConfig
 from langadapt.tokenizer.stage import run
 
 

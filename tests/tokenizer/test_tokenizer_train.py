@@ -9,7 +9,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from langadapt.errors import LangadaptError
-from langadapt.tokenizer.config import TokenizerConfig
+from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.metrics import tokenizer_metrics
 from langadapt.tokenizer.train import train_tokenizer
 
@@ -164,7 +164,7 @@ def test_bpe_training_is_identical_across_processes() -> None:
 
     script = (
         "import json, sys; CORPUS = json.load(sys.stdin)\n"
-        "from langadapt.tokenizer.config import TokenizerConfig\n"
+        "from langadapt.recipe.tokenizer import TokenizerConfig\n"
         "from langadapt.tokenizer.families import blueprint\n"
         "from langadapt.tokenizer.train import count_words, train_model\n"
         "for kind in ('byte_bpe', 'sentencepiece_bpe'):\n"

@@ -30,7 +30,7 @@ def test_a_deepspeed_checkpoint_exports_the_engines_weights(tmp_path: Path, monk
                                                             zero: int, stage: str) -> None:
     from test_train_resume import SEQ, VOCAB, stage_config
 
-    from langadapt.train.config import EngineConfig
+    from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama

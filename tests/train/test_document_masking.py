@@ -14,8 +14,8 @@ from langadapt.data.stream import build_stream, document_positions
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import check_engine
 from langadapt.recipe import load_recipe
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.placement import DistInfo
-from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines import build_engine
 from langadapt.train.fastpath import CausalLMLoss, check_document_masking, model_inputs
 from langadapt.train.policy import select_trainable

@@ -20,7 +20,7 @@ def test_fit_frees_the_engine_its_optimizer_and_the_fp32_masters(tmp_path: Path,
     import deepspeed
     from test_train_resume import SEQ, VOCAB, stage_config
 
-    from langadapt.train.config import EngineConfig
+    from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
@@ -56,7 +56,7 @@ def test_after_release_a_second_engine_in_the_same_process_trains(tmp_path: Path
     """Release clears process-wide ZeRO-3 state (a module stack, a memo): the next engine must not miss it."""
     from test_train_resume import SEQ, VOCAB, stage_config
 
-    from langadapt.train.config import EngineConfig
+    from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from helpers.cli import run_cli
 
-from langadapt.data.schedule import MAX_EPOCHS
 from langadapt.data.shards import META, TOKENS, read_shards
 from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import MAX_EPOCHS
+from langadapt.recipe.train import EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MARKER, RunLayout
-from langadapt.train.config import EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.train.stage import check_epochs, stream_budget
 
 RECIPE = """\

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.train import CheckpointConfig, EngineConfig, TrainStageConfig
 from langadapt.run.layout import ModelStagePaths
-from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord

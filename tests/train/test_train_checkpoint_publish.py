@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from langadapt.recipe.train import CheckpointConfig
 from langadapt.train import checkpoint as ckpt_module
 from langadapt.train.checkpoint import Checkpointer, TrainState
-from langadapt.train.config import CheckpointConfig
 
 
 class FakeEngine:

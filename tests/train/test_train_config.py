@@ -7,7 +7,7 @@ import torch
 
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import check_engine
-from langadapt.train.config import (
+from langadapt.recipe.train import (
     EMBEDDING_PATTERNS,
     EngineConfig,
     OptimizerConfig,
@@ -156,7 +156,7 @@ def test_deepspeed_json_is_filled_and_conflicts_name_both_keys() -> None:
 
 
 def test_every_config_field_has_a_docstring() -> None:
-    from langadapt.train.config import CheckpointConfig
+    from langadapt.recipe.train import CheckpointConfig
 
     for cls in (OptimizerConfig, ScheduleConfig, CheckpointConfig, TrainStageConfig, EngineConfig):
         for name, field in cls.model_fields.items():

@@ -18,7 +18,7 @@ from helpers import multiproc as mp
 
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import check_engine
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.train.engines.deepspeed_engine import deepspeed_config
 
 

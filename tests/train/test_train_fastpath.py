@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from langadapt.errors import LangadaptError
 from langadapt.planning import training as train_settings
 from langadapt.planning.training import check_engine
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, repeated_blocks, use_fused_loss
 from langadapt.train.synthetic import tiny_llama
 

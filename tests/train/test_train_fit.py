@@ -14,14 +14,14 @@ from helpers.monitoring import drive
 from safetensors.torch import load_file
 
 from langadapt.errors import LangadaptError
-from langadapt.train.checkpoint import Checkpointer, TrainState
-from langadapt.train.config import (
+from langadapt.recipe.train import (
     CheckpointConfig,
     EngineConfig,
     OptimizerConfig,
     ScheduleConfig,
     TrainStageConfig,
 )
+from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.engines.base import Engine
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
@@ -142,7 +142,7 @@ def test_a_crash_mid_write_leaves_latest_on_the_previous_complete_checkpoint(tmp
 
 
 def test_metrics_mfu_per_device_and_resume_drops_rows_after_the_checkpoint(tmp_path: Path) -> None:
-    from langadapt.train.config import TrainStageConfig
+    from langadapt.recipe.train import TrainStageConfig
     from langadapt.train.monitoring.callbacks import StepCost
     from langadapt.train.monitoring.defaults import default_callbacks
 

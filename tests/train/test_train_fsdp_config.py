@@ -14,8 +14,8 @@ from langadapt.planning.plan import StagePlanInput, build_plan, render_plan
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.planning.training import check_engine
 from langadapt.recipe import load_recipe
-from langadapt.train import config as train_config
-from langadapt.train.config import EngineConfig, FSDPConfig, TrainStageConfig
+from langadapt.recipe.train import EngineConfig, FSDPConfig, TrainStageConfig
+from langadapt.recipe import train as train_config
 
 REPO_RECIPES = train_config.__file__.rsplit("/langadapt/", 1)[0] + "/recipes"
 

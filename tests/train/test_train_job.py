@@ -13,7 +13,7 @@ import torch
 from test_train_stage import config, context, make_run
 
 from langadapt.planning import training as train_settings
-from langadapt.train.config import EngineConfig, TrainingSlice
+from langadapt.recipe.train import EngineConfig, TrainingSlice
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.stage import run

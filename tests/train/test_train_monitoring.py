@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError
-from langadapt.train.config import EngineConfig, OptimizerConfig, TrainStageConfig, ValidationConfig
+from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig, ValidationConfig
 from langadapt.train.fastpath import CausalLMLoss
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit

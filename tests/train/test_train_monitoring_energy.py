@@ -14,7 +14,7 @@ from helpers.monitoring import drive
 
 from langadapt.planning.models import ModelDims
 from langadapt.planning.plan import StagePlanInput, build_plan, plan_joules_per_step
-from langadapt.train.config import TrainStageConfig
+from langadapt.recipe.train import TrainStageConfig
 from langadapt.train.monitoring import energy, metrics
 from langadapt.train.monitoring.callbacks import StepCost
 from langadapt.train.monitoring.defaults import default_callbacks

@@ -11,8 +11,8 @@ from helpers.monitoring import drive
 from helpers.trackers import tensorboard_scalars, wandb_scalars
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.train import TrainStageConfig
 from langadapt.run.trackers import RUN_IDS, open_trackers
-from langadapt.train.config import TrainStageConfig
 from langadapt.train.monitoring.defaults import default_callbacks
 
 

@@ -10,7 +10,7 @@ import torch
 from helpers.monitoring import drive
 
 from langadapt.cli import main
-from langadapt.train.config import TrainStageConfig
+from langadapt.recipe.train import TrainStageConfig
 from langadapt.train.monitoring.profiler import StepProfiler
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from helpers import multiproc as mp
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
-from langadapt.train.config import (
+from langadapt.recipe.train import (
     EngineConfig,
     OptimizerConfig,
     ScheduleConfig,

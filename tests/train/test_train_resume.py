@@ -27,7 +27,7 @@ VOCAB, SEQ, MICRO, ACCUM = 128, 16, 2, 2
 
 
 def stage_config(steps: int):
-    from langadapt.train.config import CheckpointConfig, OptimizerConfig, ScheduleConfig, TrainStageConfig
+    from langadapt.recipe.train import CheckpointConfig, OptimizerConfig, ScheduleConfig, TrainStageConfig
 
     return TrainStageConfig(
         steps=steps, micro_batch_size=MICRO, grad_accum_steps=ACCUM, seq_len=SEQ, log_every=1,
@@ -39,7 +39,7 @@ def stage_config(steps: int):
 
 def train(out: Path, steps: int, kind: str, zero: int) -> dict:
     """One (possibly resumed) run; returns where the stream started and how much it served."""
-    from langadapt.train.config import EngineConfig
+    from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama

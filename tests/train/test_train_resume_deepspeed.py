@@ -45,7 +45,7 @@ def test_deepspeed_sigkill_then_resume_is_bit_identical(tmp_path: Path, zero: in
 def test_deepspeed_stage1_keeps_the_frozen_body_bit_identical(tmp_path: Path) -> None:
     from test_train_resume import stage_config
 
-    from langadapt.train.config import EngineConfig
+    from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama
@@ -65,7 +65,7 @@ def test_deepspeed_skips_a_nan_step_without_touching_weights_or_moments(tmp_path
     from test_train_fit import nan_on_steps
     from test_train_resume import stage_config
 
-    from langadapt.train.config import CheckpointConfig, EngineConfig
+    from langadapt.recipe.train import CheckpointConfig, EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
     from langadapt.train.synthetic import SyntheticStream, tiny_llama

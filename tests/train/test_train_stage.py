@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.train import CheckpointConfig, EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.run import layout as rundir
 from langadapt.run.context import StageContext
-from langadapt.train.config import CheckpointConfig, EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.train.stage import run
 
 

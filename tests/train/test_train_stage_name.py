@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from langadapt.errors import LangadaptError
-from langadapt.train.config import EngineConfig, TrainStageConfig
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.synthetic import SyntheticStream, tiny_llama

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from langadapt.train.config import (
+from langadapt.recipe.train import (
     CheckpointConfig,
     EngineConfig,
     OptimizerConfig,

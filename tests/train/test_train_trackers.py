@@ -19,11 +19,10 @@ from helpers.trackers import (
     wandb_summary,
 )
 
+from langadapt.recipe.train import CheckpointConfig, EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MARKER, RunLayout, write_manifest
-from langadapt.train.config import TrainingSlice
 from langadapt.run.trackers import log_evaluation
-from langadapt.train.config import CheckpointConfig, EngineConfig, TrainStageConfig
 from langadapt.train.stage import run
 
 RECIPE = {"name": "demo", "seed": 7, "stage1": {"steps": 3, "optimizer": {"lr": 0.003}},

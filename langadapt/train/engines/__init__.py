@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 
 from langadapt.embeddings.row_plan import SharedRows
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo, init_distributed
-from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine
 from langadapt.train.engines.torch_engine import TorchEngine
 from langadapt.train.policy import TrainableParams

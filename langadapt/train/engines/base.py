@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
-from langadapt.train.config import EngineConfig, OptimizerConfig
+from langadapt.recipe.train import EngineConfig, OptimizerConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, use_fused_loss
 from langadapt.train.policy import TrainableParams, param_groups
 

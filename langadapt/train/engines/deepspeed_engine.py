@@ -24,8 +24,8 @@ import torch
 from langadapt.errors import LangadaptError
 from langadapt.modeling import body_and_head
 from langadapt.planning.training import global_batch
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
-from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams

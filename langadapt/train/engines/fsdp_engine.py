@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo, default_backend, init_distributed
-from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module, tied_aliases
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams

@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.run.layout import WEIGHTS
 from langadapt.runtime.distributed import DistInfo
-from langadapt.train.config import EngineConfig, TrainStageConfig
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
 from langadapt.train.rows import RowFreeze

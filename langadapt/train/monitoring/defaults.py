@@ -13,7 +13,7 @@ from langadapt.train.monitoring.profiler import StepProfiler
 from langadapt.train.monitoring.validation import ScheduledValidation, Validation
 
 if TYPE_CHECKING:
-    from langadapt.train.config import TrainStageConfig
+    from langadapt.recipe.train import TrainStageConfig
 
 
 def default_callbacks(config: TrainStageConfig, out_dir: Path, run_name: str, *, stream: object = None,

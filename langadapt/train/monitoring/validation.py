@@ -35,7 +35,7 @@ import torch
 
 from langadapt.data.shards import Shard, read_shards
 from langadapt.errors import LangadaptError
-from langadapt.train.config import ValidationConfig
+from langadapt.recipe.train import ValidationConfig
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 
 log = logging.getLogger("langadapt.train")

@@ -229,7 +229,7 @@ class TrainingSlice:
     config: TrainStageConfig
     engine: EngineConfig
     mixture: dict[str, dict] | None = None
-    """The data mixture with this stage's overrides and replay share applied (data.replay.stage_mixture)."""
+    """The data mixture with this stage's overrides and replay share applied (recipe.replay.stage_mixture)."""
     after_stage1: bool = False
     """Start from stage1/model (stage 2 of a run whose stage 1 is enabled), else from embeddings/model."""
     force_epochs: bool = False

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from langadapt.data.config import DataConfig, stream_mixture
 from langadapt.errors import LangadaptError
+from langadapt.recipe.data import DataConfig, stream_mixture
 
 REPLAY_ROLE = "replay"
 """The `data.sources[].role` whose sources make up the replay share (a code source counted as

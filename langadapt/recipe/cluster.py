@@ -1,7 +1,7 @@
 """The planner's slice of the recipe: the machines stage 2 is planned and launched for.
 
 `hardware` and `grid` are validated by the same functions `langadapt plan` reads them with
-(`planning.hardware`), so a recipe that loads is a recipe that plans.
+(`recipe.hardware`), so a recipe that loads is a recipe that plans.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from langadapt.errors import LangadaptError
-from langadapt.planning.hardware import get_hardware, grid_intensity
 from langadapt.recipe.base import Config
+from langadapt.recipe.hardware import get_hardware, grid_intensity
 
 
 class ClusterConfig(Config):
@@ -30,7 +30,7 @@ class ClusterConfig(Config):
     @field_validator("hardware")
     @classmethod
     def _known_hardware(cls, hardware: str) -> str:
-        """Checked by the one reader `plan` uses (planning.hardware.get_hardware), so both agree."""
+        """Checked by the one reader `plan` uses (recipe.hardware.get_hardware), so both agree."""
         try:
             get_hardware(hardware)
         except LangadaptError as exc:
