@@ -206,27 +206,85 @@ A folder naming none of them is not checked (`embedding_rows` returns None): an 
 the loader's to judge, not a reason to refuse."""
 
 
+HEAD_NAMES = ("lm_head.weight", "embed_out.weight", "output.weight", "model.lm_head.weight")
+"""Where a separate output head lives (Llama/Mistral/Qwen/Gemma, GPT-NeoX, InternLM2, a few wrappers)."""
+COMPARED_ROWS = 16
+"""Rows of a stored head compared with the embedding when the config ties them (read by slice: bytes)."""
+
+
+def _tensor_files(folder: Path) -> dict[str, Path] | None:
+    """Tensor name -> the safetensors file that holds it, from the index or the single file's header
+    (no tensor is read); None when the folder has no safetensors weights."""
+    from safetensors import safe_open
+
+    single, index = folder / SAFETENSORS, folder / SAFETENSORS_INDEX
+    if single.exists():
+        with safe_open(str(single), framework="np") as f:
+            return {name: single for name in f.keys()}  # noqa: SIM118 - a safe_open handle is not a dict
+    if index.exists():
+        weight_map = read_input_json(index, "the safetensors index")["weight_map"]
+        return {name: folder / file for name, file in weight_map.items()}
+    return None
+
+
+def _rows(path: Path, name: str, count: int | None = None) -> Any:
+    """The shape of tensor `name` (count None) or its first `count` rows (a numpy array)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="np") as f:
+        piece = f.get_slice(name)
+        return piece.get_shape() if count is None else piece[:count]
+
+
 def embedding_rows(folder: Path) -> tuple[str, int] | None:
     """(tensor name, rows) of the input embedding, from the safetensors header alone (no tensor is
     read): `model.safetensors`, or the shard the index names for it. None when the folder has no
     safetensors weights or names no tensor of `EMBEDDING_NAMES`."""
-    from safetensors import safe_open
-
-    single, index = folder / SAFETENSORS, folder / SAFETENSORS_INDEX
     try:
-        if single.exists():
-            files = {name: single for name in EMBEDDING_NAMES}
-        elif index.exists():
-            weight_map = read_input_json(index, "the safetensors index")["weight_map"]
-            files = {name: folder / weight_map[name] for name in EMBEDDING_NAMES if name in weight_map}
-        else:
-            return None
-        for name, path in files.items():
-            with safe_open(str(path), framework="np") as f:
-                if name in f.keys():  # noqa: SIM118 - a safe_open handle is not a dict
-                    return name, int(f.get_slice(name).get_shape()[0])
+        files = _tensor_files(folder) or {}
+        name = next((n for n in EMBEDDING_NAMES if n in files), None)
+        return None if name is None else (name, int(_rows(files[name], name)[0]))
     except Exception:  # noqa: BLE001 - an unreadable header or index: `weights_problem` says what is wrong
         return None
+
+
+def _head_problem(folder: Path, config: dict[str, Any], embedding: str) -> str | None:
+    """A config's `tie_word_embeddings` that the stored tensors contradict. `false` with no head
+    tensor: transformers starts the head from random numbers. `true` with a stored head that is not
+    the embedding (its first rows differ): transformers ties the head and drops the stored one, so
+    the model adapted is not the model given. Only an explicit setting is judged (defaults differ
+    by model type)."""
+    tied = next((section["tie_word_embeddings"] for section in (config, config.get("text_config"))
+                 if isinstance(section, dict) and isinstance(section.get("tie_word_embeddings"), bool)), None)
+    try:
+        files = _tensor_files(folder) or {}
+        head = next((n for n in HEAD_NAMES if n in files), None)
+        if tied is False and files and head is None:
+            return (f"{folder}/config.json sets tie_word_embeddings: false but the weights hold no output head "
+                    f"({' / '.join(HEAD_NAMES[:2])}): transformers would start it from random numbers; set it to "
+                    "true if the model shares its input embeddings")
+        if tied is True and head is not None:
+            import numpy as np
+
+            stored, shared = (_rows(files[n], n, COMPARED_ROWS) for n in (head, embedding))
+            if not np.array_equal(stored, shared):
+                return (f"{folder}/config.json sets tie_word_embeddings: true but the weights hold a separate {head} "
+                        f"that differs from {embedding}: transformers would drop it and use the embeddings as the "
+                        "head; set tie_word_embeddings: false to keep the model's own head")
+    except Exception:  # noqa: BLE001 - an unreadable header or index: `weights_problem` says what is wrong
+        return None
+    return None
+
+
+def _special_id_problem(folder: Path, config: dict[str, Any], rows: int) -> str | None:
+    """A special token id of config.json (bos/eos/pad; eos may be a list) past the embedding rows:
+    generation and packing would index a row that does not exist."""
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        values = config.get(key)
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value < rows:
+                return (f"{folder}/config.json has {key} {value:,}, outside the weights' {rows:,} embedding rows: "
+                        "config and weights are from different models, or the id is a typo")
     return None
 
 
@@ -281,6 +339,9 @@ def parts_problem(folder: Path, config: dict[str, Any] | None = None,
     if config is None:
         config = _read_json_quietly(folder / "config.json")
     vocab_size = config_vocab_size(config) if config else None
+    problem = _special_id_problem(folder, config or {}, rows) or _head_problem(folder, config or {}, name)
+    if problem is not None:
+        return problem
     if vocab_size is not None and vocab_size != rows:
         return (f"{folder}/config.json has vocab_size {vocab_size:,} but the weights' {name} has {rows:,} rows: "
                 "config and weights are from different models (or a resized model was saved without its "

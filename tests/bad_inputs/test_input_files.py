@@ -176,21 +176,28 @@ def test_truncated_base_weights_are_found_by_the_dry_run(tmp_path: Path) -> None
 
 
 def _base_with_parts(base: Path, config_vocab: int, rows: int, tokenizer_ids: int, sharded: bool = False,
-                     embedding: str = "model.embed_tokens.weight") -> None:
-    """A base folder whose config.json, embedding rows and tokenizer.json ids are chosen apart."""
+                     embedding: str = "model.embed_tokens.weight", head: np.ndarray | None = None,
+                     **config_keys: object) -> None:
+    """A base folder whose config.json, embedding rows, tokenizer.json ids and output head (default: a
+    head of ones beside an embedding of zeros) are chosen apart."""
     base.mkdir(exist_ok=True)
     (base / "config.json").write_text(json.dumps({
         "model_type": "llama", "max_position_embeddings": 128, "vocab_size": config_vocab, "hidden_size": 8,
-        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1}))
+        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+        **config_keys}))
     vocab = {f"t{i}": i for i in range(tokenizer_ids - 2)}
     added = [{"id": tokenizer_ids - 2 + i, "content": tok, "special": True} for i, tok in enumerate(("<s>", "</s>"))]
     (base / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": []},
                                                      "added_tokens": added}))
-    weights = safetensors_bytes({embedding: np.zeros((rows, 8), np.float32), "lm_head.weight": np.ones((rows, 8), np.float32)})
+    tensors = {embedding: np.zeros((rows, 8), np.float32), "lm_head.weight": np.ones((rows, 8), np.float32)}
+    if head is not None:
+        tensors["lm_head.weight"] = head
+        if not head.size:
+            del tensors["lm_head.weight"]
+    weights = safetensors_bytes(tensors)
     if sharded:
         (base / "model-00001-of-00001.safetensors").write_bytes(weights)
-        index = {"weight_map": {embedding: "model-00001-of-00001.safetensors",
-                                "lm_head.weight": "model-00001-of-00001.safetensors"}}
+        index = {"weight_map": {name: "model-00001-of-00001.safetensors" for name in tensors}}
         (base / "model.safetensors.index.json").write_text(json.dumps(index))
     else:
         (base / "model.safetensors").write_bytes(weights)
@@ -238,6 +245,34 @@ def test_parts_problem_reads_headers_only(tmp_path: Path, config_vocab: int, row
     from langadapt.run.base_model import parts_problem
 
     _base_with_parts(tmp_path, config_vocab, rows, tokenizer_ids, embedding=embedding)
+    found = parts_problem(tmp_path)
+    assert found is None if problem is None else problem in (found or ""), found
+
+
+NO_HEAD = np.zeros((0, 8), np.float32)
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["single", "sharded"])
+@pytest.mark.parametrize(("config_keys", "head", "problem"), [
+    ({"tie_word_embeddings": True}, None, "tie_word_embeddings: true but the weights hold a separate lm_head.weight "
+                                          "that differs from model.embed_tokens.weight"),
+    ({"tie_word_embeddings": True}, np.zeros((64, 8), np.float32), None),  # stored, but the embedding itself
+    ({"tie_word_embeddings": True}, NO_HEAD, None),  # tied and saved once: how transformers saves it
+    ({"tie_word_embeddings": False}, NO_HEAD, "tie_word_embeddings: false but the weights hold no output head"),
+    ({}, NO_HEAD, None),  # no explicit setting: the model type's default is the loader's to apply
+    ({"bos_token_id": 64}, None, "has bos_token_id 64, outside the weights' 64 embedding rows"),
+    ({"eos_token_id": [2, 99]}, None, "has eos_token_id 99, outside"),
+    ({"pad_token_id": -1}, None, "has pad_token_id -1, outside"),
+    ({"bos_token_id": 1, "eos_token_id": [2, 63], "pad_token_id": None}, None, None),
+])
+def test_a_tied_flag_or_special_id_the_weights_contradict(tmp_path: Path, config_keys: dict, head: np.ndarray | None,
+                                                           problem: str | None, sharded: bool) -> None:
+    """A tie flag the tensors contradict silently swaps or randomises the output head when
+    transformers loads the base; a special id past the rows indexes nothing. Headers (and 16 rows
+    of a stored head) only."""
+    from langadapt.run.base_model import parts_problem
+
+    _base_with_parts(tmp_path, 64, 64, 60, sharded=sharded, head=head, **config_keys)
     found = parts_problem(tmp_path)
     assert found is None if problem is None else problem in (found or ""), found
 
