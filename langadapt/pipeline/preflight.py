@@ -5,8 +5,9 @@ a base model folder without `config.json`, a `seq_len` beyond the model's positi
 evaluation suite fails in a second instead of after hours of data preparation and training.
 Each problem is one line naming the recipe file, line and key; a run raises the first as a
 `LangadaptError` (the others are counted), `--dry-run` prints them all (`find_problems`).
-Nothing here imports torch or transformers: a model config is read as JSON, a tokenizer as its
-tokenizer.json.
+A model config is read as JSON and a tokenizer as its tokenizer.json; transformers is imported
+only to complete or build a `base_model.architecture` (`planning.models`), and that last check
+waits for every other to pass.
 """
 
 from __future__ import annotations
