@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.recipes import scratch_recipe
 
 from langadapt.ioerrors import os_error_line
-from tests.helpers.recipes import scratch_recipe
 
 TESTER = "langadapt-tester"
 CORPUS = "Dette er en setning på bokmål.\n\nEn annen setning her.\n" * 20
