@@ -7,7 +7,7 @@ their id's last path component: `split_digest`), and writes `ctx.out/{train,vali
 text (or id), so it is the same across runs and whatever order the files are read in; by text, exact
 duplicates always land on the same side, by id, a page and its translations do. A target source the hash
 leaves with fewer than `data.min_valid_documents` held-out documents is topped up with its lowest keys
-(`held_out`). Everything is streamed: train and held-out files are written at the same time, each by
+(`held_out_floor`). Everything is streamed: train and held-out files are written at the same time, each by
 `write_documents` fed through a bounded queue.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
 from langadapt.data.documents import write_documents
-from langadapt.data.held_out import FloorCandidates, move_to_valid, shortfall_warning
+from langadapt.data.held_out_floor import FloorCandidates, move_to_valid, shortfall_warning
 from langadapt.data.sources import iter_documents, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig

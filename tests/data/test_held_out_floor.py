@@ -12,7 +12,7 @@ import pytest
 
 from langadapt.data.cleaning import hash_fraction, text_hash
 from langadapt.data.documents import read_documents
-from langadapt.data.held_out import FloorCandidates
+from langadapt.data.held_out_floor import FloorCandidates
 from langadapt.data.stage import run
 from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.recipe.schema import LoadedRecipe, Recipe
