@@ -22,6 +22,7 @@ EXTRA_FOLDERS = {
            "and the repository-wide checks (architecture, schema imports, this one)",
     "bad_inputs": "the catalogue of bad recipes and input files through the real CLI (issue 23)",
     "gpu": "the GPU suite (tests/gpu/run.sh), skipped with the reason without a GPU",
+    "benchmarks": "the scripts of benchmarks/: each imports and runs in its --smoke size (issue 39)",
 }
 CONFTESTS = {
     "conftest.py": "the shared fixtures",
