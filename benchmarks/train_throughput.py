@@ -21,6 +21,12 @@ frozen-body stage-1 step should cost about 2/3 of a stage-2 step (4N vs 6N FLOPs
     python benchmarks/train_throughput.py --preset gpu-1b --levers --deepspeed 2 3 --profile
     python benchmarks/train_throughput.py --preset gpu-1b --deepspeed 3 --fsdp   # the three engines
     python benchmarks/train_throughput.py --preset gpu-7b-shape --deepspeed 1 2 3 --fsdp --engine-stages stage1 stage2 --rounds 1
+    python benchmarks/train_throughput.py --smoke   # seconds on a CPU: a 2-layer model, one round (CI)
+
+`--smoke` runs the CPU path (ours stage 2, HF Trainer, ours stage 1, the plan's prediction) on a
+tiny model (preset `smoke`) for one round: it checks the script still runs, not the speed. The
+GPU presets and the DeepSpeed/FSDP sides (benchmarks/gpu_engines.sh) need a lent GPU; the test
+of the smoke mode checks that the flags gpu_engines.sh passes still parse.
 
 On a GPU, "ours" runs with the engine defaults a recipe gets there (engine.compile and
 engine.fused_loss auto: per-block compile + liger's fused head/loss) at the preset's micro-batch,
@@ -57,7 +63,6 @@ from langadapt.recipe.train import (
     OptimizerConfig,
     ScheduleConfig,
     TrainStageConfig,
-    check_engine,
 )
 from langadapt.runtime.distributed import destroy
 from langadapt.train.flops import flops_per_token, peak_flops
@@ -74,6 +79,11 @@ BODY_DOMINATED = {"vocab_size": 1024, "hidden": 512, "layers": 4, "intermediate_
 """92% of the parameters in the body, and wide enough (512) that matmuls, not the element-wise
 ops (norms, RoPE, SiLU, softmax) that both stages pay in full, dominate a step: like a 7B model."""
 PRESETS = {
+    "smoke": {  # --smoke: the CPU path in seconds (CI), not a measurement
+        "configs": {"smoke": {"vocab_size": 256, "hidden": 64, "layers": 2, "intermediate_size": 128,
+                              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16}},
+        "micro": 2, "accum": 1, "seq": 32, "precision": "fp32", "warmup": 1, "measure": 2,
+    },
     "cpu": {
         "configs": {"tiny-en-llama": TINY_EN_LLAMA, "body-dominated": BODY_DOMINATED},
         "micro": 8, "accum": 1, "seq": 256, "precision": "fp32", "warmup": 2, "measure": 4,
@@ -146,16 +156,17 @@ def ours(spec: dict, preset: dict, stage_name: str, engine: EngineConfig, label:
     steps = preset["warmup"] + preset["measure"] + 1
     engine = engine.model_copy(update={"precision": preset["precision"]})
     config = stage_config(preset, steps)
-    resolved = check_engine(stage_name, config, engine, "cuda" if torch.cuda.is_available() else "cpu")
-    if not (resolved.fused_loss and resolved.compile) and "hf_micro" in preset:
-        # Without both levers the activations do not fit at the preset's micro batch (measured on
-        # an 80 GB H100): the micro batch HF Trainer fits, accumulated to the same global batch.
-        config = config.model_copy(update={"micro_batch_size": preset["hf_micro"],
-                                           "grad_accum_steps": preset["micro"] // preset["hf_micro"]})
     stream = TimedStream(spec["vocab_size"], preset["seq"])
-    reset_peak()
     with tempfile.TemporaryDirectory() as tmp:
-        fit(build_model(spec), stream, TrainingJob.resolve(config, engine, Path(tmp), seed=0, stage_name=stage_name))
+        job = TrainingJob.resolve(config, engine, Path(tmp), seed=0, stage_name=stage_name)
+        if not (job.engine.fused_loss and job.engine.compile) and "hf_micro" in preset:
+            # Without both levers the activations do not fit at the preset's micro batch (measured on
+            # an 80 GB H100): the micro batch HF Trainer fits, accumulated to the same global batch.
+            config = config.model_copy(update={"micro_batch_size": preset["hf_micro"],
+                                               "grad_accum_steps": preset["micro"] // preset["hf_micro"]})
+            job = TrainingJob.resolve(config, engine, Path(tmp), seed=0, stage_name=stage_name)
+        reset_peak()
+        fit(build_model(spec), stream, job)
     if engine.kind == "fsdp":  # its one-rank group would make the next config's HF Trainer look distributed
         destroy()
     record_peak(label)
@@ -238,9 +249,12 @@ def release() -> None:
         torch.cuda.empty_cache()
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (benchmarks/gpu_engines.sh passes its flags; a test checks they parse)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="gpu-1b" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--smoke", action="store_true",
+                        help="preset smoke, one round, CPU: the script's path in seconds (CI), not a measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating ours/HF rounds per config")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--levers", action="store_true", help="also ours with each fast-path lever off")
@@ -257,7 +271,14 @@ def main() -> None:
                         help="no HF Trainer and no stage 1: ours at stage 2 (the reference) and the extra sides only")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: process CPU seconds per step (stable on a shared machine; use with --threads 1)")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
+    if args.smoke:
+        args.preset, args.rounds = "smoke", 1
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     logging.basicConfig(level=logging.WARNING)
