@@ -13,6 +13,7 @@ gets the same mask as additive floats). Time is process CPU time on one thread b
 
     python benchmarks/document_masking.py                       # CPU, sdpa and eager, seq 128 and 512
     python benchmarks/document_masking.py --attention sdpa --seq-len 2048 --clock wall   # e.g. on a GPU
+    python benchmarks/document_masking.py --smoke   # seconds: sdpa and eager, seq 64, 2 steps (CI)
 
 Prints a table, then as its LAST line the JSON contract of benchmarks/README.md (SDPA at the
 longest sequence: masked tokens/s, unmasked as the baseline).
@@ -86,7 +87,11 @@ def main() -> None:
     parser.add_argument("--doc-len", type=float, default=100.0, help="mean document length in tokens")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true",
+                        help="seq 64, 128 tokens per step, 2 steps: the script's path in seconds (CI), not a measurement")
     args = parser.parse_args()
+    if args.smoke:
+        args.seq_len, args.tokens_per_step, args.steps, args.doc_len = [64], 128, 2, 20.0
     torch.set_num_threads(args.threads)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     unit = "tokens per CPU-second" if args.clock == "cpu" else "tokens/s"

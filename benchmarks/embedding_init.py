@@ -34,6 +34,10 @@ with a real dictionary and Common Crawl vectors.
     python benchmarks/embedding_init.py [--bases demo,mistral-sp-legacy,nemo-tekken,gpt2-tied]
         [--methods random,mean,focus,wechsel,deepfocus,tokensurgeon] [--steps 100] [--threads 1]
 
+`--smoke` runs the demo base with `random` and `mean` at a tiny size (a 1k tokenizer on 100
+documents, 2 steps, 8 held-out documents, a temporary --work) in seconds: it checks the script still runs (CI), its
+numbers mean nothing. Without ../shared the script says so and prints a JSON line of nulls.
+
 Prints a table per base and, last, one JSON line (value = the worst ratio of a warm init's
 step-0 nb bpb to random's over all bases; below 1.00 means every warm init beats random).
 Runs on one thread by default: on shared, oversubscribed cores two OpenMP threads were 4-6x
@@ -47,6 +51,7 @@ import gzip
 import json
 import math
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -245,6 +250,8 @@ def run_method(method: str, base: Path, new, new_dir: Path, data: dict, args) ->
 def cached(args, key: str, compute) -> dict:
     """One result row, kept in --work per setting so a later call (e.g. once the peers install) adds rows."""
     setting = f"s{args.steps}-b{args.base_steps}-{args.batch}x{args.seq}-lr{args.lr}-c{args.eval_chars}"
+    if args.vocab_size != 8192 or args.train_docs or args.eval_docs:
+        setting += f"-v{args.vocab_size}-d{args.train_docs}-e{args.eval_docs}"
     path = args.work / f"results-{setting}.json"
     results = json.loads(path.read_text()) if path.is_file() else {}
     if key not in results or "error" in results[key]:
@@ -260,12 +267,13 @@ def run_base(name: str, args) -> dict:
     old = load_tokenizer(base)
     train = [("nb", t) for t in read(args.shared, "nb.debian-handbook.train")]
     train += [("nn", t) for t in read(args.shared, "nn.gimp-help.train")]
-    new = train_tokenizer(TokenizerConfig(vocab_size=8192), train, old, seed=0)
+    train = train[: args.train_docs] if args.train_docs else train
+    new = train_tokenizer(TokenizerConfig(vocab_size=args.vocab_size, min_vocab_fraction=0.0), train, old, seed=0)
     new_dir = args.work / "tokenizers" / name
     new.save_pretrained(new_dir)
     mapping = build_mapping(old, new)
     print(f"  new tokenizer: {len(new)} tokens; mapping {mapping.summary()}", flush=True)
-    nb_valid = [t[: args.eval_chars] for t in read(args.shared, NB_VALID)]
+    nb_valid = [t[: args.eval_chars] for t in read(args.shared, NB_VALID)][: args.eval_docs]
     en_valid = [t[: args.eval_chars] for t in read(args.shared, EN_VALID)][: len(nb_valid)]
     data = {"old": old, "mapping": mapping, "corpus": [t for _, t in train],
             "nb": windows(new, nb_valid, args.seq), "nb_bytes": sum(len(t.encode()) for t in nb_valid),
@@ -336,7 +344,15 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--eval-chars", type=int, default=4000, help="characters kept of each valid document")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vocab-size", type=int, default=8192, help="the new tokenizer's vocabulary")
+    ap.add_argument("--train-docs", type=int, default=None, help="only the first N nb+nn train documents")
+    ap.add_argument("--eval-docs", type=int, default=None, help="only the first N valid documents of each language")
+    ap.add_argument("--smoke", action="store_true",
+                    help="demo base, random and mean, tiny sizes, a temporary --work: seconds (CI), not a measurement")
     args = ap.parse_args()
+    if args.smoke:
+        args.bases, args.methods, args.steps, args.batch, args.seq, args.warmup = "demo", "random,mean", 2, 2, 32, 1
+        args.eval_chars, args.vocab_size, args.train_docs, args.eval_docs = 300, 1024, 100, 8
     args.methods = args.methods.split(",")
     return args
 
@@ -345,9 +361,16 @@ def main() -> None:
     args = parse_args()
     if not (args.shared / "corpora").is_dir():
         print(f"needs ../shared (corpora, models, tokenizers): {args.shared} not found; nothing measured")
+        print(json.dumps({"benchmark": "embedding_init", "metric": "worst_warm_over_random_nb_bpb_step0",
+                          "value": None, "baseline": None, "ratio": None, "unit": "ratio", "skipped": "no ../shared"}))
         return
     torch.set_num_threads(args.threads)
     transformers.utils.logging.disable_progress_bar()
+    if args.smoke:  # never the cache of a real run
+        with tempfile.TemporaryDirectory() as tmp:
+            args.work = Path(tmp)
+            print_results({name: run_base(name, args) for name in args.bases.split(",")}, args)
+        return
     args.work.mkdir(parents=True, exist_ok=True)
     results = {name: run_base(name, args) for name in args.bases.split(",")}
     print_results(results, args)
