@@ -12,6 +12,7 @@ Text: the ../shared corpus pack (all train files) and the tiny-en-llama tokenize
 the benchmark says so and exits 0. Last line: one JSON object (format in benchmarks/README.md).
 
     python benchmarks/data_prep.py [--rounds 2] [--sizes-mb 16,64,128]
+    python benchmarks/data_prep.py --smoke   # seconds: 200 documents, one round, a 1 MB profile (CI)
 """
 
 from __future__ import annotations
@@ -120,13 +121,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="alternating timing rounds (best is kept)")
     parser.add_argument("--sizes-mb", default="16,64,128", help="generated corpus sizes for the RSS profile")
+    parser.add_argument("--docs", type=int, default=None, help="only the first N documents of the pack")
+    parser.add_argument("--smoke", action="store_true",
+                        help="200 documents, one round, a 1 MB profile: the script's path in seconds (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds, args.sizes_mb, args.docs = 1, "1", 200
     if not (SHARED / "corpora").is_dir() or not (TOKENIZER / "tokenizer.json").is_file():
         print(f"data_prep: skipped: ../shared corpus pack or tiny-en-llama not found at {SHARED}")
         print(json.dumps({"benchmark": "data_prep", "metric": "tokenise_pack_throughput", "value": None,
                           "baseline": None, "ratio": None, "unit": "MB/s", "skipped": "no ../shared"}))
         return
-    texts = shared_texts()
+    texts = shared_texts()[: args.docs]
     print(f"data_prep: {len(texts)} documents, {os.cpu_count()} cores, tokenizer tiny-en-llama (8k byte-level BPE)")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
