@@ -1,11 +1,17 @@
 """The training sample: which documents the tokenizer learns from.
 
 Language balance is done on counts (see `counting.weighted_counts`), so this module only has
-to choose documents. Without a size bound every document of a wanted language streams straight
-through. With `max_training_chars`, each language gets its share of the bound and keeps a
-uniform random subset of its documents that fits ("bottom-k": every document gets a key from a
-seeded hash of its text, the smallest keys win). That needs one pass, memory of at most the
-bound, and gives the same sample for the same seed and input.
+to choose documents. With a bound (`max_training_chars`; unset means
+`DEFAULT_MAX_TRAINING_CHARS`), each language gets its share of the bound and keeps a uniform
+random subset of its documents that fits ("bottom-k": every document gets a key from a seeded
+hash of its text, the smallest keys win). That needs one pass and gives the same sample for the
+same seed and input. The kept documents come out in the order they went in, so a corpus below the
+bound gives exactly the unbounded stream (and the same tokenizer). With `all` every document of a
+wanted language streams straight through.
+
+Memory: the bottom-k holds the sample's text, at most the bound: a Python str costs 1 byte per
+character for Latin-1 text (Norwegian included), 2 beyond U+00FF, 4 beyond U+FFFF, plus ~120 bytes
+per document of tuple and heap overhead; ~1.0-1.1 GB per 10^9 characters of bound for Latin text.
 """
 
 from __future__ import annotations
@@ -13,11 +19,21 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections.abc import Iterable, Iterator
+from typing import Literal
+
+from langadapt.recipe.tokenizer import DEFAULT_MAX_TRAINING_CHARS
 
 
 def wanted(lang: str, weights: dict[str, float] | None) -> bool:
     """Whether documents of `lang` take part at all (weight > 0, or no weights given)."""
     return weights is None or weights.get(lang, 0.0) > 0
+
+
+def sample_bound(max_training_chars: int | Literal["all"] | None) -> int | None:
+    """The bound in characters that `tokenizer.max_training_chars` means; None for `all` (no bound)."""
+    if max_training_chars == "all":
+        return None
+    return DEFAULT_MAX_TRAINING_CHARS if max_training_chars is None else max_training_chars
 
 
 def sample_documents(
@@ -26,7 +42,8 @@ def sample_documents(
     max_chars: int | None,
     seed: int,
 ) -> Iterator[tuple[str, str]]:
-    """(lang, text) pairs of the training sample, streamed when unbounded."""
+    """(lang, text) pairs of the training sample (`max_chars` from `sample_bound`), streamed when
+    unbounded; bounded, each language's kept documents in input order, languages in name order."""
     texts = ((lang, text) for lang, text in texts if text and wanted(lang, weights))
     if max_chars is None:
         yield from texts
@@ -59,19 +76,24 @@ class _BottomK:
 
     def __init__(self, quota: int) -> None:
         self.quota = quota
-        self.heap: list[tuple[int, str, str]] = []  # (-key, lang, text): the largest key on top
+        self.heap: list[tuple[int, int, str, str]] = []  # (-key, arrival, lang, text): largest key on top
         self.chars = 0
+        self.offered = 0
 
     def offer(self, key: int, lang: str, text: str) -> None:
         text = text[: self.quota]  # a document longer than the whole quota still contributes
+        self.offered += 1
         if self.heap and self.chars + len(text) > self.quota and key > -self.heap[0][0]:
             return  # would be evicted straight away
-        heapq.heappush(self.heap, (-key, lang, text))
+        heapq.heappush(self.heap, (-key, self.offered, lang, text))
         self.chars += len(text)
         while self.chars > self.quota:
-            _, _, dropped = heapq.heappop(self.heap)
+            dropped = heapq.heappop(self.heap)[3]
             self.chars -= len(dropped)
 
     def items(self) -> Iterator[tuple[str, str]]:
-        for _, lang, text in sorted(self.heap, reverse=True):  # ascending key: a fixed order
+        """The kept documents in arrival order, emptying the pool as they go (memory is freed early)."""
+        self.heap.sort(key=lambda item: item[1], reverse=True)
+        while self.heap:
+            _, _, lang, text = self.heap.pop()
             yield lang, text

@@ -21,10 +21,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe.tokenizer import TokenizerConfig
+from langadapt.run.timing import PartTimer
 from langadapt.tokenizer.counting import ChunkCounter, feed, separator_for
 from langadapt.tokenizer.extend import extend_tokenizer, word_rules
 from langadapt.tokenizer.families import Blueprint, blueprint, remap_post_processor, training_pre_tokenizer
-from langadapt.tokenizer.sample import sample_documents
+from langadapt.tokenizer.sample import sample_bound, sample_documents
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -39,28 +40,36 @@ def train_tokenizer(
     texts: Iterable[tuple[str, str]],
     base_tokenizer: PreTrainedTokenizerFast | None,
     seed: int = 0,
+    num_workers: int | None = None,
+    parts: PartTimer | None = None,
 ) -> PreTrainedTokenizerFast:
     """Train on (lang, text) pairs; `base_tokenizer` None means a scratch run (byte-level BPE default).
 
     `texts` is checked as it is consumed (`lang_text_pairs`), not materialised: a corpus may be
-    a generator over gigabytes."""
+    a generator over gigabytes. `num_workers` processes count it (None: every core; the result is
+    the same for any number); `parts` receives the time of `sample_count` and `merges`."""
     texts = lang_text_pairs(texts)
     if config.kind == "keep_base":
         if base_tokenizer is None:
             raise LangadaptError("tokenizer.kind=keep_base needs a base model with a tokenizer (not init: scratch)")
         return base_tokenizer
-    start = time.perf_counter()
+    start, parts = time.perf_counter(), parts or PartTimer()
     if config.kind == "extend":
         if base_tokenizer is None:
             raise LangadaptError("tokenizer.kind=extend needs a base model with a tokenizer (not init: scratch)")
-        words = count_words(config, word_rules(json.loads(base_tokenizer.backend_tokenizer.to_str())), texts, seed)
-        tokenizer = extend_tokenizer(config, words, base_tokenizer)
+        rules = word_rules(json.loads(base_tokenizer.backend_tokenizer.to_str()))
+        with parts.measure("sample_count"):
+            words = count_words(config, rules, texts, seed, num_workers)
+        with parts.measure("merges"):
+            tokenizer = extend_tokenizer(config, words, base_tokenizer)
         what = f"extended the base's {len(base_tokenizer)} ids to"
     else:
         bp = blueprint(config, base_tokenizer)
         _check_size(config, bp)
-        words = count_words(config, bp, texts, seed)
-        tokenizer = assemble(bp, train_model(config, bp, words))
+        with parts.measure("sample_count"):
+            words = count_words(config, bp, texts, seed, num_workers)
+        with parts.measure("merges"):
+            tokenizer = assemble(bp, train_model(config, bp, words))
         what = f"trained {bp.family},"
     log.info("tokenizer: %s %d tokens from %d distinct words in %.1f s", what, len(tokenizer), len(words),
              time.perf_counter() - start)
@@ -118,14 +127,15 @@ def check_reached_size(config: TokenizerConfig, reached: int, words: Counter[str
 
 
 def count_words(
-    config: TokenizerConfig, bp: Blueprint, texts: Iterable[tuple[str, str]], seed: int
+    config: TokenizerConfig, bp: Blueprint, texts: Iterable[tuple[str, str]], seed: int,
+    num_workers: int | None = None,
 ) -> Counter[str]:
     """Language-weighted pre-token counts of the training sample."""
     helper = Tokenizer.from_str(json.dumps(_tokenizer_json(
         bp.normalizer, training_pre_tokenizer(bp), {"type": "BPE", "vocab": {}, "merges": []})))
     counter = ChunkCounter(helper.normalizer, helper.pre_tokenizer)
-    for lang, text in sample_documents(texts, config.language_weights, config.max_training_chars, seed):
-        counter.add(lang, text)
+    bound = sample_bound(config.max_training_chars)
+    counter.add_all(sample_documents(texts, config.language_weights, bound, seed), num_workers)
     if counter.documents == 0:
         which = (f"languages {sorted(config.language_weights)} (tokenizer.language_weights)"
                  if config.language_weights else "the target-role sources (data.sources[].role: target)")
