@@ -708,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     usable = len(os.sched_getaffinity(0))
     if args.smoke:
-        sizes, workers, file_mb = [0.003], [1, 2], 0.5
+        sizes, workers, file_mb = [0.002], [1, 2], 0.4
     else:
         sizes = sorted(float(s) for s in args.sizes_gb.split(","))
         workers, file_mb = parse_workers(args.workers, usable), args.file_mb
