@@ -15,6 +15,10 @@ them out too), and fused or compiled kernels (off on CPU, so the plan is asked w
 
     python benchmarks/plan_memory.py              # every side, a table, the JSON last line
     python benchmarks/plan_memory.py --sides zero2:stage2
+    python benchmarks/plan_memory.py --smoke      # seconds: the torch engine's stage 1 on a 2-layer model (CI)
+
+`--smoke` measures zero0:stage1 (the torch engine, frozen body) on a tiny Llama (vocab 1024, hidden 64, seq 64):
+it checks the script still runs; its ratios mean little at that size (the plan's fixed terms dominate).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHAPE = {"vocab_size": 32768, "hidden": 512, "layers": 8, "intermediate_size": 1376}
 """A small Llama with a real vocabulary (embeddings and head ~57% of 59M parameters)."""
 SEQ, MICRO, STEPS = 512, 2, 2
+SMOKE_SHAPE = {"vocab_size": 1024, "hidden": 64, "layers": 2, "intermediate_size": 128}
+SMOKE_SEQ = 64
+SMOKE_SIDES = ["zero0:stage1"]
+"""One side (each is a process of its own, ~5 s of imports): the frozen body, the plan's harder case."""
 SIDES = [f"{layout}:{stage}" for layout in ("zero0", "zero1", "zero2", "zero3", "fsdp") for stage in ("stage2", "stage1")]
 """layout (zero0: the torch engine; zero1-3: DeepSpeed; fsdp: FSDP2) and stage (stage1: frozen body)."""
 
@@ -51,7 +59,7 @@ def peak_bytes(prof) -> int:
     return max(totals, default=0)
 
 
-def measure(side: str) -> dict[str, float]:
+def measure(side: str, shape: dict[str, int] = SHAPE, seq: int = SEQ) -> dict[str, float]:
     """In this process: build the side's engine, train STEPS steps, return measured and planned GB."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -74,15 +82,15 @@ def measure(side: str) -> dict[str, float]:
     planned_layout = "fsdp" if layout == "fsdp" else int(layout[-1])  # memory_per_gpu's name for it
     kind = "fsdp" if layout == "fsdp" else "deepspeed" if planned_layout else "torch"
     zero = planned_layout if kind == "deepspeed" else 0
-    stage = TrainStageConfig(steps=STEPS, micro_batch_size=MICRO, grad_accum_steps=1, seq_len=SEQ,
+    stage = TrainStageConfig(steps=STEPS, micro_batch_size=MICRO, grad_accum_steps=1, seq_len=seq,
                              optimizer=OptimizerConfig(lr=1e-4))
     engine_config = resolve_training(stage_name, stage, EngineConfig(kind=kind, zero_stage=zero, precision="bf16"),
                                      1, "cpu").engine
-    stream = SyntheticStream(SHAPE["vocab_size"], SEQ, seed=0)
+    stream = SyntheticStream(shape["vocab_size"], seq, seed=0)
     activities = [ProfilerActivity.CPU]
     with profile(activities=activities, profile_memory=True):  # starts the running total before the model
-        model = tiny_llama(vocab_size=SHAPE["vocab_size"], hidden=SHAPE["hidden"], layers=SHAPE["layers"],
-                           intermediate_size=SHAPE["intermediate_size"])
+        model = tiny_llama(vocab_size=shape["vocab_size"], hidden=shape["hidden"], layers=shape["layers"],
+                           intermediate_size=shape["intermediate_size"])
         selection = select_trainable(model, stage.trainable_patterns(stage_name))
         engine = build_engine(model, selection, stage, engine_config, DistInfo.from_env(), stage_name)
     with engine, profile(activities=activities, profile_memory=True) as steps:
@@ -92,18 +100,18 @@ def measure(side: str) -> dict[str, float]:
             engine.step(lr=1e-4, skip=False)
     peak = peak_bytes(steps)  # includes the model states the build left
     dims = dims_from_config(model.config.to_dict())
-    planned = memory_per_gpu(dims, planned_layout, 1, SEQ, MICRO,
+    planned = memory_per_gpu(dims, planned_layout, 1, seq, MICRO,
                              "all" if stage_name == "stage2" else "embeddings", "flash", fused_loss=False)
     return {"measured_gb": peak / 1e9, "planned_gb": planned["total"],
             "planned_states_gb": planned["weights"] + planned["gradients"] + planned["optimizer"],
             "planned_buffers_gb": planned["buffers"], "planned_activations_gb": planned["activations"]}
 
 
-def run_side(side: str) -> dict[str, float] | str:
+def run_side(side: str, smoke: bool = False) -> dict[str, float] | str:
     """One side in a fresh process (no allocator state or DeepSpeed globals shared between sides)."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
-    done = subprocess.run([sys.executable, __file__, "--worker", side], capture_output=True, text=True, env=env,
-                          check=False)
+    done = subprocess.run([sys.executable, __file__, "--worker", side, *(["--smoke"] if smoke else [])],
+                          capture_output=True, text=True, env=env, check=False)
     lines = done.stdout.strip().splitlines()
     if done.returncode or not lines:
         return f"failed ({done.returncode}): {(done.stderr.strip().splitlines() or ['?'])[-1]}"
@@ -114,11 +122,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sides", nargs="+", default=SIDES, choices=SIDES)
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true",
+                        help="the torch engine's stage 1 on a tiny model: the script's path in seconds (CI)")
     args = parser.parse_args()
+    shape, seq = (SMOKE_SHAPE, SMOKE_SEQ) if args.smoke else (SHAPE, SEQ)
     if args.worker:
-        print(json.dumps(measure(args.worker)))
+        print(json.dumps(measure(args.worker, shape, seq)))
         return
-    results = {side: run_side(side) for side in args.sides}
+    if args.smoke:
+        args.sides = SMOKE_SIDES
+    results = {side: run_side(side, args.smoke) for side in args.sides}
     print(f"{'side':<14} {'measured GB':>11} {'planned GB':>10} {'ratio':>6}   plan: states + buffers + activations")
     ratios = {}
     for side, r in results.items():
@@ -131,7 +144,7 @@ def main() -> None:
     worst = max(ratios.values(), key=lambda x: abs(x - 1), default=None)
     print(json.dumps({"benchmark": "plan_memory", "metric": "measured_over_planned_peak", "value": worst,
                       "baseline": None, "ratio": worst, "unit": "ratio", "device": "cpu",
-                      "shape": SHAPE, "seq": SEQ, "micro": MICRO,
+                      "shape": shape, "seq": seq, "micro": MICRO,
                       "sides": {s: round(v, 3) for s, v in ratios.items()},
                       "measured_gb": {s: round(r["measured_gb"], 3) for s, r in results.items() if not isinstance(r, str)},
                       "planned_gb": {s: round(r["planned_gb"], 3) for s, r in results.items() if not isinstance(r, str)}}))
