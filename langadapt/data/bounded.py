@@ -48,6 +48,15 @@ CHUNK_BYTES = MIB
 _SNIFF_BYTES = 8192
 
 
+class Span(NamedTuple):
+    """A run of whole lines of a plain (uncompressed) file: bytes [start, stop), whose first line is
+    line `first_line` of the file. What one data-stage worker reads of a big file (`data.pieces`)."""
+
+    start: int
+    stop: int
+    first_line: int
+
+
 class Line(NamedTuple):
     """One line of a file's text: 1-based number, byte offset of its start in the (decompressed)
     text, and its bytes with the newline when it has one (a last line without one is unterminated)."""
@@ -88,14 +97,17 @@ def _size(num_bytes: int) -> str:
     return f"{num_bytes / MIB:g} MiB" if num_bytes >= MIB else f"{num_bytes:,} bytes"
 
 
-def iter_lines(path: Path | str, key: str, bound: Bound) -> Iterator[Line]:
-    """The lines of a text file (plain, gzip or zstd by magic bytes), each at most `bound`.
+def iter_lines(path: Path | str, key: str, bound: Bound, span: Span | None = None) -> Iterator[Line]:
+    """The lines of a text file (plain, gzip or zstd by magic bytes), each at most `bound`; with
+    `span`, only those lines of a plain file, numbered and placed as in the whole file.
 
     A UTF-8 BOM at the start is dropped (offsets still count it). Refused with one located
     LangadaptError (`key: ...`): a line over the bound, a truncated or corrupt compressed stream,
     a file named .gz/.zst that is not, NUL bytes in the first block (a binary file)."""
     with open_text(path, key) as stream:
-        yield from _split_lines(stream, bound)
+        if span is not None:
+            stream.restrict(span)
+        yield from _split_lines(stream, bound, span)
 
 
 def read_whole_text(path: Path | str, key: str, bound: Bound) -> str:
@@ -113,14 +125,14 @@ def read_whole_text(path: Path | str, key: str, bound: Bound) -> str:
         raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {exc.start}") from None
 
 
-def _split_lines(stream: TextStream, bound: Bound) -> Iterator[Line]:
+def _split_lines(stream: TextStream, bound: Bound, span: Span | None = None) -> Iterator[Line]:
     """Lines from fixed-size chunks; the unfinished line is checked against the bound per chunk.
 
     Editors on Windows start a file with a BOM: it is no part of the first document (in JSON Lines
     it would make line 1 invalid JSON), so it is skipped; offsets still count it."""
-    number, offset = 0, 0
+    number, offset = (span.first_line - 1, span.start) if span else (0, 0)
     pending: list[bytes] = []  # pieces of the line not yet ended by a newline
-    pending_bytes, first = 0, True
+    pending_bytes, first = 0, offset == 0
     while chunk := stream.read(CHUNK_BYTES):
         start = len(codecs.BOM_UTF8) if first and chunk.startswith(codecs.BOM_UTF8) else 0
         offset, first = offset + start, False
@@ -148,6 +160,7 @@ class TextStream:
     def __init__(self, path: Path | str, key: str, raw: IO[bytes], kind: str | None) -> None:
         self.path, self.key, self.raw, self.kind = path, key, raw, kind
         self.text_bytes = 0  # decompressed bytes handed out so far
+        self.left: int | None = None  # bytes still to hand out when restricted to a span
         self.reader: IO[bytes] = raw
         if kind == "gzip":
             self.reader = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
@@ -156,10 +169,21 @@ class TextStream:
 
             self.reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False)
 
+    def restrict(self, span: Span) -> None:
+        """Read only the bytes of `span` (plain files: compressed streams cannot be entered midway)."""
+        if self.kind is not None:
+            raise ValueError(f"{self.path}: a span of a {self.kind} file cannot be read on its own")
+        self.raw.seek(span.start)
+        self.text_bytes, self.left = span.start, span.stop - span.start
+
     def read(self, size: int) -> bytes:
         """At most `size` decompressed bytes (b"" at the end)."""
         import zstandard
 
+        if self.left is not None:
+            size = min(size, self.left)
+            if size <= 0:
+                return b""
         try:
             data = self.reader.read(size)
         except EOFError:  # gzip: the end-of-stream marker never came
@@ -179,6 +203,8 @@ class TextStream:
             raise LangadaptError(f"{self.key}: {self.path} looks binary (NUL byte at offset "
                                  f"{self.text_bytes + data.index(0)}), not text")
         self.text_bytes += len(data)
+        if self.left is not None:
+            self.left -= len(data)
         return data
 
     def close(self) -> None:

@@ -8,30 +8,115 @@ them only through these functions, so the format can change in one place.
 
 from __future__ import annotations
 
-import gzip
 import json
-from collections.abc import Iterator
+import zlib
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from langadapt.data.bounded import WRITTEN_LINE_BYTES, Bound, iter_lines
 from langadapt.errors import LangadaptError
 
 SPLITS = ("train", "valid")
+GZIP_LEVEL = 1
+"""zlib level of the data stage's files (see `DocumentFile`)."""
+BLOCK_CHARS = 4 << 20
+"""Characters of JSON lines per gzip member: large enough that a member's header and the restarted
+dictionary cost nothing measurable (< 0.1%), small enough to keep `threads` of them in flight."""
 _WRITTEN = Bound(WRITTEN_LINE_BYTES, setting=None)
 """The data stage wrote no line longer than this (each document passed the recipe's bound)."""
 
 
-def write_documents(path: Path, documents: Iterator[dict]) -> int:
+def write_documents(path: Path, documents: Iterable[dict]) -> int:
     """Write documents to a .jsonl.gz file atomically; returns how many were written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    count = 0
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+    with DocumentFile(path) as out:
         for doc in documents:
-            f.write(json.dumps(doc, ensure_ascii=False) + "\n")
-            count += 1
-    tmp.replace(path)
-    return count
+            out.write(document_line(doc), len(doc["text"]))
+    return out.count
+
+
+def document_line(doc: dict) -> str:
+    """One document as its line of a data-stage file (keys in the order given)."""
+    return json.dumps(doc, ensure_ascii=False) + "\n"
+
+
+class DocumentFile:
+    """A data-stage .jsonl.gz being written: lines in, complete gzip members of `BLOCK_CHARS` out.
+
+    Why members and not one gzip stream: a block compresses on its own, so `threads` blocks compress
+    at once (zlib releases the GIL) and the writing process is no bottleneck for many cleaning
+    workers; any gzip reader reads concatenated members as one stream. Level 1, not gzip's 9: the
+    files are an intermediate read a few times by the next stages; level 9 cost 92 CPU-s per GB of
+    text (10.9 MB/s) for files 19% smaller than level 1's (68 MB/s). The bytes depend only on the
+    lines written (blocks are cut by size, headers carry no time), so the file is the same for any
+    number of threads or cleaning workers. Written to `<name>.tmp` and renamed by `close()`; after
+    `abort()` (or an exception inside `with`) nothing is left."""
+
+    def __init__(self, path: Path, threads: int = 1) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self._tmp = path, path.with_name(path.name + ".tmp")
+        self._file = open(self._tmp, "wb")  # noqa: SIM115 - closed by close()/abort()
+        self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        self._pending: deque[Future[bytes]] = deque()
+        self._threads = max(1, threads)
+        self._buffer: list[str] = []
+        self._buffered = 0
+        self.count = 0
+        self.chars = 0
+
+    def __enter__(self) -> DocumentFile:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        self.abort() if kind is not None else self.close()
+
+    def write(self, line: str, chars: int) -> None:
+        """Append one document line (`document_line`); `chars` is its text's length, for the summary."""
+        self._buffer.append(line)
+        self._buffered += len(line)
+        self.count += 1
+        self.chars += chars
+        if self._buffered >= BLOCK_CHARS:
+            self._flush_block()
+
+    def _flush_block(self) -> None:
+        data = "".join(self._buffer).encode("utf-8")
+        self._buffer, self._buffered = [], 0
+        if self._pool is None:
+            self._file.write(_gzip_member(data))
+            return
+        self._pending.append(self._pool.submit(_gzip_member, data))
+        while len(self._pending) > 2 * self._threads:  # bounded: at most a few blocks in memory
+            self._file.write(self._pending.popleft().result())
+
+    def close(self) -> None:
+        """Finish the file and move it into place."""
+        if self._buffer or self.count == 0:
+            self._flush_block()
+        while self._pending:
+            self._file.write(self._pending.popleft().result())
+        self._shutdown()
+        self._tmp.replace(self.path)
+
+    def abort(self) -> None:
+        """Leave nothing behind."""
+        for future in self._pending:
+            future.cancel()
+        self._pending.clear()
+        self._shutdown()
+        self._tmp.unlink(missing_ok=True)
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._file.close()
+
+
+def _gzip_member(data: bytes) -> bytes:
+    """`data` as one complete gzip member (zlib's header: no name, no time, so no run-dependent bytes)."""
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+    return compressor.compress(data) + compressor.flush()
 
 
 def read_documents(path: Path) -> Iterator[dict]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from langadapt.data.bounded import CHUNK_BYTES, Bound, Line, iter_lines
 from langadapt.data.parquet_pages import column_pages
+from langadapt.data.pieces import Piece
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import compression_of, input_problem, open_input, parse_json
 from langadapt.recipe.data import DEFAULT_MAX_DOCUMENT_BYTES, SourceConfig
@@ -190,13 +191,23 @@ def _without_nul(source: SourceConfig, path: Path, text: str, counts: Counter) -
 def _iter_path(
     source: SourceConfig, path: Path, policy: DecodePolicy, counts: Counter, bound: Bound
 ) -> Iterator[Document]:
+    return read_piece(source, Piece(path), policy, counts, bound)
+
+
+def read_piece(
+    source: SourceConfig, piece: Piece, policy: DecodePolicy, counts: Counter, bound: Bound
+) -> Iterator[Document]:
+    """The raw documents of one piece of a source (`data.pieces`), in file order; NUL characters
+    and `max_docs` are the caller's (`iter_documents`, or the data stage's parent)."""
+    path = piece.path
     fmt = _format_of(source, path)
     if fmt in ("hf_disk", "hf_hub"):
-        yield from _iter_hf(source, path, fmt == "hf_disk", bound)
+        yield from _iter_hf(source, path, fmt == "hf_disk", bound, piece.shard)
     elif fmt == "parquet":
-        yield from _iter_parquet(source, path, bound)
+        yield from _iter_parquet(source, path, bound, piece.row_groups)
     else:
-        lines = _decoded_lines(source, path, iter_lines(path, f"source {source.name}", bound), policy, counts)
+        lines = iter_lines(path, f"source {source.name}", bound, piece.span)
+        lines = _decoded_lines(source, path, lines, policy, counts)
         if fmt == "txt":
             yield from map(Document, _txt_documents(source, path, lines, bound))
         else:
@@ -348,7 +359,8 @@ def _id_text(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[Document]:
+def _iter_parquet(source: SourceConfig, path: Path, bound: Bound,
+                  row_groups: tuple[int, int] | None = None) -> Iterator[Document]:
     """The text column of a Parquet file, in batches sized from the row groups' metadata.
 
     What one cell can cost: Arrow decompresses a whole page before any value is seen, and a page
@@ -380,7 +392,7 @@ def _iter_parquet(source: SourceConfig, path: Path, bound: Bound) -> Iterator[Do
                 f"{key}: field {source.text_field!r} not found in {path} "
                 f"(columns: {', '.join(names)}); set text_field"
             )
-        yield from _parquet_rows(parquet, raw.fileno(), source, path, bound)
+        yield from _parquet_rows(parquet, raw.fileno(), source, path, bound, row_groups)
     finally:
         raw.close()
 
@@ -407,16 +419,20 @@ def _checked_pages(fd: int, chunk: object, path: Path, bound: Bound, key: str, g
     return all(page.has_crc for page in pages)
 
 
-def _parquet_rows(parquet: pq.ParquetFile, fd: int, source: SourceConfig, path: Path, bound: Bound) -> Iterator[Document]:
-    """The documents of an open ParquetFile, row group by row group, each group's pages checked first."""
+def _parquet_rows(parquet: pq.ParquetFile, fd: int, source: SourceConfig, path: Path, bound: Bound,
+                  row_groups: tuple[int, int] | None = None) -> Iterator[Document]:
+    """The documents of an open ParquetFile (or of its row groups [first, stop)), row group by row
+    group, each group's pages checked first; rows are numbered as in the whole file."""
     import pyarrow.compute as pc
 
     key = f"source {source.name}"
     names = parquet.schema_arrow.names  # type: ignore[attr-defined]
     column = parquet.schema_arrow.get_field_index(source.text_field)  # type: ignore[attr-defined]
     columns = [source.text_field] + ([ID_FIELD] if ID_FIELD in names and ID_FIELD != source.text_field else [])
-    first_row, unchecked = 0, False
-    for group in range(parquet.num_row_groups):  # type: ignore[attr-defined]
+    groups = range(*row_groups) if row_groups else range(parquet.num_row_groups)  # type: ignore[attr-defined]
+    first_row = sum(parquet.metadata.row_group(g).num_rows for g in range(groups.start))  # type: ignore[attr-defined]
+    unchecked = False
+    for group in groups:
         meta = parquet.metadata.row_group(group)  # type: ignore[attr-defined]
         stored = meta.column(column).total_uncompressed_size
         rows = range(first_row, first_row + meta.num_rows)
@@ -424,7 +440,7 @@ def _parquet_rows(parquet: pq.ParquetFile, fd: int, source: SourceConfig, path: 
             what = f"row {rows[0]}" if len(rows) == 1 else f"one of rows {rows[0]}-{rows[-1]}"
             raise bound.refuse(key, what, path, f"row group {group} holds {stored:,} bytes of text in {len(rows)} row(s)")
         checksums = _checked_pages(fd, meta.column(column), path, bound, key, group, rows)
-        if not checksums and not unchecked:
+        if not checksums and not unchecked and groups.start == 0:  # said once, by the file's first piece
             unchecked = True
             log.warning("%s: %s carries no page checksums, so a corrupt byte in it can read as other text "
                         "unnoticed; write it with checksums (pyarrow: pq.write_table(..., "
@@ -448,8 +464,10 @@ def _parquet_rows(parquet: pq.ParquetFile, fd: int, source: SourceConfig, path: 
                                  f"truncated?): {' '.join(str(err).split())}") from None
 
 
-def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound) -> Iterator[Document]:
-    """A `datasets` dataset saved with save_to_disk, or a Hub dataset (id or local folder) streamed.
+def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound,
+             shard: tuple[int, int] | None = None) -> Iterator[Document]:
+    """A `datasets` dataset saved with save_to_disk, or a Hub dataset (id or local folder) streamed;
+    with `shard` (index, count), only that contiguous shard of a saved one, rows numbered as in the whole.
 
     `datasets` holds a row before it is seen here: the bound keeps such a document out of the data
     stage's files (and so out of every later stage), not out of `datasets`' own memory."""
@@ -474,12 +492,17 @@ def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound) -
         raise
     except Exception as err:  # datasets raises many types (FileNotFoundError, hub errors, ...)
         raise LangadaptError(f"source {source.name}: {_hub_error(source, path, err)}") from None
+    first_row = 0
+    if shard is not None and shard[1] > 1:
+        index, count = shard
+        first_row = sum(_shard_rows(len(dataset), count, i) for i in range(index))
+        dataset = dataset.shard(num_shards=count, index=index, contiguous=True)
     columns = None if disk else dataset.column_names  # None also when a stream's schema is not known up front
     if columns is not None and source.text_field not in columns:
         raise LangadaptError(f"source {source.name}: text_field {source.text_field!r} is not a column of {path} "
                              f"(columns: {', '.join(columns)})")
     rows = iter(dataset)
-    for i in itertools.count():
+    for i in itertools.count(first_row):
         try:
             record = next(rows)
         except StopIteration:
@@ -491,6 +514,12 @@ def _iter_hf(source: SourceConfig, path: Path | str, disk: bool, bound: Bound) -
         if bound.over(doc.text):
             raise bound.refuse(f"source {source.name}", f"row {i}", path, f"field {source.text_field!r}")
         yield doc
+
+
+def _shard_rows(rows: int, count: int, index: int) -> int:
+    """Rows in contiguous shard `index` of `count` (as `datasets.Dataset.shard(contiguous=True)` cuts)."""
+    div, mod = divmod(rows, count)
+    return div + (1 if index < mod else 0)
 
 
 def _hub_error(source: SourceConfig, path: Path | str, err: Exception) -> str:

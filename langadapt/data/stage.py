@@ -1,14 +1,24 @@
-"""The data stage: sources in, cleaned train/held-out documents out.
+"""The data stage: sources in, cleaned train/held-out documents out, on every core.
 
-`run(slice_, ctx)` reads every source of `slice_.config` (the data section), cleans it (`cleaning.Cleaner`),
-splits off held-out documents by a hash of their normalised text (or, with `data.split_by: id`, of
-their id's last path component: `split_digest`), and writes `ctx.out/{train,valid}/<source>.jsonl.gz`
-(format: `langadapt.data.documents`) plus `DataPaths.stats`. The split depends only on each document's
-text (or id), so it is the same across runs and whatever order the files are read in; by text, exact
-duplicates always land on the same side, by id, a page and its translations do. A target source the hash
-leaves with fewer than `data.min_valid_documents` held-out documents is topped up with its lowest keys
-(`held_out_floor`). Everything is streamed: train and held-out files are written at the same time, each by
-`write_documents` fed through a bounded queue.
+`run(slice_, ctx)` reads every source of `slice_.config` (the data section), cleans it, splits off
+held-out documents by a hash of their normalised text (or, with `data.split_by: id`, of their id's
+last path component: `split_digest`), and writes `ctx.out/{train,valid}/<source>.jsonl.gz` (format:
+`langadapt.data.documents`) plus `DataPaths.stats`.
+
+Parallel by design, with the output of one process: the sources are cut into pieces (`pieces`:
+files, line spans of a big file, Parquet row groups, dataset shards), workers read and clean pieces
+(`clean_piece`: decoding, NFC, length and language filters, digests, MinHash signatures, the JSON
+line), and this process takes their results back in piece order (`workers.ordered_batches`) and
+does what depends on earlier documents: exact and near dedup (`cleaning.Deduplicator`), the
+held-out cap and floor, and writing. The pieces and their order do not depend on the number of
+workers, so 1 and N workers write the same bytes (tests/data/test_data_parallel.py).
+
+The split depends only on each document's text (or id), so it is the same across runs and whatever
+order the files are read in; by text, exact duplicates always land on the same side, by id, a page
+and its translations do. A target source the hash leaves with fewer than `data.min_valid_documents`
+held-out documents is topped up with its lowest keys (`held_out_floor`). Memory does not grow with
+the corpus: pieces stream in bounded batches; what does grow, the dedup digests, moves to disk past
+`cleaning.DIGESTS_IN_MEMORY`.
 """
 
 from __future__ import annotations
@@ -16,124 +26,194 @@ from __future__ import annotations
 import heapq
 import json
 import logging
-import queue
-import threading
+import os
+import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
-from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
-from langadapt.data.documents import write_documents
+from langadapt.data.bounded import Bound
+from langadapt.data.cleaning import Deduplicator, DocumentFilter, hash_fraction, text_hash
+from langadapt.data.documents import DocumentFile, document_line
 from langadapt.data.held_out_floor import FloorCandidates, move_to_valid, shortfall_warning
-from langadapt.data.sources import iter_documents, resolve_paths
+from langadapt.data.pieces import Piece, plan_pieces
+from langadapt.data.sources import _format_of, read_piece, resolve_paths
+from langadapt.data.workers import ordered_batches
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import DataPaths
+from langadapt.run.timing import PartTimer
 
 log = logging.getLogger("langadapt")
 
-_DONE, _ABORT = object(), object()
+IN_PROCESS_BYTES = 32 << 20
+"""Input below which `data.num_workers: null` cleans in this process: starting workers (a fresh
+interpreter each) costs more than they save on a corpus this small (the demo's is 3 MB)."""
+_BATCH_CHARS = 1 << 20
+"""Characters of cleaned lines per batch a worker sends back."""
 
 
-class _Aborted(Exception):
-    """Raised inside `write_documents` so that an aborted file is never renamed into place."""
+@dataclass(frozen=True)
+class _Job:
+    """One piece of one source, and which side its documents go to: `valid` (the source's
+    valid_path, read first), `train` (its path, when it has a valid_path) or `split` (by hash)."""
+
+    source: int
+    part: str
+    piece: Piece
 
 
-class _DocumentWriter:
-    """Feeds `write_documents` from another thread so two split files can be written in one pass."""
+class Cleaned(NamedTuple):
+    """One raw document after the stateless filters (a worker's answer, in reading order).
 
-    def __init__(self, path: Path) -> None:
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1024)
-        self._error: BaseException | None = None
-        self.count = 0
-        self.chars = 0
-        self._thread = threading.Thread(target=self._write, args=(path,), daemon=True)
-        self._thread.start()
+    `reason` is why the length filters dropped it; "" marks no document, only `counts` (decode
+    problems after a piece's last document). `counts` holds the reader's counters (decode errors,
+    NULs stripped) that moved since the previous entry, None when none did."""
 
-    def _items(self) -> Iterator[dict]:
-        while (item := self._queue.get()) is not _DONE:
-            if item is _ABORT:
-                raise _Aborted
-            yield item
-
-    def _write(self, path: Path) -> None:
-        try:
-            write_documents(path, self._items())
-        except _Aborted:
-            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-        except BaseException as err:
-            self._error = err
-            while self._queue.get() not in (_DONE, _ABORT):  # drain so put() never blocks forever
-                pass
-
-    def put(self, doc: dict) -> None:
-        self._queue.put(doc)
-        self.count += 1
-        self.chars += len(doc["text"])
-
-    def close(self, abort: bool = False) -> None:
-        """Finish the file (or, on abort, leave nothing behind) and surface a writer error."""
-        self._queue.put(_ABORT if abort else _DONE)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+    reason: str | None
+    digest: bytes = b""
+    key: bytes = b""
+    has_id: bool = False
+    lang_ok: bool = True
+    line: str = ""
+    chars: int = 0
+    signature: bytes | None = None
+    counts: dict[str, int] | None = None
 
 
 def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
     """Clean and split every source; returns the per-source summary for the manifest."""
-    config = slice_.config
-    # Resolve every source first, so that a typo in the last path fails before any long work.
-    resolved = {s.name: resolve_paths(s, s.path) for s in config.sources}
-    held_out = {s.name: resolve_paths(s, s.valid_path, "valid_path") for s in config.sources if s.valid_path}
-    cleaner = Cleaner(config.cleaning)
+    config, parts = slice_.config, PartTimer()
+    with parts.measure("plan_pieces"):
+        # Resolve every source first, so that a typo in the last path fails before any long work.
+        jobs, input_bytes = _plan(config)
+    workers = _worker_count(config.num_workers, input_bytes)
     ctx.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"valid_fraction": config.valid_fraction, "split_by": config.split_by, "sources": {}}
-    for source in config.sources:
-        ctx.log.info("data: reading source %s (%d file(s))", source.name, len(resolved[source.name]))
-        stats = _process_source(source, config, cleaner, resolved[source.name], held_out.get(source.name), ctx.out)
-        summary["sources"][source.name] = stats
-        ctx.log.info(
-            "data: %s kept %d train / %d held-out documents, dropped %s",
-            source.name, stats["train_docs"], stats["valid_docs"], stats["dropped"] or "none",
-        )
+    dedup = Deduplicator(config.cleaning, ctx.out)
+    worker_cpu: list[float] = []
+    stream = ordered_batches(jobs, clean_piece, workers, describe=lambda job: job.piece.describe(),
+                             initializer=init_worker, initargs=(config,))
+    feed = _Feed(stream, jobs, worker_cpu)
+    try:
+        with parts.measure("clean_dedup_write"):
+            for index, source in enumerate(config.sources):
+                pieces = sum(1 for job in jobs if job.source == index)
+                ctx.log.info("data: reading source %s (%d piece(s), %d worker(s))", source.name, pieces, workers)
+                stats = _process_source(index, source, config, feed, dedup, ctx.out, workers)
+                summary["sources"][source.name] = stats
+                ctx.log.info(
+                    "data: %s kept %d train / %d held-out documents, dropped %s",
+                    source.name, stats["train_docs"], stats["valid_docs"], stats["dropped"] or "none",
+                )
+    finally:
+        stream.close()
+        dedup.close()
+    summary["pieces"] = len(jobs)
+    summary["input_bytes"] = input_bytes
+    summary["dedup_digests"] = len(dedup.digests) if dedup.digests is not None else 0
     ctx.layout.data.stats.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
-    return summary
+    # How this run went (the manifest's, not stats.json's: the data folder is the same for any workers).
+    parts_ = {**parts.as_dict(), "workers_clean": {"cpu_s": round(sum(worker_cpu), 2)}}
+    return {**summary, "run": {"workers": workers, "parts": parts_}}
+
+
+def _plan(config: DataConfig) -> tuple[list[_Job], int]:
+    """Every source's pieces in reading order (held-out file first), and the bytes of its local files."""
+    jobs: list[_Job] = []
+    total = 0
+    for index, source in enumerate(config.sources):
+        paths = resolve_paths(source, source.path)
+        parts = [("split", paths)]
+        if source.valid_path:
+            parts = [("valid", resolve_paths(source, source.valid_path, "valid_path")), ("train", paths)]
+        for part, files in parts:
+            total += sum(f.stat().st_size for f in files if source.format != "hf_hub" and f.is_file())
+            jobs.extend(_Job(index, part, piece) for piece in plan_pieces(source, files, _format_of))
+    return jobs, total
+
+
+def _worker_count(requested: int | None, input_bytes: int) -> int:
+    if requested is not None:
+        return requested
+    if input_bytes < IN_PROCESS_BYTES:
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _Feed:
+    """The workers' entries of one (source, part) at a time, from the ordered stream of all jobs."""
+
+    def __init__(self, stream: Iterator[tuple[int, Any]], jobs: list[_Job], worker_cpu: list[float]) -> None:
+        self._stream, self._jobs, self._worker_cpu = stream, jobs, worker_cpu
+        self._head: tuple[int, Any] | None = None
+
+    def entries(self, source: int, part: str) -> Iterator[tuple[Piece, Cleaned]]:
+        while True:
+            if self._head is None:
+                self._head = next(self._stream, None)
+                if self._head is None:
+                    return
+            index, batch = self._head
+            job = self._jobs[index]
+            if (job.source, job.part) != (source, part):
+                return
+            self._head = None
+            if isinstance(batch, float):  # a piece's end: its worker's CPU seconds
+                self._worker_cpu.append(batch)
+                continue
+            for entry in batch:
+                yield job.piece, entry
+
+    def skip(self, source: int, part: str) -> None:
+        """Drop what is left of (source, part): entries past `max_docs`."""
+        for _ in self.entries(source, part):
+            pass
+
+
+class _Writers:
+    """The train and held-out files of one source, aborted together unless both complete."""
+
+    def __init__(self, out: Path, name: str, threads: int) -> None:
+        folders = DataPaths(out)
+        self.train_path, self.valid_path = folders.train / f"{name}.jsonl.gz", folders.valid / f"{name}.jsonl.gz"
+        self.train, self.valid = DocumentFile(self.train_path, threads), DocumentFile(self.valid_path, threads)
+
+    def close(self, failed: bool) -> None:
+        for out in (self.train, self.valid):
+            out.abort() if failed else out.close()
 
 
 def _process_source(
-    source: SourceConfig,
-    config: DataConfig,
-    cleaner: Cleaner,
-    paths: list[Path],
-    valid_paths: list[Path] | None,
-    out: Path,
+    index: int, source: SourceConfig, config: DataConfig, feed: _Feed, dedup: Deduplicator, out: Path, workers: int,
 ) -> dict[str, Any]:
     counts: Counter = Counter()
-    folders = DataPaths(out)
-    train_path, valid_path = folders.train / f"{source.name}.jsonl.gz", folders.valid / f"{source.name}.jsonl.gz"
-    train, valid = _DocumentWriter(train_path), _DocumentWriter(valid_path)
-    floored = valid_paths is None and source.role == "target" and config.valid_fraction > 0
+    files = _Writers(out, source.name, max(1, workers // 4))
+    floored = source.valid_path is None and source.role == "target" and config.valid_fraction > 0
     candidates = FloorCandidates(config.min_valid_documents if floored else 0)
+    kept = _Kept(source, dedup, counts)
     failed = True
     try:
-        if valid_paths is not None:
+        if source.valid_path is not None:
             # Held-out file first: its texts enter the dedup memory, so copies in train are dropped.
-            for _, _, doc in _clean(source, config, cleaner, valid_paths, counts):
-                valid.put(doc)
-            for _, _, doc in _clean(source, config, cleaner, paths, counts):
-                train.put(doc)
+            for entry in kept.filter(feed, index, "valid"):
+                files.valid.write(entry.line, entry.chars)
+            for entry in kept.filter(feed, index, "train"):
+                files.train.write(entry.line, entry.chars)
         else:
-            _split_by_hash(source, config, cleaner, paths, counts, train, valid, candidates)
+            _split_by_hash(kept.filter(feed, index, "split"), config, counts, files, candidates)
         failed = False
     finally:
-        train.close(abort=failed)
-        valid.close(abort=failed)
+        files.close(failed)
+    train, valid = files.train, files.valid
     train_docs, train_chars, valid_docs, valid_chars = train.count, train.chars, valid.count, valid.chars
     floor: dict[str, int] = {}
     if valid_docs < candidates.limit:
-        docs, chars = move_to_valid(train_path, valid_path, candidates.choose(candidates.limit - valid_docs, train_docs))
+        docs, chars = move_to_valid(files.train_path, files.valid_path,
+                                    candidates.choose(candidates.limit - valid_docs, train_docs))
         train_docs, train_chars, valid_docs, valid_chars = (train_docs - docs, train_chars - chars,
                                                             valid_docs + docs, valid_chars + chars)
         floor = {"valid_floor_docs": docs} if docs else {}
@@ -146,7 +226,7 @@ def _process_source(
     if floored and valid_docs < max(config.min_valid_documents, 1):
         log.warning(shortfall_warning(source.name, source.lang, valid_docs, train_docs, config.min_valid_documents,
                                       config.valid_fraction))
-    fallback = {_FALLBACK: counts.pop(_FALLBACK, 0)} if config.split_by == "id" and valid_paths is None else {}
+    fallback = {_FALLBACK: counts.pop(_FALLBACK, 0)} if config.split_by == "id" and source.valid_path is None else {}
     return {
         "lang": source.lang,
         "role": source.role,
@@ -160,6 +240,47 @@ def _process_source(
         **fallback,
         "dropped": dict(sorted(counts.items())),
     }
+
+
+class _Kept:
+    """The stateful filters over a source's entries, in reading order: `max_docs`, exact dedup,
+    the language verdict, near dedup; counts every drop by its first reason."""
+
+    def __init__(self, source: SourceConfig, dedup: Deduplicator, counts: Counter) -> None:
+        self.source, self.dedup, self.counts = source, dedup, counts
+        self._read = 0
+        self._nul_said = False
+
+    def filter(self, feed: _Feed, index: int, part: str) -> Iterator[Cleaned]:
+        counts, dedup = self.counts, self.dedup
+        for piece, entry in feed.entries(index, part):
+            if self.source.max_docs is not None and self._read >= self.source.max_docs:
+                feed.skip(index, part)
+                return
+            if entry.counts:
+                counts.update(entry.counts)
+                self._say_nul(piece)
+            if entry.reason == "":
+                continue
+            counts["read"] += 1
+            self._read += 1
+            if entry.reason is not None:
+                counts[entry.reason] += 1
+            elif dedup.duplicate(entry.digest):
+                counts["duplicate"] += 1
+            elif not entry.lang_ok:
+                counts["wrong_language"] += 1
+            elif dedup.near_duplicate(entry.digest, entry.signature):
+                counts["near_duplicate"] += 1
+            else:
+                dedup.keep(entry.digest)
+                yield entry
+
+    def _say_nul(self, piece: Piece) -> None:
+        if not self._nul_said and self.counts["nul_stripped"]:
+            self._nul_said = True
+            log.warning("source %s: NUL characters removed from documents (first in %s); "
+                        "counted as nul_stripped in the data summary", self.source.name, piece.path)
 
 
 _FALLBACK = "split_by_text_fallback"
@@ -178,14 +299,7 @@ def split_digest(text_digest: bytes, doc_id: str | None, split_by: str) -> bytes
 
 
 def _split_by_hash(
-    source: SourceConfig,
-    config: DataConfig,
-    cleaner: Cleaner,
-    paths: list[Path],
-    counts: Counter,
-    train: _DocumentWriter,
-    valid: _DocumentWriter,
-    candidates: FloorCandidates,
+    entries: Iterator[Cleaned], config: DataConfig, counts: Counter, files: _Writers, candidates: FloorCandidates
 ) -> None:
     """Held out = hash fraction (`split_digest`) below valid_fraction; with max_valid_docs the lowest
     hashes win. Each document sent to train is offered to `candidates` (the held-out floor's
@@ -195,46 +309,74 @@ def _split_by_hash(
     a candidate pushed out goes to train. Ties (documents sharing an id) are broken by the text
     digest, so the result depends only on the set of documents, not on their order.
     """
-    capped: list[tuple[float, bytes, bytes, int, dict]] = []  # max-heap via negated fraction
-    for number, (digest, doc_id, doc) in enumerate(_clean(source, config, cleaner, paths, counts)):
-        if config.split_by == "id" and not doc_id:
+    train, valid = files.train, files.valid
+    capped: list[tuple[float, bytes, bytes, int, Cleaned]] = []  # max-heap via negated fraction
+    for number, entry in enumerate(entries):
+        if config.split_by == "id" and not entry.has_id:
             counts[_FALLBACK] += 1
-        key = split_digest(digest, doc_id, config.split_by)
-        fraction = hash_fraction(key)
+        fraction = hash_fraction(entry.key)
         if fraction >= config.valid_fraction:
-            candidates.offer(key, train.count)
-            train.put(doc)
+            candidates.offer(entry.key, train.count)
+            train.write(entry.line, entry.chars)
         elif config.max_valid_docs is None:
-            valid.put(doc)
+            valid.write(entry.line, entry.chars)
         else:
             # The number only separates identical documents (dedup off), whose order is immaterial.
-            heapq.heappush(capped, (-fraction, key, digest, number, doc))
+            heapq.heappush(capped, (-fraction, entry.key, entry.digest, number, entry))
             if len(capped) > config.max_valid_docs:
                 _, pushed_key, *_, pushed = heapq.heappop(capped)
                 candidates.offer(pushed_key, train.count)
-                train.put(pushed)
-    for *_, doc in sorted(capped, key=lambda item: (-item[0], item[1], item[2])):
-        valid.put(doc)
+                train.write(pushed.line, pushed.chars)
+    for *_, entry in sorted(capped, key=lambda item: (-item[0], item[1], item[2])):
+        valid.write(entry.line, entry.chars)
 
 
-def _clean(
-    source: SourceConfig, config: DataConfig, cleaner: Cleaner, paths: list[Path], counts: Counter
-) -> Iterator[tuple[bytes, dict]]:
-    """(text digest, the id as read, output record) for each document that survives cleaning;
-    counts the rest."""
+_WORKER: dict[str, Any] = {}
+"""This process's share of the data section and its `DocumentFilter` (set by `init_worker`)."""
+
+
+def init_worker(config: DataConfig) -> None:
+    """Set up a worker (or this process, with one worker): the filters load their models once."""
+    _WORKER.update(config=config, filter=DocumentFilter(config.cleaning))
+
+
+def clean_piece(job: _Job) -> Iterator[list[Cleaned] | float]:
+    """Read and clean one piece: batches of `Cleaned` in reading order, then the CPU seconds spent."""
+    started = time.process_time()
+    config: DataConfig = _WORKER["config"]
+    cleaner: DocumentFilter = _WORKER["filter"]
+    source = config.sources[job.source]
     check_lang = source.role != "code" and source.lang != "code"
-    for raw in iter_documents(source, paths, config.on_decode_error, counts, config.max_document_bytes):
-        counts["read"] += 1
-        text = cleaner.normalize(raw.text)
-        digest = text_hash(text)
-        reason = cleaner.reject(text, digest, source.lang, check_lang)
+    counts: Counter = Counter()  # the reader's counters since the previous entry
+    batch: list[Cleaned] = []
+    batch_chars = 0
+    for raw in read_piece(source, job.piece, config.on_decode_error, counts, Bound(config.max_document_bytes)):
+        text = raw.text
+        if "\x00" in text:
+            counts["nul_stripped"] += 1
+            text = text.replace("\x00", "")
+        moved = dict(counts) if counts else None
+        counts.clear()
+        text = cleaner.normalize(text)
+        reason = cleaner.length_reason(text)
         if reason is not None:
-            counts[reason] += 1
+            batch.append(Cleaned(reason, counts=moved))
             continue
-        yield digest, raw.id, {
-            "id": f"{source.name}-{digest.hex()[:16]}",
-            "text": text,
-            "lang": source.lang,
-            "source": source.name,
-            "role": source.role,
-        }
+        digest = text_hash(text)
+        record = {"id": f"{source.name}-{digest.hex()[:16]}", "text": text, "lang": source.lang,
+                  "source": source.name, "role": source.role}
+        line = document_line(record)
+        batch.append(Cleaned(None, digest, split_digest(digest, raw.id, config.split_by), bool(raw.id),
+                             cleaner.language_ok(text, source.lang, check_lang), line, len(text),
+                             cleaner.signature(text), moved))
+        batch_chars += len(line)
+        if batch_chars >= _BATCH_CHARS:
+            yield batch
+            batch, batch_chars = [], 0
+    if counts:
+        batch.append(Cleaned("", counts=dict(counts)))
+    if batch:
+        yield batch
+    yield time.process_time() - started
+
+

@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from langadapt.corpora.debian_docs import HTML_DIRS, page_documents, read_deb, resolve_locale
 from langadapt.corpora.html_text import html_paragraphs
 from langadapt.corpora.langvote import matches_language
-from langadapt.data.cleaning import Cleaner, hash_fraction, text_hash
+from langadapt.data.cleaning import DocumentFilter, hash_fraction, text_hash
 from langadapt.data.stage import split_digest
 from langadapt.recipe.data import CleaningConfig
 
@@ -96,7 +96,7 @@ def held_out_pages(docs_by_lang: dict[str, list[dict]], valid_fraction: float,
     languages are free of training text. (Not modelled: `data.max_valid_docs`, which moves some
     held-out documents to train, and documents the data stage's cleaning drops; the test on the
     real data stage would catch either.)"""
-    cleaner = Cleaner(cleaning or CleaningConfig())
+    cleaner = DocumentFilter(cleaning or CleaningConfig())
     held: set[str] | None = None
     for docs in docs_by_lang.values():
         keys = {page_key(d["id"]) for d in docs

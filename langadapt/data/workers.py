@@ -1,0 +1,122 @@
+"""Ordered work on every core: jobs run in worker processes, their results come back in job order.
+
+Why not `multiprocessing.Pool.imap`: it sends every job at once and keeps every finished result
+until the parent asks for it, so a parent slower than its workers (writing, deduplicating) holds
+the corpus in memory; and a job's result arrives whole, where one piece of a source may be
+gigabytes of documents. Here each job yields batches, each worker has its own bounded queue, and
+job `i` goes to worker `i % workers` (a fixed plan, so the parent knows which queue holds the next
+batch): the parent drains the queue of the job it is at while the other workers run ahead until
+their queues are full. Memory is bounded by workers x `QUEUE_BATCHES` batches, whatever the corpus.
+
+With one worker the jobs run in this process, lazily, with the same function: the results are the
+same by construction, and nothing is read ahead of need.
+
+A job that raises sends its exception back; the parent raises it when it reaches that job, after
+every earlier job's results, exactly where one process would have stopped. A worker that dies
+(killed for memory, a crash in C code) is one error naming its job, not a hang.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from langadapt.errors import LangadaptError
+
+Job = TypeVar("Job")
+QUEUE_BATCHES = 4
+"""Batches a worker may have waiting for the parent."""
+_POLL_SECONDS = 2.0
+_BATCH, _END, _ERROR = "batch", "end", "error"
+
+
+def ordered_batches(
+    jobs: Sequence[Job],
+    work: Callable[[Job], Iterator[Any]],
+    workers: int,
+    describe: Callable[[Job], str] = str,
+    initializer: Callable[..., None] | None = None,
+    initargs: tuple = (),
+) -> Iterator[tuple[int, Any]]:
+    """(job index, batch) for every batch `work(job)` yields, in job order then batch order.
+
+    `work`, `initializer` and the jobs must be picklable (module-level functions) when workers > 1;
+    the initializer runs once per worker process (spawned, not forked: the parent may hold threads)."""
+    workers = max(1, min(workers, len(jobs)))
+    if workers == 1:
+        if initializer is not None:
+            initializer(*initargs)
+        for index, job in enumerate(jobs):
+            for batch in work(job):
+                yield index, batch
+        return
+    context = multiprocessing.get_context("spawn")
+    queues = [context.Queue(QUEUE_BATCHES) for _ in range(workers)]
+    processes = [
+        context.Process(target=_worker, args=(w, workers, jobs, work, queues[w], initializer, initargs), daemon=True)
+        for w in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        for index, job in enumerate(jobs):
+            owner = index % workers
+            while True:
+                kind, payload = _next(queues[owner], processes[owner], describe(job))
+                if kind == _END:
+                    break
+                if kind == _ERROR:
+                    raise payload
+                yield index, payload
+        for process in processes:
+            process.join()
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join()
+        for worker_queue in queues:
+            worker_queue.close()
+            worker_queue.cancel_join_thread()
+
+
+def _next(worker_queue: Any, process: Any, where: str) -> tuple[str, Any]:
+    """The next message of one worker; an error if the worker died without sending one."""
+    while True:
+        try:
+            return worker_queue.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if not process.is_alive():
+                try:  # it may have sent its last message just before exiting
+                    return worker_queue.get(timeout=_POLL_SECONDS)
+                except queue.Empty:
+                    code = process.exitcode
+                    why = "killed, e.g. for memory" if code is not None and code < 0 else "crashed"
+                    raise LangadaptError(f"data: the worker reading {where} died (exit code {code}: {why}); "
+                                         "nothing of this run was marked complete") from None
+
+
+def _worker(me: int, workers: int, jobs: Sequence[Any], work: Callable[[Any], Iterator[Any]], out: Any,
+            initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    try:
+        if initializer is not None:
+            initializer(*initargs)
+        for index in range(me, len(jobs), workers):
+            for batch in work(jobs[index]):
+                out.put((_BATCH, batch))
+            out.put((_END, None))
+    except BaseException as err:  # noqa: BLE001 - sent to the parent, which raises it in order
+        out.put((_ERROR, err if _picklable(err) else LangadaptError(f"{type(err).__name__}: {err}")))
+
+
+def _picklable(err: BaseException) -> bool:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(err))
+        return True
+    except Exception:  # noqa: BLE001 - any failure means: send a plain copy instead
+        return False
