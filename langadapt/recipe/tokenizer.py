@@ -9,7 +9,7 @@ special tokens by id. The other kinds pick a family explicitly; `keep_base` trai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     Field,
@@ -51,7 +51,7 @@ class TokenizerConfig(Config):
     """Fail when the trained vocabulary is smaller than this share of vocab_size (0 accepts any size). A small corpus runs out of merges: the model, `plan` and the card would describe a vocabulary that was never built."""
     language_weights: dict[LanguageCode, float] | None = None
     """Per-language share of the training sample, e.g. {nb: 0.9, nn: 0.1}; other languages are left out. None: target-role documents only, in their natural proportions."""
-    max_training_chars: Annotated[int, Field(le=10**15)] | Literal["all"] | None = None
+    max_training_chars: int | Literal["all"] | None = None
     """Bound on the training sample in characters (a seeded random sample of whole documents, split by language_weights); None: 300,000,000, past which held-out fertility stopped improving (benchmarks/tokenizer_sample_bound.py; a smaller corpus is used whole); all: every document, however many."""
     split_digits: bool | None = None
     """True: every digit is its own pre-token (Llama-2/Mistral); False: remove a digit-splitting step; None: as the base tokenizer does (scratch: digits may merge)."""
@@ -73,6 +73,8 @@ class TokenizerConfig(Config):
     def _positive(cls, value: int | str | None, info: ValidationInfo) -> int | str | None:
         if isinstance(value, int) and value < 1:
             raise ValueError(f"{info.field_name}={value} must be at least 1")
+        if info.field_name == "max_training_chars" and isinstance(value, int) and value > 10**15:
+            raise ValueError(f"max_training_chars={value} is more text than any corpus (at most 10**15; all: no bound)")
         return value
 
     @field_validator("character_coverage")
