@@ -10,8 +10,10 @@ measured side by side:
 - the ratio used/all of both.
 
     python benchmarks/tokenizer_specials.py [--vocab-size 8192] [--bases mistral-sp-legacy,...]
+    python benchmarks/tokenizer_specials.py --smoke   # seconds: the Llama-3-style base, 10 documents (CI)
 
-Skips (exit 0, a reason on stderr) when ../shared is missing. The last line is the JSON record:
+`--smoke` runs one base at a tiny size: it checks the script still runs, its numbers mean nothing.
+Skips (exit 0, a reason on stderr, a JSON line of nulls) when ../shared is missing. The last line is the JSON record:
 nb fertility with `used` / with `all` on the base with the most specials (Tekken).
 """
 
@@ -73,11 +75,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--bases", default=",".join(BASES))
+    parser.add_argument("--docs", type=int, default=None, help="only the first N train and held-out documents")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one base, vocab 1024, 10 documents: the script's path in seconds (CI), not a measurement")
     args = parser.parse_args()
+    if args.smoke:
+        args.bases, args.vocab_size, args.docs = "llama3-style", 1024, 10
     if not (SHARED / "tokenizers").is_dir() or not (SHARED / "corpora").is_dir():
         print(f"skipped: {SHARED} (tokenizers and corpora) is missing", file=sys.stderr)
+        print(json.dumps({"benchmark": "tokenizer_specials", "metric": "nb fertility, keep_specials used",
+                          "value": None, "baseline": None, "ratio": None, "unit": "tokens/word",
+                          "skipped": "no ../shared"}))
         return
-    train, valid = read("nb.debian-handbook.train"), read("nb.debian-handbook.valid")
+    train = read("nb.debian-handbook.train")[: args.docs]
+    valid = read("nb.debian-handbook.valid")[: args.docs]
     results: dict[str, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.bases.split(","):
