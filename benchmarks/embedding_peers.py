@@ -34,6 +34,13 @@ the main environment; tensors travel as safetensors files in ``work``. Install i
 (``--system-site-packages`` lets the venv reuse the main environment's torch/transformers instead
 of downloading a second copy; pip adds only the missing packages into the venv.) This file is also
 the child program: the venv's python runs it with ``deepfocus WORK`` as arguments.
+
+    python benchmarks/embedding_peers.py --smoke   # seconds, no download: which peers run here (CI)
+
+``--smoke`` needs neither the venv nor ../shared: on a tiny random Llama and a 300-token tokenizer
+it writes tokensurgeon's donor folder and reads it back (the part of the peers' path that runs in
+this environment), runs each peer that is installed, and prints as its last line the JSON record of
+benchmarks/README.md with value = the peers that can run here (of the two).
 """
 
 from __future__ import annotations
@@ -194,7 +201,58 @@ def _deepfocus_child(work: Path) -> None:
     save_file(result, work / RESULT)
 
 
+def smoke() -> None:
+    """The peers' path at a tiny size without a download: see the module docstring."""
+    import tempfile
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    corpus = [f"Dette er setning nummer {i} om embeddinger og tokeniserere." for i in range(50)]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        backend.train_from_iterator(corpus, trainers.BpeTrainer(
+            vocab_size=300, special_tokens=["<s>", "</s>", "<pad>"], show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
+                                            pad_token="<pad>")
+        tokenizer.save_pretrained(work / "new")
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                             tie_word_embeddings=False))
+        model.save_pretrained(work / "base")
+        tokenizer.save_pretrained(work / "base")
+        names = {"model.embed_tokens.weight": "input", "lm_head.weight": "output"}
+        matrices = {"input": model.get_input_embeddings().weight.detach(),
+                    "output": model.get_output_embeddings().weight.detach()}
+        _write_donor(model.config, {key: name for name, key in names.items()}, matrices, tokenizer, work / "new",
+                     work / "donor")
+        donor = _read_tensors(work / "donor", names)
+        assert {k: tuple(v.shape) for k, v in donor.items()} == {k: (len(tokenizer), 32) for k in matrices}, donor
+        print(f"donor folder: written and read back, {len(tokenizer)} rows x 32")
+        runnable = []
+        for peer in PEERS:
+            reason = peer_available(peer)
+            if reason is None:
+                inputs, _ = peer_embeddings(peer, work / "base", work / "new", corpus, work / peer)
+                print(f"{peer}: ran, input matrix {tuple(inputs.shape)}")
+                runnable.append(peer)
+            else:
+                print(f"{peer}: cannot run here: {reason}")
+    print(json.dumps({"benchmark": "embedding_peers", "metric": "peers_that_run_here", "value": len(runnable),
+                      "baseline": len(PEERS), "ratio": round(len(runnable) / len(PEERS), 3), "unit": "peers",
+                      "peers": runnable}))
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--smoke"]:
+        smoke()
+        sys.exit(0)
     if sys.argv[1:2] != ["deepfocus"] or len(sys.argv) != 3:
-        sys.exit(f"usage: {PEER_PYTHON} {__file__} deepfocus WORK  (the child side of peer_embeddings)")
+        sys.exit(f"usage: {PEER_PYTHON} {__file__} deepfocus WORK  (the child side of peer_embeddings), "
+                 f"or: python {__file__} --smoke")
     _deepfocus_child(Path(sys.argv[2]))
