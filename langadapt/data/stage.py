@@ -57,8 +57,8 @@ _BATCH_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
-class _Job:
-    """One piece of one source, and which side its documents go to: `valid` (the source's
+class Job:
+    """One piece of one source (what `clean_piece` reads), and which side its documents go to: `valid` (the source's
     valid_path, read first), `train` (its path, when it has a valid_path) or `split` (by hash)."""
 
     source: int
@@ -89,41 +89,52 @@ def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
     config, parts = slice_.config, PartTimer()
     with parts.measure("plan_pieces"):
         # Resolve every source first, so that a typo in the last path fails before any long work.
-        jobs, input_bytes = _plan(config)
+        jobs, input_bytes = plan_jobs(config)
     workers = _worker_count(config.num_workers, input_bytes)
+    stream = ordered_batches(jobs, clean_piece, workers, describe=lambda job: job.piece.describe(),
+                             initializer=init_worker, initargs=(config,))
+    try:
+        with parts.measure("clean_dedup_write"):
+            summary, worker_cpu = merge(config, jobs, stream, ctx, workers)
+    finally:
+        stream.close()
+    summary["input_bytes"] = input_bytes
+    ctx.layout.data.stats.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    # How this run went (the manifest's, not stats.json's: the data folder is the same for any workers).
+    parts_ = {**parts.as_dict(), "workers_clean": {"cpu_s": round(worker_cpu, 2)}}
+    return {**summary, "run": {"workers": workers, "parts": parts_}}
+
+
+def merge(config: DataConfig, jobs: list[Job], stream: Iterator[tuple[int, Any]], ctx: StageContext,
+          writer_threads: int = 1) -> tuple[dict[str, Any], float]:
+    """Everything that depends on earlier documents, over `clean_piece`'s batches in job order
+    (`stream`: (job index, batch), from workers or from files another engine wrote): dedup, the
+    held-out split, writing each source's files. Returns the stats and the cleaning CPU seconds."""
     ctx.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"valid_fraction": config.valid_fraction, "split_by": config.split_by, "sources": {}}
     dedup = Deduplicator(config.cleaning, ctx.out)
     worker_cpu: list[float] = []
-    stream = ordered_batches(jobs, clean_piece, workers, describe=lambda job: job.piece.describe(),
-                             initializer=init_worker, initargs=(config,))
     feed = _Feed(stream, jobs, worker_cpu)
     try:
-        with parts.measure("clean_dedup_write"):
-            for index, source in enumerate(config.sources):
-                pieces = sum(1 for job in jobs if job.source == index)
-                ctx.log.info("data: reading source %s (%d piece(s), %d worker(s))", source.name, pieces, workers)
-                stats = _process_source(index, source, config, feed, dedup, ctx.out, workers)
-                summary["sources"][source.name] = stats
-                ctx.log.info(
-                    "data: %s kept %d train / %d held-out documents, dropped %s",
-                    source.name, stats["train_docs"], stats["valid_docs"], stats["dropped"] or "none",
-                )
+        for index, source in enumerate(config.sources):
+            pieces = sum(1 for job in jobs if job.source == index)
+            ctx.log.info("data: reading source %s (%d piece(s), %d worker(s))", source.name, pieces, writer_threads)
+            stats = _process_source(index, source, config, feed, dedup, ctx.out, writer_threads)
+            summary["sources"][source.name] = stats
+            ctx.log.info(
+                "data: %s kept %d train / %d held-out documents, dropped %s",
+                source.name, stats["train_docs"], stats["valid_docs"], stats["dropped"] or "none",
+            )
+        summary["pieces"] = len(jobs)
+        summary["dedup_digests"] = len(dedup.digests) if dedup.digests is not None else 0
     finally:
-        stream.close()
         dedup.close()
-    summary["pieces"] = len(jobs)
-    summary["input_bytes"] = input_bytes
-    summary["dedup_digests"] = len(dedup.digests) if dedup.digests is not None else 0
-    ctx.layout.data.stats.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
-    # How this run went (the manifest's, not stats.json's: the data folder is the same for any workers).
-    parts_ = {**parts.as_dict(), "workers_clean": {"cpu_s": round(sum(worker_cpu), 2)}}
-    return {**summary, "run": {"workers": workers, "parts": parts_}}
+    return summary, sum(worker_cpu)
 
 
-def _plan(config: DataConfig) -> tuple[list[_Job], int]:
+def plan_jobs(config: DataConfig) -> tuple[list[Job], int]:
     """Every source's pieces in reading order (held-out file first), and the bytes of its local files."""
-    jobs: list[_Job] = []
+    jobs: list[Job] = []
     total = 0
     for index, source in enumerate(config.sources):
         paths = resolve_paths(source, source.path)
@@ -132,7 +143,7 @@ def _plan(config: DataConfig) -> tuple[list[_Job], int]:
             parts = [("valid", resolve_paths(source, source.valid_path, "valid_path")), ("train", paths)]
         for part, files in parts:
             total += sum(f.stat().st_size for f in files if source.format != "hf_hub" and f.is_file())
-            jobs.extend(_Job(index, part, piece) for piece in plan_pieces(source, files, _format_of))
+            jobs.extend(Job(index, part, piece) for piece in plan_pieces(source, files, _format_of))
     return jobs, total
 
 
@@ -147,7 +158,7 @@ def _worker_count(requested: int | None, input_bytes: int) -> int:
 class _Feed:
     """The workers' entries of one (source, part) at a time, from the ordered stream of all jobs."""
 
-    def __init__(self, stream: Iterator[tuple[int, Any]], jobs: list[_Job], worker_cpu: list[float]) -> None:
+    def __init__(self, stream: Iterator[tuple[int, Any]], jobs: list[Job], worker_cpu: list[float]) -> None:
         self._stream, self._jobs, self._worker_cpu = stream, jobs, worker_cpu
         self._head: tuple[int, Any] | None = None
 
@@ -340,7 +351,7 @@ def init_worker(config: DataConfig) -> None:
     _WORKER.update(config=config, filter=DocumentFilter(config.cleaning))
 
 
-def clean_piece(job: _Job) -> Iterator[list[Cleaned] | float]:
+def clean_piece(job: Job) -> Iterator[list[Cleaned] | float]:
     """Read and clean one piece: batches of `Cleaned` in reading order, then the CPU seconds spent."""
     started = time.process_time()
     config: DataConfig = _WORKER["config"]
