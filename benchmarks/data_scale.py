@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +59,7 @@ CORPORA = SHARED / "corpora"
 BASE_MODEL = SHARED / "models" / "tiny-en-llama"
 
 #: Bump when the generator's output changes, so that cached corpora are not reused.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 #: Languages and their share of the text: the demo's target (nb) and its replay language (en).
 LANGUAGES = (("nb", 0.5), ("en", 0.5))
 #: Heaps' law exponent of the distinct-word growth the generator imitates (V ~ N^beta). Measured
@@ -69,6 +70,10 @@ BIG_FILE_SHARE = 0.25
 WORD = re.compile(r"\w+")
 #: Words that may be replaced by a new compound: letters only, 3 or more of them.
 CANDIDATE = re.compile(r"[^\W\d_]{3,}")
+#: The same words found in a document's JSON-escaped body, so that a copy is spliced there without
+#: escaping it again: not right after a backslash or a word character (the "n" of an escaped
+#: newline "\\n", the letters after "\\u00e5"), not before a word character.
+BODY_CANDIDATE = re.compile(r"(?<![\\\w])[^\W\d_]{3,}(?!\w)")
 #: A prime larger than any vocabulary squared the packs give: k -> k * PRIME mod L^2 is a bijection
 #: (PRIME is coprime with L^2), so compound k is a different (first, second) pair for every k.
 PRIME = 2_147_483_647
@@ -93,6 +98,8 @@ class PackDoc:
     body: str  # the text as a JSON string body (escaped, without the quotes)
     nbytes: int  # UTF-8 bytes of the text
     nwords: int  # \\w+ words (what Heaps' law counts)
+    starts: array  # where the words that may be replaced start in `body` (see BODY_CANDIDATE)
+    ends: array  # and where they end
 
 
 @dataclass
@@ -137,8 +144,13 @@ def build_pack(lang: str, records: Iterable[tuple[str, str]]) -> Pack:
         seen.add(text)
         words = WORD.findall(text)
         distinct.update(words)
-        docs.append(PackDoc(id=doc_id, text=text, body=json.dumps(text, ensure_ascii=False)[1:-1],
-                            nbytes=len(text.encode("utf-8")), nwords=len(words)))
+        body = json.dumps(text, ensure_ascii=False)[1:-1]
+        starts, ends = array("i"), array("i")
+        for match in BODY_CANDIDATE.finditer(body):
+            starts.append(match.start())
+            ends.append(match.end())
+        docs.append(PackDoc(id=doc_id, text=text, body=body, nbytes=len(text.encode("utf-8")),
+                            nwords=len(words), starts=starts, ends=ends))
     vocab = sorted({w for w in distinct if CANDIDATE.fullmatch(w)})
     return Pack(lang=lang, docs=docs, words=sum(d.nwords for d in docs), distinct=len(distinct), vocab=vocab)
 
@@ -155,25 +167,29 @@ def compound(pack: Pack, k: int) -> str:
     return pack.vocab[x // size] + pack.vocab[x % size].lower()
 
 
-def perturb(text: str, pack: Pack, count: int, first: int, seed: str) -> tuple[str, int]:
-    """`text` with up to `count` of its letter words replaced by new compounds `first`, `first+1`, ...
+def perturb(doc: PackDoc, pack: Pack, count: int, first: int, seed: str) -> tuple[str, int, int]:
+    """`doc`'s JSON body with up to `count` of its letter words replaced by new compounds `first`,
+    `first+1`, ...; returns the body, how many words were replaced and the text's UTF-8 bytes.
 
     Positions are drawn by a generator seeded with `seed` (a string: stable across processes,
     whatever PYTHONHASHSEED). At most half of a document's words are replaced, so it stays text.
-    Returns the new text and how many words were replaced.
+    The body is spliced where the pack found the words (compounds are letters: nothing to escape),
+    because re-scanning and re-escaping every document of every copy made a 0.1 GB corpus take a
+    minute to write.
     """
-    spans = [m.span() for m in CANDIDATE.finditer(text)]
-    count = min(count, len(spans) // 2)
+    count = min(count, len(doc.starts) // 2)
     if count <= 0:
-        return text, 0
-    chosen = sorted(random.Random(seed).sample(range(len(spans)), count))
-    pieces, end = [], 0
+        return doc.body, 0, doc.nbytes
+    chosen = sorted(random.Random(seed).sample(range(len(doc.starts)), count))
+    pieces, end, nbytes = [], 0, doc.nbytes
     for j, index in enumerate(chosen):
-        start, stop = spans[index]
-        pieces += [text[end:start], compound(pack, first + j)]
+        start, stop = doc.starts[index], doc.ends[index]
+        new = compound(pack, first + j)
+        pieces += [doc.body[end:start], new]
+        nbytes += len(new.encode("utf-8")) - len(doc.body[start:stop].encode("utf-8"))
         end = stop
-    pieces.append(text[end:])
-    return "".join(pieces), count
+    pieces.append(doc.body[end:])
+    return "".join(pieces), count, nbytes
 
 
 @dataclass
@@ -283,11 +299,8 @@ def generate_language(pack: Pack, target: int, folder: Path, file_bytes: int, bi
                 else:
                     want = int(pack.distinct * (words / pack.words) ** beta) - (pack.distinct + injected)
                     if want > 0:
-                        text, done = perturb(doc.text, pack, want, injected, f"{pack.lang}:{copy}:{i}")
-                        if done:
-                            injected += done
-                            body = json.dumps(text, ensure_ascii=False)[1:-1]
-                            nbytes = len(text.encode("utf-8"))
+                        body, done, nbytes = perturb(doc, pack, want, injected, f"{pack.lang}:{copy}:{i}")
+                        injected += done
                 doc_id = json.dumps(f"{pack.lang}/{copy}/{doc.id}", ensure_ascii=False)
                 text_bytes = len(prefix) + nbytes
                 writer.write(f'{{"id": {doc_id}, "text": "{prefix}{body}"}}\n', text_bytes)
@@ -597,6 +610,16 @@ def training_cpu(result: RunResult) -> float | None:
     return sum(found) if found else None
 
 
+def marginal_cpu_per_gb(results: list[RunResult]) -> float | None:
+    """CPU seconds per additional GB between the smallest and the largest corpus of `results`
+    (one worker count): what the headline's 500 GB costs, without each stage's fixed start-up
+    (imports, loading the base tokenizer: seconds that a 0.1 GB run would spread over few GB)."""
+    if len({r.size_gb for r in results}) < 2:
+        return None
+    small, big = min(results, key=lambda r: r.text_gb), max(results, key=lambda r: r.text_gb)
+    return (big.cpu_s() - small.cpu_s()) / (big.text_gb - small.text_gb)
+
+
 def summarise(results: list[RunResult], all_workers: int) -> tuple[list[str], dict[str, Any]]:
     """The goal lines and the last line's JSON object."""
     lines: list[str] = []
@@ -653,7 +676,9 @@ def summarise(results: list[RunResult], all_workers: int) -> tuple[list[str], di
 
     training = {f"{s:g}GB": training_cpu(by[(s, high)]) for s in sizes if (s, high) in by}
     if any(v is not None for v in training.values()):
-        lines.append("tokenizer training CPU s (" + "+".join(TRAINING_PARTS) + " parts present), by size: "
+        found = sorted({name for r in results for name in (getattr(r.stage("tokenizer"), "parts", None) or {})
+                        if name in TRAINING_PARTS})
+        lines.append(f"tokenizer training CPU s ({' + '.join(found)}, {high} workers), by size: "
                      + ", ".join(f"{k} {v:,.1f}" if v is not None else f"{k} -" for k, v in training.items())
                      + "  (goal: flat above the sample bound)")
     else:
@@ -661,15 +686,22 @@ def summarise(results: list[RunResult], all_workers: int) -> tuple[list[str], di
                      f"(looked for {', '.join(TRAINING_PARTS)})")
 
     rate = value if value is not None else cpu_per_gb(largest, low)
-    core_hours = rate * HEADLINE_GB / 3600
+    marginal = marginal_cpu_per_gb([r for r in results if r.workers == (high if value is not None else low)])
+    if marginal is not None:
+        lines.append(f"marginal CPU-s per GB (the slope from {sizes[0]:g} to {largest:g} GB, without the fixed "
+                     f"start-up cost): {marginal:,.0f}")
+    headline_rate = marginal if marginal is not None and marginal > 0 else rate
+    core_hours = headline_rate * HEADLINE_GB / 3600
     lines.append(f"headline recipe (recipes/norwegian_warm.yaml: ~{HEADLINE_GB:,.0f} GB of text) at this rate: "
                  f"{core_hours:,.0f} core-hours = {core_hours / HEADLINE_NODE_CORES:,.1f} hours on one "
-                 f"{HEADLINE_NODE_CORES}-core node (every core busy)")
+                 f"{HEADLINE_NODE_CORES}-core node ({headline_rate:,.0f} CPU-s/GB, "
+                 f"{'marginal' if headline_rate is marginal else f'average at {largest:g} GB'}; every core busy)")
     record = {"benchmark": "data_scale", "metric": "cpu_s_per_gb", "value": round(rate, 1),
               "baseline": None if baseline is None else round(baseline, 1),
               "ratio": None if baseline is None else round(rate / baseline, 3), "unit": "CPU-s/GB",
               "size_gb": largest, "workers": high if value is not None else low,
               "speedup": speedups, "rss_ratio": None if rss_ratio is None else round(rss_ratio, 3),
+              "marginal_cpu_s_per_gb": None if marginal is None else round(marginal, 1),
               "tokenizer_training_cpu_s": training, "headline_core_hours": round(core_hours),
               "per_size": per_size}
     return lines, record

@@ -165,7 +165,8 @@ def result(size: float, workers: int, cpu: float, wall: float, rss: float, parts
 
 
 def test_summarise_gives_the_goal_ratios_and_the_json_line():
-    results = [result(0.5, 1, 100.0, 100.0, 400.0), result(0.5, 2, 110.0, 55.0, 400.0),
+    # CPU: 200 s/GB plus a fixed 100 s with 2 workers (start-up), 0 with one
+    results = [result(0.5, 1, 100.0, 100.0, 400.0), result(0.5, 2, 200.0, 55.0, 400.0),
                result(5.0, 1, 1000.0, 1000.0, 400.0), result(5.0, 2, 1100.0, 500.0, 400.0)]
     lines, record = bench.summarise(results, all_workers=2)
     assert record["benchmark"] == "data_scale" and record["unit"] == "CPU-s/GB"
@@ -173,7 +174,8 @@ def test_summarise_gives_the_goal_ratios_and_the_json_line():
     assert record["speedup"] == {"0.5GB": 1.82, "5GB": 2.0}
     assert record["rss_ratio"] == pytest.approx(5.0)  # max(data 400, tokenizer 400 * size): 2000 / 400
     assert record["tokenizer_training_cpu_s"] == {"0.5GB": 1.0, "5GB": 10.0}
-    assert record["headline_core_hours"] == round(220.0 * 500 / 3600)
+    assert record["marginal_cpu_s_per_gb"] == pytest.approx(200.0)  # (1100 - 200) / 4.5: no fixed cost
+    assert record["headline_core_hours"] == round(200.0 * 500 / 3600)  # the marginal rate, not 220
     assert lines[-1].startswith("headline recipe (recipes/norwegian_warm.yaml") and "128-core node" in lines[-1]
     json.dumps(record)  # the last line must serialise
 
@@ -181,7 +183,8 @@ def test_summarise_gives_the_goal_ratios_and_the_json_line():
 def test_summarise_with_one_size_one_worker_count_and_no_parts():
     lines, record = bench.summarise([result(0.1, 1, 30.0, 30.0, 100.0, parts=False)], all_workers=1)
     assert record["value"] == 300.0 and record["baseline"] is None and record["ratio"] is None
-    assert record["rss_ratio"] is None and record["speedup"] == {}
+    assert record["rss_ratio"] is None and record["speedup"] == {} and record["marginal_cpu_s_per_gb"] is None
+    assert record["headline_core_hours"] == round(300.0 * 500 / 3600)  # the average: no slope with one size
     assert any("needs two sizes of at least 0.5 GB" in line for line in lines)
 
 
