@@ -232,7 +232,7 @@ def run_method(method: str, base: Path, new, new_dir: Path, data: dict, args) ->
     stamp = time.perf_counter()
     try:
         model, extra = initialise(method, base, new, new_dir, data, args)
-    except Exception as error:  # a peer that cannot run here is a result, not a crash
+    except Exception as error:  # noqa: BLE001  (a peer that cannot run here is a result, not a crash)
         print(f"  {method:12s} cannot run: {type(error).__name__}: {str(error).splitlines()[0][:200]}", flush=True)
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
     init_s = time.perf_counter() - stamp

@@ -9,6 +9,13 @@ token; see langadapt.evaluation.cold_twin) on the same target-language data.
 
     python benchmarks/warm_vs_cold.py [--groups core,replay,stage1,tokenizer] [--jobs 2]
     python benchmarks/warm_vs_cold.py --report        # table, plot and JSON line from the results
+    python benchmarks/warm_vs_cold.py --smoke         # seconds: the driver's planning and the report (CI)
+
+`--smoke` trains nothing (a run needs the demo's English base, minutes to build): it computes every
+variant's `--set` list and equal-compute stage-2 steps and validates each against the recipe
+schema, as the driver does before launching (the base's dims from its config, else from its build
+recipe's architecture), then prints the report of the stored results with the plot written to a
+temporary file.
 
 Each finished run is merged into benchmarks/results/warm_vs_cold.json at once, so a run cut off
 keeps what it measured; variants already there are skipped (pass --rerun to repeat them).
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from langadapt.evaluation.cold_twin import equal_compute_stage2_steps, model_dims, run_flops, step_flops
+from langadapt.planning.models import ModelDims, dims_from_config
 from langadapt.planning.training import global_batch
 from langadapt.recipe import Recipe, load_recipe
 
@@ -47,7 +56,7 @@ WARM_INITS = ("random", "mean", "align", "focus")
 
 def load_plan(path: Path = PLAN) -> dict[str, Any]:
     plan = yaml.safe_load(path.read_text(encoding="utf-8"))
-    for name, variant in plan["variants"].items():
+    for variant in plan["variants"].values():
         variant.setdefault("set", [])
         variant.setdefault("equal_compute", True)
         variant.setdefault("group", "other")
@@ -96,7 +105,7 @@ def with_equal_compute(plan: dict[str, Any], variant: str, items: list[str], dim
 def best_warm_init(results: dict[str, Any], plan: dict[str, Any]) -> str | None:
     """The embeddings.method of the finished core warm variant with the lowest final nb bpb."""
     scored = []
-    for name, run in results.get("runs", {}).items():
+    for run in results.get("runs", {}).values():
         spec = plan["variants"].get(run["variant"], {})
         if spec.get("group") == "core" and run["init"] == "warm" and not spec.get("init_from_best") \
                 and run["stage1_steps"] > 0 and run["seed"] == results["meta"]["default_seed"]:
@@ -134,7 +143,7 @@ def nb_at_flops(curve: list[dict[str, Any]], flops: float) -> float:
     points = [(p["flops"], p["bpb"]["nb"]) for p in curve]
     if flops <= points[0][0]:
         return points[0][1]
-    for (f0, b0), (f1, b1) in zip(points, points[1:]):
+    for (f0, b0), (f1, b1) in pairwise(points):
         if flops <= f1:
             return b0 + (b1 - b0) * (flops - f0) / (f1 - f0)
     return points[-1][1]
@@ -142,7 +151,7 @@ def nb_at_flops(curve: list[dict[str, Any]], flops: float) -> float:
 
 def flops_to_reach(curve: list[dict[str, Any]], target: float) -> float | None:
     """The FLOPs at which a curve's nb bits per byte first reaches `target` (interpolated), or None."""
-    for before, after in zip(curve, curve[1:]):
+    for before, after in pairwise(curve):
         b0, b1 = before["bpb"]["nb"], after["bpb"]["nb"]
         if b1 <= target < b0:
             return before["flops"] + (after["flops"] - before["flops"]) * (b0 - target) / (b0 - b1)
@@ -300,7 +309,7 @@ def launch(args, plan, variant: str, seed: int, log_dir: Path) -> dict | None:
           + " ".join(f"--set {i}" for i in items), flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(REPO)}
     with open(log_dir / f"{name}.log", "w") as log:
-        done = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+        done = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, text=True, check=False)
     if done.returncode != 0:
         print(f"[{time.strftime('%H:%M:%S')}] {name}: FAILED (see {log_dir / (name + '.log')})", flush=True)
         return None
@@ -393,6 +402,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--eval-bytes", type=int, default=16000, help="held-out UTF-8 bytes scored per language")
     ap.add_argument("--rerun", action="store_true", help="run variants already in the results again")
     ap.add_argument("--report", action="store_true", help="only print the table, plot and JSON line")
+    ap.add_argument("--smoke", action="store_true",
+                    help="every variant's overrides checked, then the report (plot to a temporary file): seconds (CI)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--recipe", default=str(PLAN.parent.parent / "tiny_norwegian_warm.yaml"), help=argparse.SUPPRESS)
     return ap.parse_args()
@@ -404,6 +415,9 @@ def main() -> None:
         worker(args)
         return
     plan = load_plan(args.plan)
+    if args.smoke:
+        smoke(args, plan)
+        return
     results = load_results(args.results)
     if not args.report:
         run_all(args, plan, results)
@@ -411,6 +425,38 @@ def main() -> None:
     if results.get("runs"):
         plot(results, plan, PLOT)
         print(f"plot: {PLOT.relative_to(REPO)}")
+    print(json.dumps(summary_line(results, plan)))
+
+
+def unbuilt_dims(recipe: Recipe) -> ModelDims:
+    """`recipe_dims` without building the base: its config where it exists, else its build recipe's architecture."""
+    path = REPO / (recipe.base_model.path or "")
+    if recipe.base_model.path and (path / "config.json").is_file():
+        return recipe_dims(recipe)
+    if recipe.base_model.build_recipe is None:
+        raise ValueError(f"{recipe.name}: base model {path} not found and no build_recipe")
+    built = load_recipe(REPO / recipe.base_model.build_recipe).recipe
+    return dims_from_config({**built.base_model.architecture, "vocab_size": recipe.tokenizer.vocab_size},
+                            name=built.name)
+
+
+def smoke(args, plan: dict[str, Any]) -> None:
+    """--smoke: every variant's overrides as `launch` builds them, validated; then the report."""
+    import tempfile
+
+    default_seed = reference_recipe(plan).seed
+    for variant in plan["variants"]:
+        items = variant_overrides(plan, variant, default_seed, default_seed, best_init="mean")
+        items = with_equal_compute(plan, variant, items, dims_of=unbuilt_dims)
+        recipe = load_recipe(REPO / plan["recipe"], items).recipe
+        print(f"{variant}: {recipe.init}, stage 2 {recipe.stage2.steps} steps")
+    print(f"{len(plan['variants'])} variants: overrides valid")
+    results = load_results(args.results)
+    print_table(results, plan)
+    if results.get("runs"):
+        with tempfile.TemporaryDirectory() as tmp:
+            plot(results, plan, Path(tmp) / "warm_vs_cold.png")
+            print(f"plot: {len(results['runs'])} runs drawn")
     print(json.dumps(summary_line(results, plan)))
 
 
