@@ -9,6 +9,7 @@ them only through these functions, so the format can change in one place.
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -28,12 +29,30 @@ _WRITTEN = Bound(WRITTEN_LINE_BYTES, setting=None)
 """The data stage wrote no line longer than this (each document passed the recipe's bound)."""
 
 
-def write_documents(path: Path, documents: Iterable[dict]) -> int:
-    """Write documents to a .jsonl.gz file atomically; returns how many were written."""
-    with DocumentFile(path) as out:
+def write_documents(path: Path, documents: Iterable[dict], mode: int | None = None) -> int:
+    """Write documents to a .jsonl.gz file atomically; returns how many were written. A file
+    rewritten in place keeps its permission bits unless `mode` says otherwise."""
+    if mode is None and path.exists():
+        mode = path.stat().st_mode & 0o777
+    with DocumentFile(path, mode=mode) as out:
         for doc in documents:
             out.write(document_line(doc), len(doc["text"]))
     return out.count
+
+
+def derived_mode(sources: Iterable[Path]) -> int:
+    """Permission bits for a file derived from `sources`: what a new file gets (the umask's), with no
+    bit that some source lacks. A corpus only its owner may read must not come out world-readable in
+    a training shard (a link to a private file is read through its target's mode)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    mode = 0o666 & ~umask
+    for source in sources:
+        try:
+            mode &= os.stat(source).st_mode & 0o777
+        except OSError:
+            continue  # not a local file (a Hub id): nothing to narrow by
+    return mode
 
 
 def document_line(doc: dict) -> str:
@@ -51,10 +70,12 @@ class DocumentFile:
     text (10.9 MB/s) for files 19% smaller than level 1's (68 MB/s). The bytes depend only on the
     lines written (blocks are cut by size, headers carry no time), so the file is the same for any
     number of threads or cleaning workers. Written to `<name>.tmp` and renamed by `close()`; after
-    `abort()` (or an exception inside `with`) nothing is left."""
+    `abort()` (or an exception inside `with`) nothing is left. `mode`: its permission bits
+(`derived_mode` of what it is made from)."""
 
-    def __init__(self, path: Path, threads: int = 1) -> None:
+    def __init__(self, path: Path, threads: int = 1, mode: int | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._mode = mode
         self.path, self._tmp = path, path.with_name(path.name + ".tmp")
         self._file = open(self._tmp, "wb")  # noqa: SIM115 - closed by close()/abort()
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
@@ -97,6 +118,8 @@ class DocumentFile:
         while self._pending:
             self._file.write(self._pending.popleft().result())
         self._shutdown()
+        if self._mode is not None:
+            os.chmod(self._tmp, self._mode)
         self._tmp.replace(self.path)
 
     def abort(self) -> None:

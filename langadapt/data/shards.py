@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from langadapt.data.documents import read_documents, split_files
+from langadapt.data.documents import derived_mode, read_documents, split_files
 from langadapt.data.encoders import EncoderSpec, build_encoder, choose_encoder, load_tokenizer_info
 from langadapt.errors import LangadaptError
 
@@ -93,7 +93,7 @@ def encode_corpus(
     with Encoder(spec, workers, np_dtype, info.eos_id) as encoder:
         for split, path, target in jobs:
             meta = write_shard(read_documents(path), path.name.removesuffix(".jsonl.gz"), target, encoder,
-                               info.vocab_size)
+                               info.vocab_size, derived_mode([path]))
             summary[split][meta["source"]] = meta
     summary["seconds"] = time.perf_counter() - start
     summary["text_bytes"] = sum(m["text_bytes"] for m in summary["sources"].values())
@@ -199,11 +199,13 @@ class Encoder:
             yield (*result.get(), done_bytes, doc)
 
 
-def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: Encoder, vocab_size: int) -> dict:
+def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: Encoder, vocab_size: int,
+                mode: int | None = None) -> dict:
     """Stream one source's documents into tokens.bin + doc_offsets.npy, then meta.json (the marker).
 
     `documents` are dicts with `text` (and optionally `lang`, `role`): a data-stage file, or texts
-    from Python (`langadapt.data.texts`)."""
+    from Python (`langadapt.data.texts`). `mode`: the permission bits of the token files (no wider
+    than the file the documents came from: `documents.derived_mode`)."""
     target.mkdir(parents=True, exist_ok=True)
     (target / META).unlink(missing_ok=True)
     tokens_tmp, offsets_tmp = target / f"{TOKENS}.tmp", target / "doc_offsets.raw.tmp"
@@ -218,6 +220,9 @@ def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: E
             num_docs += int(lengths.size)
             text_bytes += nbytes
     _raw_to_npy(offsets_tmp, target / OFFSETS, num_docs + 1)
+    if mode is not None:
+        os.chmod(tokens_tmp, mode)
+        os.chmod(target / OFFSETS, mode)
     tokens_tmp.replace(target / TOKENS)
     meta = {"source": source, "lang": first.get("lang"), "role": first.get("role"),
             "dtype": encoder.dtype.name, "num_tokens": num_tokens, "num_docs": num_docs,

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from langadapt.data.bounded import Bound
 from langadapt.data.cleaning import Deduplicator, DocumentFilter, hash_fraction, text_hash
-from langadapt.data.documents import DocumentFile, document_line
+from langadapt.data.documents import DocumentFile, derived_mode, document_line
 from langadapt.data.held_out_floor import FloorCandidates, move_to_valid, shortfall_warning
 from langadapt.data.pieces import Piece, plan_pieces
 from langadapt.data.sources import _format_of, read_piece, resolve_paths
@@ -142,6 +142,9 @@ def plan_jobs(config: DataConfig) -> tuple[list[Job], int]:
         if source.valid_path:
             parts = [("valid", resolve_paths(source, source.valid_path, "valid_path")), ("train", paths)]
         for part, files in parts:
+            for link in (f for f in files if source.format != "hf_hub" and f.is_symlink()):
+                log.info("data: source %s reads %s, a symbolic link to %s (its files keep the target's "
+                         "permissions or narrower)", source.name, link, link.resolve())
             total += sum(f.stat().st_size for f in files if source.format != "hf_hub" and f.is_file())
             jobs.extend(Job(index, part, piece) for piece in plan_pieces(source, files, _format_of))
     return jobs, total
@@ -159,7 +162,7 @@ class _Feed:
     """The workers' entries of one (source, part) at a time, from the ordered stream of all jobs."""
 
     def __init__(self, stream: Iterator[tuple[int, Any]], jobs: list[Job], worker_cpu: list[float]) -> None:
-        self._stream, self._jobs, self._worker_cpu = stream, jobs, worker_cpu
+        self._stream, self.jobs, self._worker_cpu = stream, jobs, worker_cpu
         self._head: tuple[int, Any] | None = None
 
     def entries(self, source: int, part: str) -> Iterator[tuple[Piece, Cleaned]]:
@@ -169,7 +172,7 @@ class _Feed:
                 if self._head is None:
                     return
             index, batch = self._head
-            job = self._jobs[index]
+            job = self.jobs[index]
             if (job.source, job.part) != (source, part):
                 return
             self._head = None
@@ -188,10 +191,11 @@ class _Feed:
 class _Writers:
     """The train and held-out files of one source, aborted together unless both complete."""
 
-    def __init__(self, out: Path, name: str, threads: int) -> None:
+    def __init__(self, out: Path, name: str, threads: int, mode: int) -> None:
         folders = DataPaths(out)
         self.train_path, self.valid_path = folders.train / f"{name}.jsonl.gz", folders.valid / f"{name}.jsonl.gz"
-        self.train, self.valid = DocumentFile(self.train_path, threads), DocumentFile(self.valid_path, threads)
+        self.train = DocumentFile(self.train_path, threads, mode)
+        self.valid = DocumentFile(self.valid_path, threads, mode)
 
     def close(self, failed: bool) -> None:
         for out in (self.train, self.valid):
@@ -202,7 +206,8 @@ def _process_source(
     index: int, source: SourceConfig, config: DataConfig, feed: _Feed, dedup: Deduplicator, out: Path, workers: int,
 ) -> dict[str, Any]:
     counts: Counter = Counter()
-    files = _Writers(out, source.name, max(1, workers // 4))
+    mode = derived_mode(job.piece.path for job in feed.jobs if job.source == index)
+    files = _Writers(out, source.name, max(1, workers // 4), mode)
     floored = source.valid_path is None and source.role == "target" and config.valid_fraction > 0
     candidates = FloorCandidates(config.min_valid_documents if floored else 0)
     kept = _Kept(source, dedup, counts)

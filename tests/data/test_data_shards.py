@@ -199,3 +199,26 @@ def test_real_corpus_end_to_end_stage_shards_stream(tmp_path: Path, shared_dir: 
         pieces = [p.strip("\ufffd") for p in text.split("</s>") if len(p) > 20]
         assert all(any(p in t for t in train_text.values()) for p in pieces)
         assert not any(p in h for p in pieces for h in held_out if len(p) > 200)
+
+
+def test_files_derived_from_a_private_corpus_stay_private(bpe_dir: Path, tmp_path: Path, caplog) -> None:
+    """A corpus only its owner may read (here behind a symbolic link, as a link to /etc/shadow was)
+    gives data files and token shards no wider than its target's mode; the link is named."""
+    private = tmp_path / "private.jsonl"
+    private.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in _texts(60)))
+    private.chmod(0o600)
+    link = tmp_path / "corpus.jsonl"
+    link.symlink_to(private)
+    config = DataConfig.model_validate({"sources": [{"name": "nb", "path": str(link), "lang": "nb"}],
+                                        "valid_fraction": 0.001, "min_valid_documents": 3})
+    ctx = StageContext(run_dir=tmp_path / "run", stage="data", seed=0)
+    ctx.out.mkdir(parents=True)
+    with caplog.at_level("INFO", logger="langadapt"):
+        summary = run(DataSlice(config), ctx)
+    assert summary["sources"]["nb"]["valid_floor_docs"] == 3  # both files rewritten by the floor
+    assert f"{link}, a symbolic link to {private}" in caplog.text
+    for split in ("train", "valid"):
+        assert (ctx.out / split / "nb.jsonl.gz").stat().st_mode & 0o777 == 0o600
+    encode_corpus(bpe_dir, ctx.out, tmp_path / "tokens", num_workers=1)
+    for name in ("tokens.bin", "doc_offsets.npy"):
+        assert (tmp_path / "tokens" / "nb" / name).stat().st_mode & 0o777 == 0o600
