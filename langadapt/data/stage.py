@@ -243,6 +243,10 @@ def _process_source(
         log.warning(shortfall_warning(source.name, source.lang, valid_docs, train_docs, config.min_valid_documents,
                                       config.valid_fraction))
     fallback = {_FALLBACK: counts.pop(_FALLBACK, 0)} if config.split_by == "id" and source.valid_path is None else {}
+    if fallback.get(_FALLBACK):
+        log.warning("source %s: %d of its %d kept documents have no %r field, so data.split_by: id split them by "
+                    "their text (their translations may fall on the other side)", source.name, fallback[_FALLBACK],
+                    train_docs + valid_docs, "id")
     return {
         "lang": source.lang,
         "role": source.role,

@@ -78,8 +78,11 @@ def test_by_text_the_split_is_unchanged_and_ignores_ids(tmp_path: Path) -> None:
     assert "split_by_text_fallback" not in summary["sources"]["nb"]
 
 
-def test_documents_without_an_id_fall_back_to_their_text_and_are_counted(tmp_path: Path) -> None:
-    summary, held = _bilingual(tmp_path, "fallback", nb_locale=None, split_by="id")
+def test_documents_without_an_id_fall_back_to_their_text_and_are_counted(tmp_path: Path, caplog) -> None:
+    with caplog.at_level("WARNING", logger="langadapt"):
+        summary, held = _bilingual(tmp_path, "fallback", nb_locale=None, split_by="id")
+    assert f"source nb: {PAGES} of its {PAGES} kept documents have no 'id' field" in caplog.text
+    assert "source en:" not in caplog.text
     _, by_text = _bilingual(tmp_path, "reference")
     assert held["nb"] == by_text["nb"]  # nb has no ids: split by text
     assert held["en"] != by_text["en"]  # en has them: split by page
