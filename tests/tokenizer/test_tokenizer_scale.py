@@ -184,3 +184,12 @@ def test_stage_summary_times_each_part_and_metrics_say_what_was_measured(tmp_pat
     valid_bytes = sum(len(t.encode()) for t in shared_texts("nb.debian-handbook.valid", limit=4))
     assert metrics["held_out"]["languages"]["nb"] == {"bytes": valid_bytes, "documents": 4, "capped": False}
     assert metrics["tokenizers"]["new"]["nb"]["bytes"] == valid_bytes
+
+
+def test_benchmark_plateau_is_the_smallest_sample_within_half_a_percent() -> None:
+    from helpers.benchmarks import load_benchmark
+
+    bench = load_benchmark("tokenizer_sample_bound")
+    rows = [{"sample": s, "chars": s, "fertility": {"nb": f}}
+            for s, f in ((1, 2.0), (2, 1.52), (4, 1.507), (8, 1.5))]
+    assert bench.plateau(rows, "nb") == 4  # 1.507 is within 0.5% of 1.5; 1.52 is not
