@@ -86,6 +86,10 @@ class Cleaned(NamedTuple):
 
 def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
     """Clean and split every source; returns the per-source summary for the manifest."""
+    if slice_.config.engine == "datatrove":  # cleaning as datatrove tasks, the same bytes (`datatrove_engine`)
+        from langadapt.data import datatrove_engine
+
+        return datatrove_engine.run(slice_, ctx)
     config, parts = slice_.config, PartTimer()
     with parts.measure("plan_pieces"):
         # Resolve every source first, so that a typo in the last path fails before any long work.
@@ -98,11 +102,16 @@ def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
             summary, worker_cpu = merge(config, jobs, stream, ctx, workers)
     finally:
         stream.close()
-    summary["input_bytes"] = input_bytes
-    ctx.layout.data.stats.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    write_stats(summary, input_bytes, ctx)
     # How this run went (the manifest's, not stats.json's: the data folder is the same for any workers).
     parts_ = {**parts.as_dict(), "workers_clean": {"cpu_s": round(worker_cpu, 2)}}
     return {**summary, "run": {"workers": workers, "parts": parts_}}
+
+
+def write_stats(summary: dict[str, Any], input_bytes: int, ctx: StageContext) -> None:
+    """stats.json, the data folder's summary: one writer for every engine, so their folders are the same bytes."""
+    summary["input_bytes"] = input_bytes
+    ctx.layout.data.stats.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
 
 
 def merge(config: DataConfig, jobs: list[Job], stream: Iterator[tuple[int, Any]], ctx: StageContext,

@@ -48,10 +48,11 @@ so re-weighting a mixture re-trains without re-cleaning, re-tokenising or re-ini
 TRAINING_FIELDS = ("force_epochs", "document_masking", "replay")
 """Keys of this section that only the training stages read (the stream's repetition cap, attention
 inside documents, the replay share); in their fingerprints, not the data stage's."""
-UNFINGERPRINTED_FIELDS = ("num_workers", "max_document_bytes", "sources[].unique_tokens")
+UNFINGERPRINTED_FIELDS = ("num_workers", "max_document_bytes", "sources[].unique_tokens", "engine", "datatrove")
 """Keys that change no stage's output, so in no fingerprint: how many processes encode the token
 shards (the tokenizer stage writes the same shards whatever the number), the bound on one document
-(it decides only whether the data stage refuses), and a declared size that only `langadapt plan` reads."""
+(it decides only whether the data stage refuses), a declared size that only `langadapt plan` reads,
+and which engine cleans the corpus and how (`engine`, `datatrove`: both write the same bytes)."""
 
 
 class FetchConfig(Config):
@@ -189,6 +190,36 @@ class CleaningConfig(Config):
     """Extra labels accepted per language, e.g. {se: [fi]}; nb/nn/no already accept each other."""
 
 
+class DatatroveConfig(Config):
+    """How `data.engine: datatrove` runs: cleaning as datatrove tasks (one node or a Slurm array),
+    then one task that merges them (dedup, held-out split, writing) and runs the stages after data."""
+
+    executor: Literal["local", "slurm"] = "local"
+    """local: `LocalPipelineExecutor` on this node (what `langadapt run` uses); slurm: `SlurmPipelineExecutor` jobs submitted by `langadapt.data.datatrove_engine.submit_preparation` from a login node."""
+    tasks: int | None = Field(default=None, ge=1)
+    """Cleaning tasks, each a contiguous run of the corpus's pieces; None: one per piece, at most 1000 (a Slurm array's usual limit). A finished task is skipped on a re-run."""
+    workers: int | None = Field(default=None, ge=1)
+    """Tasks running at once: local, processes on this node (None: every core); slurm, array tasks at once (None: no limit)."""
+    partition: str | None = None
+    """slurm: the CPU partition of every preparation job; None: the site's default partition."""
+    cpus_per_task: int = Field(default=1, ge=1)
+    """slurm: cores of each cleaning task (one process cleans one piece at a time)."""
+    mem_per_cpu_gb: int = Field(default=2, ge=1)
+    """slurm: memory per core, GB, of the cleaning tasks."""
+    finish_cpus: int = Field(default=16, ge=1)
+    """slurm: cores of the last job (merge, tokenizer with its shard encoding, embeddings); its memory is the same per core."""
+    time: str = "12:00:00"
+    """slurm: time limit of each job (HH:MM:SS or D-HH:MM:SS)."""
+    job_name: str | None = None
+    """slurm: job name prefix; None: the recipe's run name (jobs `<name>-clean`, `<name>-prepare`)."""
+    logging_dir: str | None = None
+    """Where datatrove keeps its logs, stats and completion markers (on a filesystem every node sees); None: `.data.datatrove/` in the run directory, beside the cleaned pieces."""
+    env_command: str | None = None
+    """slurm: shell line each job runs first to find Python (e.g. `source /project/venv/bin/activate`); None: the submitting shell's environment is exported."""
+    sbatch_args: dict[str, str] = Field(default_factory=dict)
+    """slurm: extra sbatch options of every job, name -> value without dashes, e.g. {account: project_123, qos: normal}."""
+
+
 class DataConfig(Config):
     """Sources, cleaning and the held-out split of the data stage."""
 
@@ -210,6 +241,10 @@ class DataConfig(Config):
     """Bound on one document as read, in bytes (a line, a paragraph, a whole .txt file per `txt_unit`, a Parquet cell, a .json array file): a longer one stops the data stage naming its file and line while it is being decompressed, so a file that expands to gigabytes in one line never reaches memory (64 MiB; at most 256 MiB)."""
     num_workers: int | None = Field(default=None, ge=1)
     """Processes that encode the token shards (tokenizer stage, `encode_corpus`); None: every core (one for a corpus under 2 MB compressed). In no fingerprint: the shards are the same."""
+    engine: Literal["local", "datatrove"] = "local"
+    """Who runs the data stage: local, worker processes of this process (`num_workers`); datatrove, cleaning as datatrove tasks with per-task completion markers (`datatrove`; pip install 'langadapt[prep]'). The same bytes either way, so in no fingerprint."""
+    datatrove: DatatroveConfig = Field(default_factory=DatatroveConfig)
+    """Executor and tasks of `engine: datatrove` (one node, or Slurm jobs across many)."""
     force_epochs: bool = False
     """Allow more than 16 epochs of a source (repeated data is then worth < 1/3 of fresh data)."""
     document_masking: bool = False
