@@ -595,6 +595,7 @@ HEADER = ["text GB", "workers", "stage", "part", "wall s", "CPU s", "CPU s/GB", 
 def render(rows: list[list[str]], header: list[str] = HEADER) -> str:
     """A markdown table (readable as text, pastes into benchmarks/README.md)."""
     widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
+
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
 
@@ -675,6 +676,7 @@ def summarise(results: list[RunResult], all_workers: int) -> tuple[list[str], di
         lines.append("peak RSS growth: needs two sizes of at least 0.5 GB (the goal compares 5 GB with 0.5 GB)")
 
     training = {f"{s:g}GB": training_cpu(by[(s, high)]) for s in sizes if (s, high) in by}
+    training = {k: None if v is None else round(v, 2) for k, v in training.items()}
     if any(v is not None for v in training.values()):
         found = sorted({name for r in results for name in (getattr(r.stage("tokenizer"), "parts", None) or {})
                         if name in TRAINING_PARTS})
