@@ -75,9 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "final model, e.g. stage2/500 (into RUN/exported_checkpoints/)")
     export.add_argument("--overwrite", action="store_true", help="re-export even over an existing exported folder")
 
-    launch = commands.add_parser("launch", help="write an sbatch script for a multi-node run")
+    launch = commands.add_parser("launch", help="write the sbatch scripts of a multi-node run: CPU preparation, "
+                                 "then GPU training")
     _recipe_args(launch)
-    launch.add_argument("--slurm", action="store_true", required=True, help="write a Slurm batch script")
+    launch.add_argument("--slurm", action="store_true", required=True, help="write Slurm batch scripts")
+    launch.add_argument("--dry-run", action="store_true",
+                        help="print the scripts and how they are submitted; write nothing")
     from langadapt.runtime.launch import add_launch_arguments
 
     add_launch_arguments(launch)
@@ -320,7 +323,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
-    from langadapt.runtime.launch import write_sbatch_from_args
+    from langadapt.runtime.launch import launch_from_args
 
     recipe = load_recipe(args.recipe, args.overrides).recipe  # fail here, not after the queue wait
     cluster = recipe.cluster
@@ -330,14 +333,23 @@ def cmd_launch(args: argparse.Namespace) -> int:
     args.gpus_per_node = cluster.gpus_per_node if "gpus_per_node" in cluster.model_fields_set else None
     run_args = [part for override in args.overrides for part in ("--set", override)]
     if args.sweep:
+        if args.dry_run:
+            raise LangadaptError("launch --dry-run: not with --sweep (it writes a folder of scripts; inspect that)")
         from langadapt.experiments.sweep import write_sweep_from_args
 
         folder = write_sweep_from_args(args.recipe, args, recipe.name, recipe.run_dir, run_args)
         print(f"wrote the sweep {folder}; submit with: bash {folder}/submit.sh; "
               f"afterwards: langadapt sweep-report {folder}")
         return 0
-    path = write_sbatch_from_args(args.recipe, args, run_args)
-    print(f"wrote {path} ({args.nodes} node(s)); submit with: sbatch {path}")
+    files = launch_from_args(args.recipe, args, run_args, cluster.preparation, dry_run=args.dry_run)
+    prepare, train, submit = files  # render_launch's order
+    if args.dry_run:
+        for path, text in files.items():
+            print(f"# ==> {path} <==\n{text}")
+    prep = cluster.preparation
+    print(f"{'would write' if args.dry_run else 'wrote'} {prepare} (preparation: 1 CPU node, {prep.cpus} cores, "
+          f"{prep.time}), {train} (training: {args.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} "
+          "(training waits for the preparation: sbatch --dependency=afterok)")
     return 0
 
 

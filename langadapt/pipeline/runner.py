@@ -160,7 +160,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
               recipe.training_skip_reason("stage2"), ignores=monitoring_keys("stage2")),
         Stage("evaluate", ("evaluation", *PLANNING_KEYS),
               Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, recipe)),
-              ignores=(*monitoring_keys("stage1"), *monitoring_keys("stage2")), needs=cold_twin),
+              # the preparation job's settings change no estimate evaluate reports (GPU energy)
+              ignores=(*monitoring_keys("stage1"), *monitoring_keys("stage2"), "cluster.preparation"), needs=cold_twin),
         Stage("export", ("export", *RUN_FACT_KEYS),
               Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
               None if recipe.export.enabled else "export.enabled is false"),

@@ -10,14 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from langadapt.data.corpus_size import uncompressed_bytes
 from langadapt.data.epochs import stage_plan
 from langadapt.data.shards import read_shards
+from langadapt.data.sources import local_files
 from langadapt.errors import LangadaptError
 from langadapt.planning.languages import language_rows, weighted_tokens
 from langadapt.planning.models import ModelDims, complete_architecture, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
+from langadapt.planning.preparation import preparation_estimate, source_text
 from langadapt.planning.training import TrainingSettings, resolve_training
 from langadapt.recipe import Recipe, load_recipe
+from langadapt.recipe.data import SourceConfig
 from langadapt.recipe.replay import REPLAY_ROLE, stage_mixture, stage_replay
 from langadapt.run.layout import RunLayout
 from langadapt.tokenizer.summary import vocabulary_shortfall
@@ -98,6 +102,7 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
                       hardware=hardware_name, mfu=mfu or cluster.mfu, num_gpus=world,
                       grid=cluster.grid)
     plan["recipe"] = recipe.name
+    plan["preparation"] = preparation_plan(recipe, measured)
     for stage, one in zip(plan["stages"], settings):
         stage["settings"] = one.as_dict()  # what training will run with (planning.training.resolve_training)
     notes = []
@@ -108,6 +113,23 @@ def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | Non
     if notes:
         plan["notes"] = notes
     return plan
+
+
+def preparation_plan(recipe: Recipe, measured: dict[str, float]) -> dict[str, Any]:
+    """Core-hours and wall time of the preparation job (`planning.preparation`) on one node of
+    `cluster.preparation.cpus` cores, from each source's text: its local files' size, else its
+    tokens (this run's shards, else `unique_tokens`)."""
+    prep = recipe.cluster.preparation
+    texts = [source_text(s.name, _file_bytes(s), measured.get(s.name), s.unique_tokens, s.format == "hf_hub")
+             for s in recipe.data.sources]
+    return preparation_estimate(texts, prep.cpus, time_limit_s=prep.time_seconds)
+
+
+def _file_bytes(source: SourceConfig) -> float | None:
+    """Uncompressed bytes of a source's local files; None when any is unknown or not there yet."""
+    files = local_files(source)
+    sizes = [uncompressed_bytes(path) for path in files or []]
+    return None if not files or None in sizes else float(sum(sizes))  # type: ignore[arg-type]
 
 
 def _languages(recipe: Recipe, stages: list[dict[str, Any]], mixtures: dict[str, dict[str, dict]],

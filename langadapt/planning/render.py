@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from langadapt.planning.preparation import render_preparation
+
 
 def _si(x: float) -> str:
     """3 significant digits with an SI suffix: 4.19B, 1.26e22 stays scientific above 1e15."""
@@ -88,6 +90,8 @@ def render_plan(plan: dict[str, Any]) -> str:
         "kg CO2e",
     ]
     lines += _table(header, rows, text_columns=2)
+    if plan.get("preparation"):
+        lines += ["", *render_preparation(plan["preparation"])]
     data = [
         [s["name"], src["name"], _si(src["tokens"]), f"{src['epochs']:.2f}", f"{src['effective_ratio']:.3f}"]
         for s in plan["stages"]
@@ -132,6 +136,7 @@ def render_plan(plan: dict[str, Any]) -> str:
     elif rec:
         lines += ["", *textwrap.wrap(f"Recommended: nothing fits: {rec['reason']}", 110, subsequent_indent="  ")]
     warnings += plan.get("notes", [])
+    warnings += [f"preparation: {w}" for w in (plan.get("preparation") or {}).get("warnings", [])]
     if warnings:
         lines += ["", *(f"warning: {w}" for w in warnings)]
     return "\n".join(lines)

@@ -11,13 +11,19 @@ runs `scontrol requeue`, and the requeued job resumes from that checkpoint. The 
 the batch shell (B:) rather than straight to the tasks so that the script itself knows a requeue
 was asked for, even if srun's exit code is masked (`--kill-on-bad-exit` reports 143 for the
 ranks it had to stop).
+
+Preparation is not the GPU job's business: `write_launch` writes a CPU job for data..embeddings
+(`render_preparation_sbatch`: one node, every core, the recipe's `cluster.preparation`), the GPU
+job, and `submit.sh`, which submits the GPU job with `--dependency=afterok:<preparation>`. Hours
+of cleaning and tokenising then cost core-hours on a CPU node instead of holding every GPU of
+the allocation idle (issue 37: ~40 hours for the headline recipe on one process).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -25,11 +31,22 @@ from pydantic import Field
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe.base import Config
+from langadapt.recipe.cluster import PreparationConfig, slurm_time_seconds
 from langadapt.runtime.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
-__all__ = ["PRESETS", "ClusterPreset", "SbatchConfig", "render_sbatch", "write_sbatch"]
+__all__ = ["CPU_PARTITIONS", "PRESETS", "ClusterPreset", "LaunchScripts", "PreparationConfig", "SbatchConfig",
+           "preparation_command", "render_launch", "render_preparation_sbatch", "render_sbatch", "slurm_time_seconds",
+           "write_launch", "write_sbatch"]
+
+GPU_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "MIOPEN_", "CXI_", "FI_CXI_")
+"""Preset variables for the GPU collectives and kernels, left out of the CPU preparation job."""
+CPU_PARTITIONS: dict[str, str] = {"lumi-g": "standard"}
+"""The CPU partition beside each preset's GPU nodes, for the preparation job (LUMI-C `standard`:
+128-core nodes, whole nodes, 2 days). A preset not listed leaves it to `cluster.preparation.partition`
+or the site's default partition (which is a CPU one on most sites)."""
+
 
 class SbatchConfig(Config):
     """Everything in a generated sbatch script besides the recipe (the CLI's `launch` flags)."""
@@ -63,9 +80,13 @@ class SbatchConfig(Config):
     run_args: list[str] = Field(default_factory=list)
     """Extra arguments after the recipe, e.g. ["--set", "stage2.steps=100"] (quoted for the shell)."""
     prepare: bool = True
-    """Run the single-process stages (data..embeddings) once in the batch shell before the srun of
-    the training stages, and evaluate/export after it; False: srun runs `command` alone (for a
-    command other than `langadapt run`)."""
+    """Run the single-process stages around the srun of the training stages: data..embeddings
+    before it (here, or in the preparation job: `preparation`) and evaluate/export after it; False:
+    srun runs `command` alone (for a command other than `langadapt run`)."""
+    preparation: PreparationConfig | None = None
+    """With `prepare`: the CPU job that runs data..embeddings before this one (`write_launch`), so
+    this script runs only the training stages and evaluate/export; None: this batch shell runs them
+    first (a script submitted alone, as a sweep's preparation job)."""
     until: Literal["stage1", "stage2"] | None = None
     """Last pipeline stage the job runs (`--until`); None: the whole pipeline. A scaling sweep's
     preparation job stops after stage1, its configurations after stage2."""
@@ -76,7 +97,7 @@ class SbatchConfig(Config):
     env: dict[str, str] = Field(default_factory=dict)
     """Extra exports after the preset's (and overriding them)."""
     extra_sbatch: list[str] = Field(default_factory=list)
-    """Extra `#SBATCH` options verbatim, e.g. ["--exclusive", "--qos=high"]."""
+    """Extra `#SBATCH` options verbatim, e.g. ["--exclusive", "--qos=high"] (the training job's only)."""
 
     def cluster(self) -> ClusterPreset:
         """The preset object in force, with `gpus_per_node` applied (one task per GPU)."""
@@ -87,19 +108,6 @@ class SbatchConfig(Config):
         return preset.model_copy(update={"tasks_per_node": self.gpus_per_node, "gpus_per_node": gpus})
 
 
-def slurm_time_seconds(spec: str) -> int:
-    """Seconds in a Slurm time limit ("90", "1:30:00", "2-00:00:00", "1-12")."""
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", spec.strip())
-    if not m:
-        raise LangadaptError(f"launch time: {spec!r} is not a Slurm time (MM, HH:MM:SS or D-HH:MM:SS)")
-    days, a, b, c = (int(x) if x else None for x in m.groups())
-    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
-        return days * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
-    if c is not None:  # HH:MM:SS
-        return a * 3600 + b * 60 + c
-    return a * 60 + (b or 0)  # MM or MM:SS
-
-
 def render_sbatch(recipe_path: str | Path, config: SbatchConfig) -> str:
     """The sbatch script text for `recipe_path` (made absolute: the job may run elsewhere)."""
     cluster, recipe = config.cluster(), Path(recipe_path).resolve()
@@ -108,18 +116,78 @@ def render_sbatch(recipe_path: str | Path, config: SbatchConfig) -> str:
             f"launch signal_seconds: {config.signal_seconds} s is not shorter than the time limit {config.time}"
         )
     workdir = (config.workdir or Path.cwd()).resolve()
-    lines = ["#!/bin/bash", f"# langadapt training job, preset {cluster.name}: {recipe}",
+    after = [(f"# Runs after the preparation job {_job_name(recipe, config)}-prepare succeeded "
+               "(its submit.sh submits both: --dependency=afterok).")] if config.prepare and config.preparation else []
+    lines = ["#!/bin/bash", f"# langadapt training job, preset {cluster.name}: {recipe}", *after,
              "# Generated by `langadapt launch`; regenerate rather than edit, except the EDIT block.",
              *_directives(recipe, config, cluster, workdir), ""]
     lines += _setup_block(config, cluster)
     lines += _env_block(config, cluster)
+    lines += _command_check(config)
     lines += _run_block(recipe, config, cluster)
     return "\n".join(lines) + "\n"
 
 
+def _job_name(recipe: Path, config: SbatchConfig) -> str:
+    return config.job_name or recipe.stem
+
+
+def preparation_command(recipe: Path, config: SbatchConfig) -> list[str]:
+    """The preparation job's work, as shell lines: the one place it is decided (the multi-node
+    datatrove path replaces these lines, not the job around them). Today one process per node
+    runs data..embeddings; the data stage's `num_workers` (None: every core this process may
+    run on, i.e. the job's `--cpus-per-task`) spreads the work over the node."""
+    extra = "".join(f" {shlex.quote(arg)}" for arg in config.run_args)
+    return [f"$RUN_PREFIX {config.command} {shlex.quote(str(recipe))} --until embeddings{extra}"]
+
+
+def render_preparation_sbatch(recipe_path: str | Path, config: SbatchConfig) -> str:
+    """The CPU job that runs data..embeddings before the training job (`config.preparation`).
+
+    One node, one task with every core it asks for; no GPU, no rendezvous, no requeue: a job cut
+    by its time limit fails, the training job depending on it is cancelled with it
+    (`--kill-on-invalid-dep`), and a resubmission skips the stages that completed."""
+    if config.preparation is None:
+        raise LangadaptError("launch: no preparation job configured (cluster.preparation)")
+    cluster, recipe, prep = config.cluster(), Path(recipe_path).resolve(), config.preparation
+    workdir = (config.workdir or Path.cwd()).resolve()
+    opts = [f"--job-name={_job_name(recipe, config)}-prepare"]
+    account = prep.account or config.account
+    opts += [f"--account={account}"] if account else []
+    partition = prep.partition or CPU_PARTITIONS.get(cluster.name)
+    opts += [f"--partition={partition}"] if partition else []
+    opts += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={prep.cpus}", f"--mem={prep.mem or 0}",
+             f"--time={prep.time}", f"--chdir={workdir}", f"--output={config.log_dir}/%x-%j.out"]
+    # The preset's variables minus the GPU collectives' (no rank talks to another here); OpenMP
+    # threads for the one process that uses them (the embeddings stage's torch): the data stage's
+    # workers are processes, one per core.
+    env = {key: value for key, value in {**cluster.env, **config.env}.items() if not key.startswith(GPU_ENV_PREFIXES)}
+    env["OMP_NUM_THREADS"] = "${SLURM_CPUS_PER_TASK}"
+    lines = ["#!/bin/bash", f"# langadapt preparation job (data, tokenizer, embeddings on CPU), preset {cluster.name}: {recipe}",
+             "# Generated by `langadapt launch`; regenerate rather than edit, except the EDIT block.",
+             *(f"#SBATCH {opt}" for opt in opts), ""]
+    lines += _setup_block(config, cluster)
+    lines += _exports(env, cluster.env_notes) + [""]
+    lines += _command_check(config)
+    started = 'echo "langadapt: preparation job $SLURM_JOB_ID: ${SLURM_CPUS_PER_TASK:-?} cores on $(hostname), $(date -Is)"'
+    lines += [started, *preparation_command(recipe, config)]
+    return "\n".join(lines) + "\n"
+
+
+def _command_check(config: SbatchConfig) -> list[str]:
+    """Stop at once with a clear line when the EDIT block was left as it is and langadapt is not
+    on the PATH (instead of a `command not found` per task after the queue wait)."""
+    first = shlex.split(config.command)[0]
+    return [
+        f'if [ -z "$RUN_PREFIX" ] && ! command -v {shlex.quote(first)} >/dev/null; then',
+        f'  echo "langadapt: {first} not found on PATH: edit the EDIT block of this script" >&2; exit 2',
+        "fi",
+    ]
+
+
 def _directives(recipe: Path, config: SbatchConfig, cluster: ClusterPreset, workdir: Path) -> list[str]:
     """The #SBATCH lines."""
-    opts = [f"--job-name={config.job_name or recipe.stem}"]
+    opts = [f"--job-name={_job_name(recipe, config)}"]
     opts += [f"--account={config.account}"] if config.account else []
     partition = config.partition or cluster.partition
     opts += [f"--partition={partition}"] if partition else []
@@ -163,20 +231,23 @@ def _env_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
         'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         f"export MASTER_PORT=$(({SLURM_PORT_BASE} + SLURM_JOB_ID % {SLURM_PORT_SPAN}))",
     ]
-    for key, value in {**cluster.env, **config.env}.items():
-        note = cluster.env_notes.get(key)
-        lines.append(f'export {key}="{value}"' + (f"  # {note}" if note else ""))
-    return lines + [""]
+    return lines + _exports({**cluster.env, **config.env}, cluster.env_notes) + [""]
+
+
+def _exports(env: dict[str, str], notes: dict[str, str]) -> list[str]:
+    """`export KEY="VALUE"` lines, each with the preset's reason for it as a comment."""
+    return [f'export {key}="{value}"' + (f"  # {notes[key]}" if key in notes else "") for key, value in env.items()]
 
 
 def _run_block(recipe: Path, config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
     """The steps, each in the background (so the shell can take SIGUSR1), then requeue if asked.
 
-    With `prepare`, three steps: data..embeddings in this batch shell (one process: a job step
-    of its own would need a free task slot; `placement` knows the batch shell is not rank 0 of N),
-    the training stages under srun (the multi-rank part, which refuses to start otherwise), then
-    evaluate/export here. The last is a plain `langadapt run`: complete stages are skipped, so a
-    requeued job runs again only what is missing (`--from` would re-run evaluation each time).
+    With `prepare`, up to three steps: data..embeddings in this batch shell (one process: a job
+    step of its own would need a free task slot; `placement` knows the batch shell is not rank 0
+    of N) unless the preparation job did them, the training stages under srun (the multi-rank
+    part, which refuses to start otherwise), then evaluate/export here. The last is a plain
+    `langadapt run`: complete stages are skipped, so a requeued job runs again only what is
+    missing (`--from` would re-run evaluation each time).
     """
     srun = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={cluster.tasks_per_node}"]
     srun += [f"--cpus-per-task={cluster.cpus_per_task}"] if cluster.cpus_per_task else []
@@ -188,16 +259,12 @@ def _run_block(recipe: Path, config: SbatchConfig, cluster: ClusterPreset) -> li
 
     until = ("--until", config.until) if config.until else ()
     if config.prepare:
-        steps = [f'step "data..embeddings (one process)" {task("--until", "embeddings")}',
-                 f'step "training (srun)" {" ".join(srun)} {task("--until", config.until or "stage2")}']
+        steps = [] if config.preparation else [f'step "data..embeddings (one process)" {task("--until", "embeddings")}']
+        steps += [f'step "training (srun)" {" ".join(srun)} {task("--until", config.until or "stage2")}']
         steps += [] if config.until else [f'step "evaluate, export (one process)" {task()}']
     else:
         steps = [f'step "srun" {" ".join(srun)} {task(*until)}']
-    first = shlex.split(config.command)[0]
     return [
-        f'if [ -z "$RUN_PREFIX" ] && ! command -v {shlex.quote(first)} >/dev/null; then',
-        f'  echo "langadapt: {first} not found on PATH: edit the EDIT block of this script" >&2; exit 2',
-        "fi",
         (
             'echo "langadapt: job $SLURM_JOB_ID restart ${SLURM_RESTART_COUNT:-0}: $SLURM_JOB_NUM_NODES'
             ' nodes, master $MASTER_ADDR:$MASTER_PORT, $(date -Is)"'
@@ -267,6 +334,73 @@ def write_sbatch(
     return out
 
 
+@dataclass(frozen=True)
+class LaunchScripts:
+    """The files of one launch: the CPU preparation job, the GPU training job, and the script that
+    submits them in that order (the training job with `--dependency=afterok:<preparation>`)."""
+
+    prepare: Path
+    train: Path
+    submit: Path
+
+    def texts(self, recipe_path: str | Path, config: SbatchConfig) -> dict[Path, str]:
+        """Each file's content, in submission order."""
+        return {self.prepare: render_preparation_sbatch(recipe_path, config),
+                self.train: render_sbatch(recipe_path, config), self.submit: _submit_script(self)}
+
+
+def launch_paths(train: Path) -> LaunchScripts:
+    """The preparation job and submit.sh beside the training script (`job.sbatch`:
+    `job.prepare.sbatch`, `job.submit.sh`): `submit.sh` names them relative to its own folder."""
+    stem = train.name.removesuffix(".sbatch")
+    return LaunchScripts(prepare=train.with_name(f"{stem}.prepare.sbatch"), train=train,
+                         submit=train.with_name(f"{stem}.submit.sh"))
+
+
+def _submit_script(paths: LaunchScripts) -> str:
+    """submit.sh: the preparation job, then the training job once it ended successfully; a failed
+    preparation cancels the training job (`--kill-on-invalid-dep`) instead of leaving it pending
+    forever. `sbatch --parsable` prints `id[;cluster]`."""
+    after = '--dependency="afterok:$prepare" --kill-on-invalid-dep=yes'
+    lines = ["#!/bin/bash", "# Submit preparation (CPU) and training (GPU, after it). Written by `langadapt launch`.",
+             "set -euo pipefail", 'cd "$(dirname "$0")"',
+             f"prepare=$(sbatch --parsable {shlex.quote(paths.prepare.name)} | cut -d';' -f1)",
+             'echo "preparation: job $prepare"',
+             f"train=$(sbatch --parsable {after} {shlex.quote(paths.train.name)} | cut -d';' -f1)",
+             'echo "training: job $train, after job $prepare succeeded (cancelled if it fails)"']
+    return "\n".join(lines) + "\n"
+
+
+def render_launch(recipe_path: str | Path, config: SbatchConfig, out_path: str | Path) -> dict[Path, str]:
+    """What `write_launch` would write, path -> text, without writing it (`launch --dry-run`): the
+    preparation job, the training job and submit.sh; with `prepare` False only the training job."""
+    train = Path(out_path)
+    if not (config.prepare and config.preparation):
+        return {train: render_sbatch(recipe_path, config)}
+    return launch_paths(train).texts(recipe_path, config)
+
+
+def write_launch(recipe_path: str | Path, out_path: str | Path, **fields: object) -> dict[Path, str]:
+    """Write the launch's scripts (`render_launch`) and return them, path -> text, in submission
+    order. `fields` are `SbatchConfig`'s; the default `preparation` is `cluster.preparation`'s
+    defaults, so a preparation job is written unless `prepare` is False."""
+    if not Path(recipe_path).is_file():
+        raise LangadaptError(f"launch: recipe file {recipe_path} not found")
+    fields.setdefault("preparation", PreparationConfig())
+    config = build_config(**fields)
+    return _write_files(render_launch(recipe_path, config, out_path), config)
+
+
+def _write_files(files: dict[Path, str], config: SbatchConfig) -> dict[Path, str]:
+    """Write each script, executable, and the log folder (Slurm would not create it)."""
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o755)
+    ((config.workdir or Path.cwd()) / config.log_dir).mkdir(parents=True, exist_ok=True)
+    return files
+
+
 def build_config(**fields: object) -> SbatchConfig:
     """SbatchConfig from keyword fields; validation errors become one-line LangadaptErrors."""
     from pydantic import ValidationError
@@ -284,10 +418,11 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     GPUs per node and profiled steps are recipe keys (`--set cluster.nodes=16`, `cluster.gpus_per_node`,
     `stage2.profile_steps`), not flags."""
     parser.add_argument("--preset", default="lumi-g", choices=sorted(PRESETS), help="cluster preset")
-    parser.add_argument("--time", help="time limit per submission, Slurm syntax (default: 24:00:00; "
-                        "with --sweep: 1:00:00)")
-    parser.add_argument("--account", help="account/project to charge")
-    parser.add_argument("--partition", help="partition (default: the preset's)")
+    parser.add_argument("--time", help="training job's time limit per submission, Slurm syntax (default: 24:00:00; "
+                        "with --sweep: 1:00:00; preparation: --set cluster.preparation.time=...)")
+    parser.add_argument("--account", help="account/project to charge (both jobs, unless cluster.preparation.account)")
+    parser.add_argument("--partition", help="training job's partition (default: the preset's; preparation: "
+                        "cluster.preparation.partition)")
     parser.add_argument("--job-name", help="job name (default: the recipe's file name)")
     parser.add_argument("--signal-seconds", type=int, default=600,
                         help="SIGUSR1 this many seconds before the limit: checkpoint and requeue (0: off)")
@@ -314,12 +449,16 @@ def sbatch_options(args: argparse.Namespace) -> dict[str, object]:
     return {name: getattr(args, name) for name in names}
 
 
-def write_sbatch_from_args(recipe_path: str | Path, args: argparse.Namespace, run_args: list[str]) -> Path:
-    """`write_sbatch` with the flags of `add_launch_arguments`; `run_args` go to `langadapt run`."""
+def launch_from_args(recipe_path: str | Path, args: argparse.Namespace, run_args: list[str],
+                     preparation: PreparationConfig, *, dry_run: bool = False) -> dict[Path, str]:
+    """The flags of `add_launch_arguments` -> `write_launch` (or, `dry_run`, `render_launch`: nothing
+    written); `run_args` go to `langadapt run`, `preparation` is the recipe's `cluster.preparation`."""
     if args.steps is not None or args.warmup_steps is not None:
         raise LangadaptError("launch --steps/--warmup-steps: only with --sweep (a full run takes --set stage2.steps=N)")
-    return write_sbatch(
-        recipe_path, nodes=args.nodes or 1, time=args.time or "24:00:00", out_path=args.out,
-        job_name=args.job_name, run_args=run_args,
-        **sbatch_options(args),
-    )
+    if not Path(recipe_path).is_file():
+        raise LangadaptError(f"launch: recipe file {recipe_path} not found")
+    config = build_config(nodes=args.nodes or 1, time=args.time or "24:00:00", job_name=args.job_name,
+                          run_args=run_args, preparation=preparation, **sbatch_options(args))
+    out = Path(args.out) if args.out else Path.cwd() / f"{Path(recipe_path).stem}.{config.cluster().name}.sbatch"
+    files = render_launch(recipe_path, config, out)
+    return files if dry_run else _write_files(files, config)

@@ -23,10 +23,11 @@ from langadapt.errors import LangadaptError
 from langadapt.runtime.launch import (
     PRESETS,
     ClusterPreset,
+    PreparationConfig,
     add_launch_arguments,
+    launch_from_args,
     slurm_time_seconds,
     write_sbatch,
-    write_sbatch_from_args,
 )
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
@@ -146,10 +147,16 @@ def test_argparse_flags(recipe: Path, tmp_path: Path) -> None:
     args = parser.parse_args([str(recipe), "--preset", "nvidia-8", "--time", "12:00:00",
                               "--account", "gc", "--sbatch=--exclusive", "--out", str(tmp_path / "a.sbatch")])
     args.nodes, args.gpus_per_node = 16, None  # the CLI's, from the recipe's cluster
-    text = write_sbatch_from_args(args.recipe, args, ["--set", "x=1"]).read_text()
-    opts = _sbatch_options(text)
+    files = launch_from_args(args.recipe, args, ["--set", "x=1"], PreparationConfig(cpus=64))
+    assert list(files) == [tmp_path / "a.prepare.sbatch", tmp_path / "a.sbatch", tmp_path / "a.submit.sh"]
+    assert all(path.read_text() == text for path, text in files.items())
+    prepare, train = (tmp_path / "a.prepare.sbatch").read_text(), (tmp_path / "a.sbatch").read_text()
+    opts = _sbatch_options(train)
     assert (opts["nodes"], opts["gpus-per-node"], opts["account"]) == ("16", "8", "gc")
-    assert "exclusive" in opts and text.count("--set x=1") == 3  # each of the three steps
+    assert "exclusive" in opts and train.count("--set x=1") == 2  # training and evaluate/export
+    prep = _sbatch_options(prepare)
+    assert (prep["nodes"], prep["cpus-per-task"], prep["account"]) == ("1", "64", "gc")  # account inherited
+    assert "exclusive" not in prep and prepare.count("--set x=1") == 1  # --sbatch options are the GPU job's
 
 
 # --- the script's run/requeue logic, executed with stand-ins for srun and scontrol -------------
