@@ -26,7 +26,7 @@ first-kept-wins), so its output would differ from the local engine's; not wired 
 
 The work folder (`.data.datatrove/<key>/` in the run directory) is keyed by the data section and
 the plan (files, sizes, modification times), so pieces of other settings or other files are never
-merged; it is deleted once the merge succeeded.
+merged; its pieces are deleted once the merge succeeded (the logs stay until the settings change).
 """
 
 from __future__ import annotations
@@ -248,7 +248,8 @@ def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
     with parts.measure("dedup_write"):
         summary, worker_cpu = merge(config, jobs, read_pieces(space, jobs), ctx, workers)
     write_stats(summary, input_bytes, ctx)
-    shutil.rmtree(space.root, ignore_errors=True)  # as large as the cleaned corpus; the data folder now holds it
+    # As large as the cleaned corpus, which the data folder now holds; datatrove's logs (small) stay.
+    shutil.rmtree(space.root / "pieces", ignore_errors=True)
     parts_ = {**parts.as_dict(), "workers_clean": {"cpu_s": round(worker_cpu, 2)}}
     return {**summary, "run": {"engine": "datatrove", "tasks": tasks, "workers": workers, "parts": parts_}}
 

@@ -219,6 +219,14 @@ class DatatroveConfig(Config):
     sbatch_args: dict[str, str] = Field(default_factory=dict)
     """slurm: extra sbatch options of every job, name -> value without dashes, e.g. {account: project_123, qos: normal}."""
 
+    @field_validator("time", mode="before")
+    @classmethod
+    def _sexagesimal(cls, value: Any) -> Any:
+        """YAML 1.1 reads an unquoted `12:00:00` as the integer 43200 (seconds): written back as H:MM:SS."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return f"{value // 3600}:{value % 3600 // 60:02d}:{value % 60:02d}"
+        return value
+
 
 class DataConfig(Config):
     """Sources, cleaning and the held-out split of the data stage."""

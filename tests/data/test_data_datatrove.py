@@ -21,7 +21,8 @@ from langadapt.recipe.data import UNFINGERPRINTED_FIELDS, DataConfig, DataSlice
 from langadapt.run.context import StageContext
 
 pytest.importorskip("datatrove", reason="datatrove is not installed (pip install 'langadapt[prep]'; CI's dev extra has it)")
-from langadapt.data import datatrove_engine  # noqa: E402 - after the skip: the module needs datatrove
+from langadapt.data import datatrove_engine  # after the skip: the module needs datatrove
+from tests.runtime.test_train_launch_slurm import slurm  # noqa: F401  (slurm is a fixture: a usable Slurm or a skip)
 
 pytestmark = pytest.mark.slow
 WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "blåbær"]
@@ -161,3 +162,56 @@ def test_missing_datatrove_is_one_line_naming_the_extra(monkeypatch: pytest.Monk
     monkeypatch.setattr(builtins, "__import__", no_datatrove)
     with pytest.raises(LangadaptError, match=r"pip install 'langadapt\[prep\]'"):
         datatrove_engine._require_datatrove()
+
+
+@pytest.mark.usefixtures("slurm")
+def test_slurm_cleaning_array_then_merge_job_writes_the_local_run(tmp_path: Path) -> None:
+    """submit_preparation on the real single-node Slurm: a cleaning array of 3 tasks, then the job
+    that merges (afterok); its data folder and fingerprint are a local run's, and its id is the last job's."""
+    import subprocess
+    import time
+
+    from tests.helpers.cli import run_cli
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in range(4):  # four files: four pieces (a subprocess would not see a patched PIECE_BYTES)
+        _jsonl(src / f"nb-{f}.jsonl", [{"text": t} for t in _texts(120, f) + _texts(10, 0)])
+    recipes = {}
+    for name, root in (("slurm", tmp_path / "slurm-runs"), ("local", tmp_path / "local-runs")):
+        recipes[name] = tmp_path / f"{name}.yaml"
+        recipes[name].write_text(SCRATCH.format(run_root=root, corpus=src / "nb-*.jsonl"))
+    job = datatrove_engine.submit_preparation(recipes["slurm"], ["data.datatrove.tasks=3", "data.datatrove.finish_cpus=1",
+                                                                "data.datatrove.time=10:00"], until="data")
+    deadline = time.monotonic() + 300
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, check=False).stdout.strip():
+        assert time.monotonic() < deadline, f"preparation job {job} still queued or running after 300 s"
+        time.sleep(2)
+    state = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=False).stdout
+    assert "JobState=COMPLETED" in state, state
+    assert run_cli("run", str(recipes["local"]), "--until", "data").returncode == 0
+    slurm_data, local_data = tmp_path / "slurm-runs" / "dt" / "data", tmp_path / "local-runs" / "dt" / "data"
+    for name in ("stats.json", "train/nb.jsonl.gz", "valid/nb.jsonl.gz"):
+        assert (slurm_data / name).read_bytes() == (local_data / name).read_bytes(), name
+    manifests = [json.loads((d / "manifest.json").read_text()) for d in (slurm_data, local_data)]
+    assert manifests[0]["fingerprint"] == manifests[1]["fingerprint"]
+    assert manifests[0]["summary"]["run"]["tasks"] == 3 and (slurm_data / "COMPLETE").is_file()
+    # every cleaning task ran in the array: the merge job found nothing left to clean
+    logs = next((tmp_path / "slurm-runs" / "dt" / datatrove_engine.WORK_FOLDER).glob("*/logs/clean-3"))
+    assert sorted(p.name for p in (logs / "completions").iterdir()) == ["00000", "00001", "00002"]
+    assert (logs / "launch_script.slurm").is_file()
+
+
+SCRATCH = """\
+name: dt
+run_root: {run_root}
+init: scratch
+base_model:
+  architecture: {{model_type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1,
+                 num_attention_heads: 2, num_key_value_heads: 1}}
+data:
+  force_epochs: true
+  sources:
+    - {{name: nb, path: {corpus}, lang: nb}}
+tokenizer: {{kind: byte_bpe, vocab_size: 300}}
+"""
