@@ -41,10 +41,17 @@ class SourceFacts:
     role: str
     hub_ids: tuple[str, ...]
     """Hub dataset ids (sources read with format hf_hub), for the card's `datasets`."""
-    licences: tuple[str, ...]
-    """Licences named by the notes beside the source's files (empty: none found)."""
+    files: tuple[str, ...]
+    """The source's `path` patterns (local sources), beside which the licence notes lie."""
     held_out: str
     """Where its held-out documents come from."""
+
+    @property
+    def licences(self) -> tuple[str, ...]:
+        """Licences named by the notes beside the source's files (empty: none found). Read when
+        asked, not when the recipe is read: a fetched source's files and notes appear only once the
+        data stage has fetched them, and a first run's card must list them too."""
+        return _licence_notes(list(self.files))
 
     @property
     def restrictive_licences(self) -> list[str]:
@@ -71,7 +78,7 @@ class RunFacts:
         sources = tuple(
             SourceFacts(name=s.name, lang=s.lang, role=s.role,
                         hub_ids=tuple(_patterns(s.path)) if s.format == "hf_hub" else (),
-                        licences=() if s.format == "hf_hub" else _licence_notes(s.path),
+                        files=() if s.format == "hf_hub" else tuple(_patterns(s.path)),
                         held_out=f"its held-out file(s) {', '.join(Path(p).name for p in _patterns(s.valid_path))}"
                         if s.valid_path else by_hash)
             for s in data.sources)

@@ -101,9 +101,8 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if "evaluate" in will:
         with report.guard():
             _check_suites(recipe, report)
-    if "export" in will and recipe.export.enabled:
-        with report.guard():
-            _check_licence(recipe)
+    with report.guard():
+        check_licence(recipe, will)
     if recipe.base_model.architecture and "embeddings" in will and not report.problems:
         with report.guard():  # last, and only on an otherwise valid recipe: it imports transformers (seconds)
             architecture_config(recipe.base_model.architecture)
@@ -293,10 +292,14 @@ def _check_suites(recipe: Recipe, report: Report) -> None:
                     report.add(("evaluation", "suites", i), str(exc))
 
 
-def _check_licence(recipe: Recipe) -> None:
-    """`export.license` is needed when a source the training stages will stream carries a restrictive
-    licence note: known now from the notes beside its files, so said before training, not after it."""
-    from langadapt.export.card import check_licence
+def check_licence(recipe: Recipe, will: Collection[str]) -> None:
+    """`export.license` is needed when the run will export (`will`: the stages it runs) and a source
+    the training stages will stream carries a restrictive licence note: known from the notes beside
+    its files, so said before training, not after it (a fetched source's note exists only after the
+    data stage: the pipeline checks again then, `Stage.check_after`)."""
+    if "export" not in will or not recipe.export.enabled:
+        return
+    from langadapt.export.card import check_licence as check_card_licence
     from langadapt.export.provenance import RunFacts
     from langadapt.recipe.replay import stage_mixture
 
@@ -306,7 +309,7 @@ def _check_licence(recipe: Recipe) -> None:
                    for name in recipe.training_stages}
     except LangadaptError:  # a mixture that names no source: the epochs check reports it, once
         return
-    check_licence(recipe.export, RunFacts.from_recipe(recipe), planned)  # its line starts with the key: located
+    check_card_licence(recipe.export, RunFacts.from_recipe(recipe), planned)  # its line starts with the key: located
 
 
 def _held_out_langs(recipe: Recipe) -> set[str]:

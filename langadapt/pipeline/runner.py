@@ -20,14 +20,14 @@ import contextlib
 import importlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
-from langadapt.pipeline.preflight import check_recipe, find_problems
+from langadapt.pipeline.preflight import check_licence, check_recipe, find_problems
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.recipe.data import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFINGERPRINTED_FIELDS
 from langadapt.recipe.errors import Report
@@ -115,6 +115,10 @@ class Stage:
     needs: Callable[[StageContext], Dependency | None] | None = None
     """The run this stage depends on, known only once the stages before it are done (the cold
     twin's recipe takes its dims from this run's embeddings): the pipeline runs it just before."""
+    check_after: Callable[[Sequence[str]], None] | None = None
+    """A preflight check that needs this stage's output, run once it completes, given the stages the
+    run selected (the licence guard needs the notes of fetched sources, which exist only after the
+    data stage fetched them)."""
 
 
 def stage_table(recipe: Recipe) -> list[Stage]:
@@ -148,7 +152,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     embeddings = Entry("langadapt.embeddings.scratch", ScratchSlice(recipe.base_model.architecture)) \
         if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", EmbeddingsSlice(recipe.embeddings))
     return [
-        Stage("data", ("data",), Entry("langadapt.data.stage", DataSlice(recipe.data)), ignores=DATA_STAGE_IGNORES),
+        Stage("data", ("data",), Entry("langadapt.data.stage", DataSlice(recipe.data)), ignores=DATA_STAGE_IGNORES,
+              check_after=lambda will: check_licence(recipe, will)),
         # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
         Stage("tokenizer", ("tokenizer", "base_model"),
               Entry("langadapt.tokenizer.stage", TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
@@ -327,6 +332,8 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             if stage.needs is not None and (dependency := stage.needs(ctx)) is not None:
                 ctx = replace(ctx, needed={dependency.role: _run_dependency(dependency, stage.name)})
             _run_stage(stage, ctx, prints[stage.name], loaded, action, main)
+            if stage.check_after is not None:
+                stage.check_after(selected)
         _honour_stop(f"after stage {selected[-1]}")
     return [(stage.name, action) for stage, action in actions]
 

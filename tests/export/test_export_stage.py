@@ -186,7 +186,7 @@ def test_card_names_hub_base_and_datasets(built: Path, tmp_path: Path) -> None:
     assert hub_repo_id(str(snapshot)) == "my-org/base-7b" and hub_repo_id("my-org/base-7b") == "my-org/base-7b"
     assert hub_repo_id(str(tmp_path)) is None and hub_repo_id("runs/x/export/model") is None
     facts = RunFacts(init="warm", base_hub_id="my-org/base-7b", base_label="my-org/base-7b", target_languages=("nb",), sources=(
-        SourceFacts("nb", "nb", "target", ("my-org/nb-web",), ("cc0-1.0",), "5%"),
+        SourceFacts("nb", "nb", "target", ("my-org/nb-web",), (), "5%"),
         SourceFacts("nb2", "nb", "target", ("my-org/nb-web",), (), "5%"),  # same dataset, another part: named once
         SourceFacts("fi", "fi", "replay", ("my-org/fi-eval",), (), "5%")))  # never trained on: not a training dataset
     card = build_card(RunLayout(built / "runs" / "warm"), facts, ExportConfig(license="apache-2.0"),
