@@ -24,10 +24,13 @@ costs at that rate. Machines are noisy: quote the ratios, not the seconds of one
 
 The corpus (see `generate_corpus`) is made from the real packs in ../shared/corpora: the nb
 (target) and en (replay) train files, half of the text each, every document of the packs
-repeated until the size is reached, split into several files as real corpora come, one of them
-a large uncompressed .jsonl (the data stage cuts those into byte-range chunks). Corpora are cached
+repeated until the size is reached, each copy a different document whose new words make the
+vocabulary grow as Heaps' law says (see `generate_language`: a prefix alone would keep the
+pack's vocabulary at any size), split into several files as real corpora come, one of them a
+large uncompressed .jsonl (the data stage cuts those into byte-range chunks). Corpora are cached
 in the work dir (`--keep DIR`), so a 5 GB corpus is generated once; without `--keep` the work dir
-is a temporary folder, deleted at the end. Without ../shared the benchmark says so and exits 0.
+is a temporary folder, deleted at the end. Without ../shared the benchmark says so, prints the
+record with null values and exits 0.
 
     python benchmarks/data_scale.py [--sizes-gb 0.1,0.5,1,5] [--workers 1,all] [--keep DIR]
     python benchmarks/data_scale.py --smoke     # a few MB, 1 and 2 workers: every code path
@@ -738,7 +741,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if not (CORPORA.is_dir() and BASE_MODEL.is_dir()):
-        print(f"data_scale: needs ../shared (corpora and models/tiny-en-llama) at {SHARED}; not found, nothing measured")
+        print(f"data_scale: skipped: needs ../shared (corpora and models/tiny-en-llama) at {SHARED}; not found")
+        print(json.dumps({"benchmark": "data_scale", "metric": "cpu_s_per_gb", "value": None, "baseline": None,
+                          "ratio": None, "unit": "CPU-s/GB", "skipped": "no ../shared"}))
         return 0
     usable = len(os.sched_getaffinity(0))
     if args.smoke:

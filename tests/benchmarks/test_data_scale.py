@@ -4,30 +4,15 @@ ratios, on a synthetic pack and made-up results (no ../shared, no subprocess).""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import random
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from helpers.benchmarks import BENCHMARKS
+from helpers.benchmarks import load_benchmark
 
-
-def load_data_scale() -> ModuleType:
-    """benchmarks/data_scale.py as a module registered in sys.modules: its dataclasses (with
-    postponed annotations) look their module up there while they are made, which
-    helpers.benchmarks.load_benchmark's unregistered module does not allow."""
-    spec = importlib.util.spec_from_file_location("data_scale", BENCHMARKS / "data_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["data_scale"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_data_scale()
+bench = load_benchmark("data_scale")
 WORD = re.compile(r"\w+")
 
 
@@ -216,4 +201,7 @@ def test_without_shared_it_says_so_and_exits_0(tmp_path: Path, monkeypatch: pyte
                                               capsys: pytest.CaptureFixture[str]):
     monkeypatch.setattr(bench, "CORPORA", tmp_path / "missing" / "corpora")
     assert bench.main(["--smoke"]) == 0
-    assert "needs ../shared" in capsys.readouterr().out
+    out = capsys.readouterr().out.strip().splitlines()
+    assert "needs ../shared" in out[0]
+    assert json.loads(out[-1]) == {"benchmark": "data_scale", "metric": "cpu_s_per_gb", "value": None,
+                                   "baseline": None, "ratio": None, "unit": "CPU-s/GB", "skipped": "no ../shared"}

@@ -8,6 +8,7 @@ Skips (or fails under LANGADAPT_TEST_REQUIRE_SHARED=1) without ../shared, throug
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_smoke_run_ends_with_the_benchmark_json_line(shared_dir: Path, tmp_path: Path):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1"}  # as test_benchmark_smoke.py runs the other benchmarks
     done = subprocess.run([sys.executable, str(BENCHMARKS / "data_scale.py"), "--smoke", "--keep", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     record = json.loads(lines[-1])
