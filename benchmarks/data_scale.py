@@ -492,16 +492,36 @@ def read_manifest(run_dir: Path, stage: str) -> dict[str, Any]:
         return {}
 
 
-def parse_parts(summary: dict[str, Any]) -> dict[str, dict[str, float]] | None:
-    """The summary's `parts` as {name: {"wall_s", "cpu_s"}}, or None when it has none (older stages)."""
-    parts = summary.get("parts")
+def find_parts(summary: dict[str, Any]) -> Any:
+    """The summary's `parts`: at its top, or one level down (e.g. `run.parts`), as stages place it."""
+    if "parts" in summary:
+        return summary["parts"]
+    for value in summary.values():
+        if isinstance(value, dict) and isinstance(value.get("parts"), dict):
+            return value["parts"]
+    return None
+
+
+def parse_parts(summary: dict[str, Any]) -> dict[str, dict[str, float | None]] | None:
+    """The summary's parts as {name: {"wall_s", "cpu_s"}} (None for a number a part lacks), or
+    None when the summary has none (stages from before issue 37)."""
+    parts = find_parts(summary)
     if not isinstance(parts, dict):
         return None
-    out = {}
+    out: dict[str, dict[str, float | None]] = {}
     for name, part in parts.items():
         if isinstance(part, dict):
-            out[str(name)] = {key: float(part.get(key) or 0.0) for key in ("wall_s", "cpu_s")}
+            out[str(name)] = {key: None if part.get(key) is None else float(part[key]) for key in ("wall_s", "cpu_s")}
     return out
+
+
+def timed_cpu(parts: dict[str, dict[str, float | None]]) -> float:
+    """CPU seconds of the parts timed as parts of the stage (`PartTimer`: wall and CPU both).
+
+    A part with CPU only (e.g. the workers' CPU, reported beside the part that waited for them)
+    may already be inside a timed part's CPU (PartTimer counts reaped children), so it is shown
+    but not subtracted from the stage's total to get "other"."""
+    return sum(p["cpu_s"] or 0.0 for p in parts.values() if p["wall_s"] is not None)
 
 
 def run_size(size_gb: float, workers: int, corpus: Path, meta: dict[str, Any], work: Path,
@@ -551,7 +571,7 @@ def growth(result: RunResult) -> list[tuple[str, float, str]]:
     rows = []
     for stage in result.stages:
         for key, value in flatten(stage.summary):
-            if key.startswith("parts.") or not GROWTH_KEY.search(key):
+            if ".parts." in f".{key}" or not GROWTH_KEY.search(key):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
@@ -580,9 +600,10 @@ def table_rows(result: RunResult) -> list[list[str]]:
             rows.append(["", "", stage.stage, "(no parts in the manifest)", "", "", "", "", "", ""])
             continue
         for name, part in stage.parts.items():
-            rows.append(["", "", stage.stage, name, fmt(part["wall_s"]), fmt(part["cpu_s"]),
-                         fmt(part["cpu_s"] / gb), "", "", ""])
-        other = u.cpu_s - sum(p["cpu_s"] for p in stage.parts.values())
+            cpu = part["cpu_s"]
+            rows.append(["", "", stage.stage, name if part["wall_s"] is not None else f"({name}: CPU only)",
+                         fmt(part["wall_s"]), fmt(cpu), fmt(None if cpu is None else cpu / gb), "", "", ""])
+        other = u.cpu_s - timed_cpu(stage.parts)
         rows.append(["", "", stage.stage, "other (start-up, imports, ...)", "", fmt(other), fmt(other / gb),
                      "", "", ""])
     both = result.cpu_s()
@@ -610,7 +631,7 @@ def training_cpu(result: RunResult) -> float | None:
     stage = result.stage("tokenizer")
     if stage is None or not stage.parts:
         return None
-    found = [p["cpu_s"] for name, p in stage.parts.items() if name in TRAINING_PARTS]
+    found = [p["cpu_s"] or 0.0 for name, p in stage.parts.items() if name in TRAINING_PARTS]
     return sum(found) if found else None
 
 

@@ -131,6 +131,11 @@ def test_parse_parts_reads_parts_and_tolerates_their_absence():
     assert bench.parse_parts({"parts": "nonsense"}) is None
     assert bench.parse_parts({"parts": {"clean": {"wall_s": 1.5, "cpu_s": 3}, "odd": 7}}) == {
         "clean": {"wall_s": 1.5, "cpu_s": 3.0}}
+    nested = {"sources": {}, "run": {"workers": 2, "parts": {"clean": {"wall_s": 2, "cpu_s": 4},
+                                                             "workers_clean": {"cpu_s": 3.5}}}}
+    assert bench.parse_parts(nested) == {"clean": {"wall_s": 2.0, "cpu_s": 4.0},
+                                         "workers_clean": {"wall_s": None, "cpu_s": 3.5}}
+    assert bench.timed_cpu(bench.parse_parts(nested)) == 4.0  # a CPU-only part is not subtracted
 
 
 def usage(cpu: float, wall: float, rss: float) -> object:
@@ -179,13 +184,20 @@ def test_table_shows_parts_other_and_cpu_per_gb():
     assert by_part[("data", "clean")][6] == "50.0"  # 25 CPU s over 0.5 GB
     assert by_part[("data", "other (start-up, imports, ...)")][5] == "25.0"  # 50 - 25
     assert by_part[("data+tokenizer", "(total)")][6] == "200.0"
+    cpu_only = result(0.5, 2, 100.0, 50.0, 400.0)
+    cpu_only.stages[0].parts["workers"] = {"wall_s": None, "cpu_s": 20.0}
+    with_cpu_only = {(r[2], r[3]): r for r in bench.table_rows(cpu_only)}
+    assert with_cpu_only[("data", "(workers: CPU only)")][4:7] == ["-", "20.0", "40.0"]
+    assert with_cpu_only[("data", "other (start-up, imports, ...)")][5] == "25.0"  # still 50 - 25
     no_parts = bench.table_rows(result(0.5, 2, 100.0, 50.0, 400.0, parts=False))
     assert ["", "", "data", "(no parts in the manifest)"] == no_parts[1][:4]
     assert bench.render(rows).count("\n") == len(rows) + 1
 
 
 def test_growth_reports_digests_per_million_documents_and_words_per_million_words():
-    found = {key: (value, rate) for key, value, rate in bench.growth(result(0.5, 2, 100.0, 50.0, 400.0))}
+    run = result(0.5, 2, 100.0, 50.0, 400.0)
+    run.stages[0].summary["run"] = {"parts": {"unique_pass": {"wall_s": 1, "cpu_s": 1}}}  # a part, not a count
+    found = {key: (value, rate) for key, value, rate in bench.growth(run)}
     assert found == {"data.dedup.digests": (500.0, "500,000 per M docs"),
                      "tokenizer.distinct_words": (40_000.0, "20,000 per M words")}
 
