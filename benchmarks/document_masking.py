@@ -13,7 +13,7 @@ gets the same mask as additive floats). Time is process CPU time on one thread b
 
     python benchmarks/document_masking.py                       # CPU, sdpa and eager, seq 128 and 512
     python benchmarks/document_masking.py --attention sdpa --seq-len 2048 --clock wall   # e.g. on a GPU
-    python benchmarks/document_masking.py --smoke   # seconds: sdpa and eager, seq 64, 2 steps (CI)
+    python benchmarks/document_masking.py --smoke   # seconds: a 2-layer model, sdpa and eager, seq 64, 2 steps (CI)
 
 Prints a table, then as its LAST line the JSON contract of benchmarks/README.md (SDPA at the
 longest sequence: masked tokens/s, unmasked as the baseline).
@@ -39,6 +39,7 @@ from langadapt.train.synthetic import tiny_llama
 EOS, VOCAB = 1, 8192
 DEMO_SHAPE = {"hidden": 256, "layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4,
               "intermediate_size": 704}
+SMOKE_SHAPE = {"hidden": 64, "layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128}
 
 
 def packed_rows(rows: int, seq_len: int, doc_len: float, seed: int) -> torch.Tensor:
@@ -49,13 +50,14 @@ def packed_rows(rows: int, seq_len: int, doc_len: float, seed: int) -> torch.Ten
     return torch.where(ends, EOS, tokens)
 
 
-def measure(attention: str, seq_len: int, micro_batch: int, steps: int, doc_len: float, clock) -> dict[str, float]:
+def measure(attention: str, seq_len: int, micro_batch: int, steps: int, doc_len: float, clock,
+            shape: dict[str, int] = DEMO_SHAPE) -> dict[str, float]:
     """Median seconds per training step, masked and unmasked, on identical batches."""
     stage = TrainStageConfig(micro_batch_size=micro_batch, grad_accum_steps=1, seq_len=seq_len)
     engines = {}
     for masked in (False, True):
         model = tiny_llama(VOCAB, seed=0, attn_implementation=attention, max_position_embeddings=max(2048, seq_len),
-                           **DEMO_SHAPE)
+                           **shape)
         config = check_engine("stage2", stage, EngineConfig(), "cuda" if torch.cuda.is_available() else "cpu")
         engines[masked] = build_engine(model, select_trainable(model, ["*"], "stage2.trainable"), stage, config,
                                        DistInfo())
@@ -88,7 +90,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--smoke", action="store_true",
-                        help="seq 64, 128 tokens per step, 2 steps: the script's path in seconds (CI), not a measurement")
+                        help="a 2-layer model, seq 64, 128 tokens per step, 2 steps: the script's path in seconds (CI), not a measurement")
     args = parser.parse_args()
     if args.smoke:
         args.seq_len, args.tokens_per_step, args.steps, args.doc_len = [64], 128, 2, 20.0
@@ -96,13 +98,15 @@ def main() -> None:
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     unit = "tokens per CPU-second" if args.clock == "cpu" else "tokens/s"
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {args.threads} thread(s)"
-    print(f"document masking cost: demo-sized Llama, {device}, documents of ~{args.doc_len:g} tokens, {unit}")
+    model = "2-layer smoke" if args.smoke else "demo-sized"
+    print(f"document masking cost: {model} Llama, {device}, documents of ~{args.doc_len:g} tokens, {unit}")
     print(f"{'attention':<10} {'seq':>5} {'batch':>5} {'unmasked':>10} {'masked':>10} {'ratio':>6}")
     results = []
     for seq_len in args.seq_len:
         for attention in args.attention:
             micro_batch = max(1, args.tokens_per_step // seq_len)
-            rate = measure(attention, seq_len, micro_batch, args.steps, args.doc_len, clock)
+            rate = measure(attention, seq_len, micro_batch, args.steps, args.doc_len, clock,
+                           SMOKE_SHAPE if args.smoke else DEMO_SHAPE)
             results.append((attention, seq_len, rate))
             print(f"{attention:<10} {seq_len:>5} {micro_batch:>5} {rate['unmasked']:>10.0f} {rate['masked']:>10.0f} "
                   f"{rate['masked'] / rate['unmasked']:>6.3f}")

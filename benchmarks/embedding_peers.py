@@ -37,7 +37,7 @@ the child program: the venv's python runs it with ``deepfocus WORK`` as argument
 
     python benchmarks/embedding_peers.py --smoke   # seconds, no download: which peers run here (CI)
 
-``--smoke`` needs neither the venv nor ../shared: on a tiny random Llama and a 300-token tokenizer
+``--smoke`` needs neither the venv nor ../shared: with a tiny Llama config and a 300-token tokenizer
 it writes tokensurgeon's donor folder and reads it back (the part of the peers' path that runs in
 this environment), runs each peer that is installed, and prints as its last line the JSON record of
 benchmarks/README.md with value = the peers that can run here (of the two).
@@ -206,7 +206,7 @@ def smoke() -> None:
     import tempfile
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, PreTrainedTokenizerFast
 
     corpus = [f"Dette er setning nummer {i} om embeddinger og tokeniserere." for i in range(50)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,16 +220,12 @@ def smoke() -> None:
         tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
                                             pad_token="<pad>")
         tokenizer.save_pretrained(work / "new")
-        torch.manual_seed(0)
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                             tie_word_embeddings=False))
-        model.save_pretrained(work / "base")
-        tokenizer.save_pretrained(work / "base")
+        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False)
         names = {"model.embed_tokens.weight": "input", "lm_head.weight": "output"}
-        matrices = {"input": model.get_input_embeddings().weight.detach(),
-                    "output": model.get_output_embeddings().weight.detach()}
-        _write_donor(model.config, {key: name for name, key in names.items()}, matrices, tokenizer, work / "new",
+        generator = torch.Generator().manual_seed(0)
+        matrices = {key: torch.randn(len(tokenizer), 32, generator=generator) for key in names.values()}
+        _write_donor(config, {key: name for name, key in names.items()}, matrices, tokenizer, work / "new",
                      work / "donor")
         donor = _read_tensors(work / "donor", names)
         assert {k: tuple(v.shape) for k, v in donor.items()} == {k: (len(tokenizer), 32) for k in matrices}, donor
@@ -238,6 +234,12 @@ def smoke() -> None:
         for peer in PEERS:
             reason = peer_available(peer)
             if reason is None:
+                if not (work / "base").is_dir():  # a tiny random base, built only for a peer that runs
+                    from transformers import LlamaForCausalLM
+
+                    torch.manual_seed(0)
+                    LlamaForCausalLM(config).save_pretrained(work / "base")
+                    tokenizer.save_pretrained(work / "base")
                 inputs, _ = peer_embeddings(peer, work / "base", work / "new", corpus, work / peer)
                 print(f"{peer}: ran, input matrix {tuple(inputs.shape)}")
                 runnable.append(peer)
