@@ -248,7 +248,7 @@ class DataConfig(Config):
     max_document_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1, le=MAX_DOCUMENT_BYTES_CEILING)
     """Bound on one document as read, in bytes (a line, a paragraph, a whole .txt file per `txt_unit`, a Parquet cell, a .json array file): a longer one stops the data stage naming its file and line while it is being decompressed, so a file that expands to gigabytes in one line never reaches memory (64 MiB; at most 256 MiB)."""
     num_workers: int | None = Field(default=None, ge=1)
-    """Processes that encode the token shards (tokenizer stage, `encode_corpus`); None: every core (one for a corpus under 2 MB compressed). In no fingerprint: the shards are the same."""
+    """Processes that clean the sources (data stage) and encode the token shards (tokenizer stage); None: every core this process may run on (one process for small inputs, where starting workers costs more than they save). In no fingerprint: 1 and N workers write the same bytes."""
     engine: Literal["local", "datatrove"] = "local"
     """Who runs the data stage: local, worker processes of this process (`num_workers`); datatrove, cleaning as datatrove tasks with per-task completion markers (`datatrove`; pip install 'langadapt[prep]'). The same bytes either way, so in no fingerprint."""
     datatrove: DatatroveConfig = Field(default_factory=DatatroveConfig)
