@@ -96,6 +96,8 @@ def main() -> int:
     args = parser.parse_args()
     if not CORPORA.is_dir() or not BASE.is_dir():
         print(f"skipped: {CORPORA} or {BASE} is missing (the shared corpus packs and tiny base model)")
+        print(json.dumps({"benchmark": "tokenizer_sample_bound", "metric": "fertility_plateau_chars", "value": None,
+                          "baseline": None, "ratio": None, "unit": "chars"}))
         return 0
     from langadapt.recipe.tokenizer import DEFAULT_MAX_TRAINING_CHARS
     from langadapt.tokenizer.loading import load_tokenizer
