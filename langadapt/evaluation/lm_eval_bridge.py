@@ -25,9 +25,10 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import default_batch_size, model_device
 from langadapt.evaluation.suite import LmEvalTask
 from langadapt.recipe.evaluation import EvaluationConfig
+from langadapt.recipe.hints import hub_dataset_fetch, pip_install
 from langadapt.run.base_model import hub_dataset_cached, hub_offline, hub_reachable
 
-INSTALL_HINT = "pip install 'langadapt[eval]'"
+INSTALL_HINT = pip_install("langadapt[eval]")
 
 
 def require_lm_eval(where: str) -> None:
@@ -68,9 +69,9 @@ def prepare_lm_eval(task: LmEvalTask, where: str) -> Any:
 
 
 def fetch_hint(path: str, config_name: str | None) -> str:
-    """How to run a Hub dataset offline: the same two steps as for a base model."""
-    args = f"'{path}'" + (f", '{config_name}'" if config_name else "")
-    return (f"where there is network run HF_HOME=DIR python -c \"import datasets; datasets.load_dataset({args})\", "
+    """How to run a Hub dataset offline: the same two steps as for a data source
+    (`recipe.hints.hub_dataset_fetch`: the dataset and its config, into the `datasets` cache)."""
+    return (f"where there is network run HF_HOME=DIR {hub_dataset_fetch(path, config_name)}, "
             "then copy DIR here and run with HF_HOME=DIR HF_HUB_OFFLINE=1 (eval/README.md)")
 
 

@@ -21,6 +21,7 @@ from langadapt.data.shards import read_shard
 from langadapt.errors import LangadaptError
 from langadapt.export.provenance import RunFacts
 from langadapt.recipe.export import ExportConfig
+from langadapt.recipe.hints import set_option
 from langadapt.run.layout import TRAINER_STATE, TRAINING_STAGES, RunLayout, latest_checkpoint
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
@@ -77,7 +78,7 @@ def check_licence(config: ExportConfig, facts: RunFacts, tokens: dict[str, dict[
         if source.restrictive_licences and source.name in trained:
             raise LangadaptError(f"export.license: not set, and the model was trained on source {source.name} "
                                  f"({source.restrictive_licences[0]}); choose the model's licence, "
-                                 "e.g. --set export.license=cc-by-sa-4.0")
+                                 f"e.g. {set_option('export.license', 'cc-by-sa-4.0')}")
 
 
 def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported: Exported,

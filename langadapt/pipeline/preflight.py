@@ -27,6 +27,7 @@ from langadapt.planning.models import architecture_config, complete_architecture
 from langadapt.planning.training import resolve_training
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
+from langadapt.recipe.hints import hub_dataset_fetch
 from langadapt.run.base_model import (
     hub_cached,
     hub_offline,
@@ -190,7 +191,7 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
             return None
     if hub_repo_id(spec.path) is not None:  # a Hub id: downloaded when the run starts, if the Hub answers
         if hub_cached(spec.path, spec.revision) is None and (why := _hub_out_of_reach(spec.path, "model")):
-            report.add(("base_model", "path"), not_cached_line(spec.path, why))
+            report.add(("base_model", "path"), not_cached_line(spec.path, why, spec.revision))
         return None
     report.add(("base_model", "path"), f"folder {spec.path} not found (and no base_model.build_recipe; "
                "not a Hub id of the form org/name)")
@@ -221,9 +222,9 @@ def _check_hub_sources(recipe: Recipe, report: Report) -> None:
             continue
         for path in [source.path] if isinstance(source.path, str) else source.path:
             if not hub_dataset_cached(path) and (why := _hub_out_of_reach(path, "dataset")):
+                fetch = hub_dataset_fetch(path, source.subset, source.revision, source.data_files, source.split)
                 report.add(("data", "sources", i, "path"), f"Hub dataset {path} is not cached here, and {why}: "
-                           f"fetch it where there is network (HF_HOME=DIR python -c \"import datasets; "
-                           f"datasets.load_dataset('{path}')\") and run with that HF_HOME")
+                           f"fetch it where there is network (HF_HOME=DIR {fetch}) and run with that HF_HOME")
 
 
 def _read_json(path: Path, loc: tuple[Any, ...], report: Report, missing: str) -> dict | None:

@@ -19,6 +19,7 @@ from huggingface_hub.constants import SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE
 from langadapt.errors import LangadaptError
 from langadapt.ioerrors import input_problem, read_input_json
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+from langadapt.recipe.hints import hub_model_download
 
 
 def base_build(recipe: Recipe) -> LoadedRecipe | None:
@@ -59,8 +60,8 @@ def _resolve(recipe: Recipe, fetch: bool) -> str | None:
 
         try:
             return snapshot_download(spec.path, revision=spec.revision)
-        except Exception as exc:  # network, auth, missing repo: all user-fixable
-            raise LangadaptError(hub_failure(spec.path, exc)) from None
+        except Exception as exc:  # noqa: BLE001  network, auth, missing repo: all user-fixable
+            raise LangadaptError(hub_failure(spec.path, exc, spec.revision)) from None
     raise LangadaptError(f"base_model.path {spec.path}: folder not found")
 
 
@@ -94,19 +95,31 @@ def hub_dataset_cached(path: str) -> bool:
     from datasets import config
     from huggingface_hub import constants
 
-    prepared = Path(config.HF_DATASETS_CACHE) / path.replace("/", "___")
+    prepared = Path(config.HF_DATASETS_CACHE) / prepared_folder_name(path)
     downloaded = Path(constants.HF_HUB_CACHE) / f"datasets--{path.replace('/', '--')}" / "snapshots"
     return any(folder.is_dir() and any(folder.iterdir()) for folder in (prepared, downloaded))
 
 
-def not_cached_line(repo_id: str, why: str) -> str:
-    """Why a Hub id that is not on this machine cannot be used from here (the key is the caller's to name)."""
+def prepared_folder_name(path: str) -> str:
+    """The folder `datasets` prepares Hub dataset `path` into, under its cache, and looks for offline:
+    the name part in snake case (`uonlp/CulturaX` -> `uonlp___cultura_x`), as
+    `datasets.load.CachedDatasetModuleFactory` spells it. `path.replace("/", "___")` missed every
+    name with a capital, so a dataset fetched as the hint said was still "not cached"."""
+    from datasets.naming import camelcase_to_snakecase
+
+    *namespace, name = path.split("/")
+    return "___".join([*namespace, camelcase_to_snakecase(name)])
+
+
+def not_cached_line(repo_id: str, why: str, revision: str | None = None) -> str:
+    """Why a Hub id that is not on this machine cannot be used from here (the key is the caller's to
+    name), and the download that puts it where the run looks (`revision`: the recipe's)."""
     return (f"{repo_id} is not in the local Hugging Face cache, and {why}: fetch it where "
-            f"there is network with `huggingface-cli download {repo_id}` (into this HF_HOME), or point "
+            f"there is network with `{hub_model_download(repo_id, revision)}` (into this HF_HOME), or point "
             "base_model.path at a model folder")
 
 
-def hub_failure(repo_id: str, exc: Exception) -> str:
+def hub_failure(repo_id: str, exc: Exception, revision: str | None = None) -> str:
     """Why a Hub download failed, as the user can act on it.
 
     Offline, huggingface_hub raises LocalEntryNotFoundError ("cannot find the requested files in
@@ -114,9 +127,10 @@ def hub_failure(repo_id: str, exc: Exception) -> str:
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 
     if hub_offline() or isinstance(exc, OfflineModeIsEnabled):
-        return f"base_model.path: {not_cached_line(repo_id, 'HF_HUB_OFFLINE=1 keeps the Hub out of reach')}"
+        return f"base_model.path: {not_cached_line(repo_id, 'HF_HUB_OFFLINE=1 keeps the Hub out of reach', revision)}"
     if isinstance(exc, LocalEntryNotFoundError):
-        return f"base_model.path: {not_cached_line(repo_id, 'the Hub cannot be reached (no network?)')}"
+        why = "the Hub cannot be reached (no network?)"
+        return f"base_model.path: {not_cached_line(repo_id, why, revision)}"
     return f"base_model.path {repo_id}: not a local folder and the Hub download failed ({type(exc).__name__}: {exc})".split("\n")[0][:300]
 
 

@@ -23,15 +23,20 @@ in its folder, which also lets a resumed stage continue the same tracker runs (W
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import shlex
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from langadapt.errors import LangadaptError
-from langadapt.run.layout import MARKER, TRAINING_STAGES, RunLayout
+from langadapt.recipe.hints import pip_install
+from langadapt.run.layout import MARKER, STAGES, TRAINING_STAGES, RunLayout
+
+log = logging.getLogger("langadapt")
 
 RUN_IDS = "tracker_runs.json"
 TRACKERS = ("tensorboard", "wandb", "mlflow")
@@ -89,11 +94,22 @@ class TensorBoardTracker:
 
 
 class WandbTracker:
-    def __init__(self, out_dir: Path, run_name: str, run_id: str | None, config: dict[str, Any] | None) -> None:
+    """A W&B run writing its files under `out_dir`.
+
+    `lands_in`: where `out_dir` will be once its stage completes (the pipeline builds evaluate in
+    `.evaluate.partial/` and renames it). W&B's own lines name the folder it writes to, so an
+    offline run used to end with `wandb sync .../.evaluate.partial/wandb/offline-run-...`, a path
+    gone a moment later; such a run is silenced and `close` logs the sync command for the folder
+    where the files land."""
+
+    def __init__(self, out_dir: Path, run_name: str, run_id: str | None, config: dict[str, Any] | None,
+                 lands_in: Path | None = None) -> None:
         wandb = _require("wandb", "wandb")
+        self.out_dir, self.lands_in = out_dir, lands_in
+        settings = wandb.Settings(silent=True) if lands_in is not None else None
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "langadapt"), name=run_name,
                               group=run_name.split("/")[0], dir=str(out_dir), id=run_id, resume="allow",
-                              config=config)
+                              config=config, settings=settings)
         self.id = self.run.id
 
     def log(self, scalars: dict[str, float], step: int) -> None:
@@ -104,7 +120,24 @@ class WandbTracker:
         self.run.summary.update(scalars)
 
     def close(self) -> None:
+        offline, sync_dir = self.run.settings.mode == "offline", Path(self.run.settings.sync_dir)
         self.run.finish()
+        if self.lands_in is not None and offline:
+            log.info("W&B is offline: upload these numbers with: %s", wandb_sync_command(
+                landed(sync_dir, self.out_dir, self.lands_in)))
+
+
+def wandb_sync_command(sync_dir: Path) -> str:
+    """`wandb sync DIR` for an offline run's folder (`.../wandb/offline-run-<time>-<id>`)."""
+    return shlex.join(["wandb", "sync", str(sync_dir)])
+
+
+def landed(path: Path, work: Path, final: Path) -> Path:
+    """`path` inside `work` as it will be named once `work` is renamed to `final`."""
+    try:
+        return final / path.relative_to(work)
+    except ValueError:
+        return path
 
 
 class MlflowTracker:
@@ -145,13 +178,14 @@ def _require(module: str, extra: str):
     try:
         return __import__(module)
     except ImportError as error:
-        raise LangadaptError(f"loggers: {module} is not installed (pip install 'langadapt[{extra}]')") from error
+        raise LangadaptError(f"loggers: {module} is not installed ({pip_install(f'langadapt[{extra}]')})") from error
 
 
 def open_trackers(names: list[str], out_dir: Path, run_name: str, config: dict[str, Any] | None = None,
-                  ids: dict[str, str] | None = None) -> tuple[list[Tracker], dict[str, str]]:
+                  ids: dict[str, str] | None = None, lands_in: Path | None = None) -> tuple[list[Tracker], dict[str, str]]:
     """The trackers `names` lists, writing under `out_dir`, each continuing the run `ids` names
-    (W&B, MLflow) or starting one with `config`; returns them and the ids of their runs."""
+    (W&B, MLflow) or starting one with `config`; returns them and the ids of their runs.
+    `lands_in`: where `out_dir` is renamed to when its stage completes (`WandbTracker`)."""
     ids = dict(ids or {})
     trackers: list[Tracker] = []
     try:
@@ -159,7 +193,8 @@ def open_trackers(names: list[str], out_dir: Path, run_name: str, config: dict[s
             if name == "tensorboard":
                 trackers.append(TensorBoardTracker(out_dir, config))
                 continue
-            tracker = {"wandb": WandbTracker, "mlflow": MlflowTracker}[name](out_dir, run_name, ids.get(name), config)
+            tracker = (WandbTracker(out_dir, run_name, ids.get(name), config, lands_in) if name == "wandb"
+                       else MlflowTracker(out_dir, run_name, ids.get(name), config))
             ids[name] = tracker.id
             trackers.append(tracker)
     except BaseException:
@@ -182,7 +217,8 @@ def log_evaluation(layout: RunLayout, results: dict, out_dir: Path) -> list[str]
     if not record.names or not scalars:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    trackers, _ = open_trackers(record.names, out_dir, f"{layout.root.name}/{stage}", ids=record.ids)
+    trackers, _ = open_trackers(record.names, out_dir, f"{layout.root.name}/{stage}", ids=record.ids,
+                                lands_in=final_folder(layout, out_dir))
     try:
         for tracker in trackers:
             if isinstance(tracker, WandbTracker):  # W&B keeps final numbers in the run's summary
@@ -193,6 +229,16 @@ def log_evaluation(layout: RunLayout, results: dict, out_dir: Path) -> list[str]
         for tracker in trackers:
             tracker.close()
     return record.names
+
+
+def final_folder(layout: RunLayout, folder: Path) -> Path | None:
+    """Where `folder`, a stage's work folder in `layout`, is renamed to when the stage completes;
+    None when it is written in place (a training stage, or a folder outside the pipeline)."""
+    final = layout.final()
+    for stage in STAGES:
+        if layout.stage_dir(stage) == folder and final.stage_dir(stage) != folder:
+            return final.stage_dir(stage)
+    return None
 
 
 def flatten(row: dict, prefix: str = "") -> dict[str, float]:
