@@ -42,8 +42,9 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import bits_per_byte, scoring_window
 from langadapt.evaluation.lm_eval_bridge import run_lm_eval
 from langadapt.evaluation.preparation import Plan, bpb_langs, plan_suites
+from langadapt.evaluation.progress import EvalProgress, Scorer, Unit, headline
 from langadapt.evaluation.suite import Suite
-from langadapt.evaluation.tables import flatten
+from langadapt.evaluation.tables import STDERR, flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
 from langadapt.evaluation.translation import translation_scores
 from langadapt.recipe.evaluation import EvaluationConfig
@@ -101,27 +102,56 @@ def _tokenizer_name(first_user: str, index: int) -> str:
     return "new" if first_user in RUN_MODELS and index <= 1 else first_user
 
 
-def _score_model(
-    model: Any, tok: Any, plan: Plan, config: EvaluationConfig, results: dict, name: str
-) -> None:
-    """Every task of the plan on one model, written into `results`."""
-    results["windows"][name] = _window_used(model, config, name)
-    results["models"][name] = {
-        lang: bits_per_byte(model, tok, texts, config.window, config.effective_stride, config.batch_size)
-        for lang, texts in plan.texts.items()
-        if lang in bpb_langs(plan)
-    }
-    for key, (task, pairs) in plan.pairs.items():
-        results["tasks"].setdefault(key, {"kind": "minimal_pairs", "lang": task.lang})
-        results["tasks"][key][name] = minimal_pairs_accuracy(model, tok, pairs, config)
-    for key, (task, manager) in plan.lm_eval.items():
+def score_units(plan: Plan, config: EvaluationConfig, results: dict, name: str) -> list[Unit]:
+    """Every task of the plan on model `name`, in the order they run, as `progress.Unit`s: each
+    writes its numbers into `results` and returns its headline for the progress line.
+
+    bpb is one unit per language (a 7B model takes minutes per language), the other kinds one
+    unit per task; generated samples are one unit for all prompts (one batch)."""
+    units = [Unit("bpb", lang, _bpb_unit(lang, texts, config, results, name))
+             for lang, texts in plan.texts.items() if lang in bpb_langs(plan)]
+    for key, (pairs_task, pairs) in plan.pairs.items():
+        results["tasks"].setdefault(key, {"kind": "minimal_pairs", "lang": pairs_task.lang})
+        units.append(Unit(key, pairs_task.lang, _task_unit(
+            "minimal_pairs", results["tasks"][key], name,
+            lambda model, tok, pairs=pairs: minimal_pairs_accuracy(model, tok, pairs, config))))
+    for key, (lm_task, manager) in plan.lm_eval.items():
         results["tasks"].setdefault(key, {"kind": "lm_eval"})
-        results["tasks"][key][name] = run_lm_eval(model, tok, task, config, manager)
-    for key, (task, rows) in plan.translation.items():
+        units.append(Unit(key, ", ".join(lm_task.tasks), _task_unit(
+            "lm_eval", results["tasks"][key], name,
+            lambda model, tok, lm_task=lm_task, manager=manager: run_lm_eval(model, tok, lm_task, config, manager))))
+    for key, (tr_task, rows) in plan.translation.items():
         results["tasks"].setdefault(key, {"kind": "translation"})
-        results["tasks"][key][name] = translation_scores(model, tok, task, rows, config.batch_size)
+        units.append(Unit(key, ", ".join(tr_task.directions), _task_unit(
+            "translation", results["tasks"][key], name,
+            lambda model, tok, tr_task=tr_task, rows=rows: translation_scores(
+                model, tok, tr_task, rows, config.batch_size))))
     if plan.prompts:
-        results["samples"][name] = generate_samples(model, tok, plan.prompts, config.generate)
+        units.append(Unit("samples", ", ".join(plan.prompts), _task_unit(
+            "samples", results["samples"], name,
+            lambda model, tok: generate_samples(model, tok, plan.prompts, config.generate))))
+    return units
+
+
+def _bpb_unit(lang: str, texts: list[str], config: EvaluationConfig, results: dict, name: str) -> Scorer:
+    """Held-out bits per byte of one language, stored under results["models"][name][lang]."""
+
+    def score(model: Any, tok: Any) -> str:
+        result = bits_per_byte(model, tok, texts, config.window, config.effective_stride, config.batch_size)
+        results["models"][name][lang] = result
+        return headline("bpb", result)
+
+    return score
+
+
+def _task_unit(kind: str, into: dict, name: str, run: Scorer) -> Scorer:
+    """A unit that stores `run`'s result as `into[name]` and says its headline."""
+
+    def score(model: Any, tok: Any) -> str:
+        into[name] = run(model, tok)
+        return headline(kind, into[name])
+
+    return score
 
 
 def _window_used(model: Any, config: EvaluationConfig, name: str) -> dict[str, int]:
@@ -162,7 +192,9 @@ def evaluate_models(
     reference = reference or ("base" if "base" in models else next(iter(models)))
     if reference not in models:
         raise LangadaptError(f"evaluation: reference model {reference!r} is not among {', '.join(models)}")
+    planning = time.perf_counter()
     plan = plan_suites(suites, texts_by_lang, config, given, missing_note)
+    log.info("evaluate: suites' data read and checked in %.1f s", time.perf_counter() - planning)
     results: dict[str, Any] = {
         "models": {},
         "deltas": {},
@@ -173,17 +205,8 @@ def evaluate_models(
         "windows": {},
         "notes": plan.notes,
     }
-    tokenizers: dict[str, tuple[str, Any]] = {}
-    used_by: dict[str, list[str]] = {}
     started = time.perf_counter()
-    for name, spec in models.items():
-        model, tok = load_model(spec, config)
-        _score_model(model, tok, plan, config, results, name)
-        fingerprint = _tokenizer_id(tok)
-        tokenizers.setdefault(fingerprint, (_tokenizer_name(name, len(tokenizers)), tok))
-        used_by.setdefault(tokenizers[fingerprint][0], []).append(name)
-        del model
-        gc.collect()
+    tokenizers, used_by = _score_models(models, plan, config, results)
     results["tokenizers"] = {"used_by": used_by, "metrics": _tokenizer_metrics(tokenizers, plan)}
     results["reference"] = reference
     results["deltas"] = _deltas(results["models"], reference)
@@ -208,6 +231,29 @@ def evaluate_models(
         "torch": torch.__version__,
     }
     return results
+
+
+def _score_models(
+    models: dict[str, ModelSpec], plan: Plan, config: EvaluationConfig, results: dict
+) -> tuple[dict[str, tuple[str, Any]], dict[str, list[str]]]:
+    """Load each model in turn, score its units with progress (`progress`), release it; returns
+    the distinct tokenizers (fingerprint -> (name, tokenizer)) and which models use each."""
+    tokenizers: dict[str, tuple[str, Any]] = {}
+    used_by: dict[str, list[str]] = {}
+    units = {name: score_units(plan, config, results, name) for name in models}
+    with EvalProgress(list(models), len(units[next(iter(models))])) as progress:
+        for index, (name, spec) in enumerate(models.items()):
+            model, tok = progress.model(index, name, lambda spec=spec: load_model(spec, config))
+            results["windows"][name] = _window_used(model, config, name)
+            results["models"][name] = {}
+            for position, unit in enumerate(units[name]):
+                progress.unit(index, name, position, unit, model, tok)
+            fingerprint = _tokenizer_id(tok)
+            tokenizers.setdefault(fingerprint, (_tokenizer_name(name, len(tokenizers)), tok))
+            used_by.setdefault(tokenizers[fingerprint][0], []).append(name)
+            del model
+            gc.collect()
+    return tokenizers, used_by
 
 
 def _tokenizer_metrics(tokenizers: dict[str, tuple[str, Any]], plan: Plan) -> dict | None:
@@ -254,6 +300,6 @@ def _task_deltas(tasks: dict[str, dict], reference: str) -> dict:
             out.setdefault(key, {})[name] = {
                 k: v - flat_ref[k]
                 for k, v in flat.items()
-                if k in flat_ref and k.rsplit("/", 1)[-1] not in COUNTS
+                if k in flat_ref and k.rsplit("/", 1)[-1] not in COUNTS and not k.endswith(STDERR)
             }
     return out

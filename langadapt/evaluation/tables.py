@@ -87,6 +87,8 @@ def verdicts(results: dict) -> list[tuple[str, str]]:
 
 HIDDEN_METRICS = {"pairs", "sample_len", "mean_margin_nats"}
 """Task outputs kept in results.json but not shown as table rows (sizes and secondary numbers)."""
+STDERR = "_stderr"
+"""The suffix of a metric's standard error: shown in the metric's cell (`0.781 ± 0.073`), not as a row."""
 
 
 def task_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
@@ -102,11 +104,9 @@ def task_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
         size = first.get("pairs") or first.get("sample_len")
         about = [str(x) for x in (per_model.get("lang"), size and f"n={size:g}") if x]
         label = f"{key} ({', '.join(about)})" if about else key
-        metrics = [m for m in first if m.rsplit("/", 1)[-1] not in HIDDEN_METRICS]
+        metrics = [m for m in first if m.rsplit("/", 1)[-1] not in HIDDEN_METRICS and not m.endswith(STDERR)]
         for metric in metrics:
-            values = [flatten(per_model.get(m) or {}).get(metric) for m in models]
-            row = [label, metric, *(fmt(v, ".4g" if abs(v) >= 1e4 else ".3f") if isinstance(v, float) else fmt(v)
-                                    for v in values)]
+            row = [label, metric, *(_task_cell(flatten(per_model.get(m) or {}), metric) for m in models)]
             if head:
                 ref_value = flatten(per_model.get(ref) or {}).get(metric)
                 delta = (results.get("task_deltas", {}).get(key, {}).get(head) or {}).get(metric)
@@ -115,6 +115,17 @@ def task_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
     if not rows:
         return None
     return ["task", "metric", *models] + ([f"Δ {head} vs {ref}"] if head else []), rows
+
+
+def _task_cell(flat: dict[str, float], metric: str) -> str:
+    """A model's value of `metric`, with `± stderr` where the task stored the metric's standard
+    error (`METRIC_stderr`, e.g. minimal pairs' binomial one), so the spread sits beside the number."""
+    value, stderr = flat.get(metric), flat.get(metric + STDERR)
+    if not isinstance(value, float):
+        return fmt(value)
+    cell = fmt(value, ".4g" if abs(value) >= 1e4 else ".3f")
+    shown = isinstance(stderr, float) and math.isfinite(stderr) and math.isfinite(value)
+    return f"{cell} ± {stderr:.3f}" if shown else cell
 
 
 def _task_delta(metric: str, value: object, ref_value: object, delta: object) -> str:
@@ -134,7 +145,8 @@ def task_notes(results: dict) -> list[str]:
     notes = []
     if "minimal_pairs" in keys:
         notes.append("minimal_pairs accuracy = share of pairs where the grammatical sentence gets the higher "
-                     "log-likelihood (chance 0.5); higher is better.")
+                     "log-likelihood (chance 0.5); higher is better. ± is its standard error, "
+                     "sqrt(p(1-p)/(n-1)) as lm-eval's acc_stderr.")
     if "perplexity" in " ".join(m for task in results.get("tasks", {}).values() for per in task.values()
                                 if isinstance(per, dict) for m in flatten(per)):
         notes.append("Perplexities are compared as a ratio (below 1 = better), and only within a factor of "

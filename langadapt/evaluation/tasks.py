@@ -6,24 +6,44 @@ preflight check and before the first model is loaded.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from langadapt.evaluation.bpb import model_device, prefix_token_id, sequence_loglikelihoods
 from langadapt.recipe.evaluation import EvaluationConfig, GenerateOptions
 
 
+def accuracy_stderr(accuracy: float, n: int) -> float | None:
+    """Standard error of an accuracy over `n` independent 0/1 outcomes, as lm-eval's `acc_stderr`.
+
+    lm-eval computes it as the sample standard deviation of the 0/1 scores over sqrt(n)
+    (`lm_eval.api.metrics.mean_stderr`), which for 0/1 data is sqrt(p(1-p)/(n-1)): the binomial
+    sqrt(p(1-p)/n) with Bessel's correction. The same formula here, so a minimal-pairs accuracy
+    and an lm-eval task's carry comparable error bars. None for fewer than two outcomes (no
+    spread can be estimated from one; None, not NaN, so that results.json stays valid JSON)."""
+    if not 0.0 <= accuracy <= 1.0:
+        raise ValueError(f"accuracy_stderr: accuracy {accuracy} is not in [0, 1]")
+    if n < 2:
+        return None
+    return math.sqrt(accuracy * (1.0 - accuracy) / (n - 1))
+
+
 def minimal_pairs_accuracy(model, tokenizer, pairs: list[tuple[str, str]], config: EvaluationConfig) -> dict:
     """Share of pairs with ll(good) > ll(bad), whole-sentence log-likelihoods as lm-eval/BLiMP use.
 
     Sentences are scored like held-out text (first token conditioned on BOS); a tie counts as wrong.
+    `accuracy_stderr` is `accuracy_stderr`'s (None for a single pair).
     """
     goods, bads = [g for g, _ in pairs], [b for _, b in pairs]
     lls, _ = sequence_loglikelihoods(
         model, tokenizer, goods + bads, config.window, config.effective_stride, config.batch_size
     )
     margins = [g - b for g, b in zip(lls[: len(pairs)], lls[len(pairs) :])]
+    accuracy = sum(m > 0 for m in margins) / len(pairs)
     return {
-        "accuracy": sum(m > 0 for m in margins) / len(pairs),
+        "accuracy": accuracy,
+        "accuracy_stderr": accuracy_stderr(accuracy, len(pairs)),
         "pairs": len(pairs),
         "mean_margin_nats": sum(margins) / len(pairs),
     }

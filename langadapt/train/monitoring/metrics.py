@@ -38,6 +38,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -201,6 +202,22 @@ class MetricsFile(Callback):
             self._file.close()
 
 
+def terminal_bar(label: str, description: str, total: int, completed: int = 0) -> tuple[Progress, TaskID] | None:
+    """A started rich bar on stderr (label, bar, done/total, elapsed, eta, the task's `info`
+    field) when stderr is a terminal, else None: the caller then logs plain lines, which is what a
+    Slurm log or a pipe wants. Shared by training (`ConsoleProgress`) and evaluation
+    (`langadapt.evaluation.progress`) so that both show progress the same way."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return None
+    progress = Progress(
+        TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
+    )
+    progress.start()
+    return progress, progress.add_task(description, total=total, completed=completed, info="")
+
+
 class ConsoleProgress(Callback):
     """A rich progress bar on a terminal, else (Slurm logs) one plain line per logged step with
     elapsed time and ETA; validations as one line each."""
@@ -210,14 +227,9 @@ class ConsoleProgress(Callback):
 
     def on_stage_start(self, start: StageStart) -> None:
         self.total_steps = start.total_steps
-        console = Console(stderr=True)
-        if console.is_terminal:
-            self._progress = Progress(
-                TextColumn(f"[bold]{self.run_name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("train", total=start.total_steps, completed=start.step, info="")
+        bar = terminal_bar(self.run_name, "train", start.total_steps, start.step)
+        if bar is not None:
+            self._progress, self._task = bar
 
     def on_step(self, record: StepRecord) -> None:
         if self._progress is not None:
