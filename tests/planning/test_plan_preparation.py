@@ -93,9 +93,10 @@ def test_norwegian_warm_plan_shows_both(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_local_files_are_measured_in_bytes(tmp_path: Path) -> None:
+    from helpers.recipes import scratch_recipe
+
     from langadapt.planning.recipe_plan import preparation_plan
     from langadapt.recipe import load_recipe
-    from tests.helpers.recipes import scratch_recipe
 
     text = "ord " * 25_000  # 100,000 bytes of text, gzipped far smaller
     with gzip.open(tmp_path / "nb.jsonl.gz", "wt") as f:
@@ -108,3 +109,20 @@ def test_local_files_are_measured_in_bytes(tmp_path: Path) -> None:
     assert prep["sources"] == [{"name": "nb", "gb": pytest.approx(raw / 1e9), "basis": "files"}]
     assert (prep["cores_per_node"], prep["time_limit_hours"]) == (4, 0.5)
     assert prep["wall_hours"] == pytest.approx(raw / 1e9 * 150 / 3600 / 4)
+
+
+def test_preparation_settings_change_no_fingerprint(tmp_path: Path) -> None:
+    """Where and on how many cores the data is prepared changes no stage's output, nor the energy
+    evaluate reports: a finished run stays finished (evaluate ignores `cluster.preparation`)."""
+    from langadapt.pipeline import runner as pipeline
+    from langadapt.recipe import load_recipe
+    from langadapt.run.fingerprint import fingerprints
+
+    def prints(overrides: list[str]) -> dict[str, str]:
+        loaded = load_recipe(REPO / "recipes/tiny_english_source.yaml", [f"run_root={tmp_path}", *overrides])
+        return fingerprints(loaded, pipeline.stage_table(loaded.recipe))
+
+    before = prints([])
+    assert prints(["cluster.preparation.cpus=8", "cluster.preparation.time='1:00:00'",
+                   "cluster.preparation.partition=small"]) == before
+    assert prints(["cluster.mfu=0.2"])["evaluate"] != before["evaluate"]  # what planning reads still counts
