@@ -94,14 +94,22 @@ def preparation_estimate(sources: list[SourceText], cores_per_node: int, nodes: 
     }
 
 
+def _duration(hours: float) -> str:
+    """Hours as a person reads them: 48 h, 10.5 min, 3 s (a demo corpus takes seconds)."""
+    if hours >= 1:
+        return f"{hours:,.1f} h"
+    return f"{hours * 60:.1f} min" if hours * 60 >= 1 else f"{hours * 3600:.0f} s"
+
+
 def render_preparation(prep: dict[str, Any]) -> list[str]:
     """The plan's preparation lines: one row of totals and why it is a second total."""
     bases = sorted({s["basis"] for s in prep["sources"] if s["gb"] is not None})
-    limit = "" if prep["time_limit_hours"] is None else f", limit {prep['time_limit_hours']:,.0f} h"
+    limit = "" if prep["time_limit_hours"] is None else f", limit {_duration(prep['time_limit_hours'])}"
+    text = f"{prep['text_gb']:,.1f} GB" if prep["text_gb"] >= 1 else f"{prep['text_gb'] * 1e3:.3g} MB"
     return [
-        (f"Preparation (data + tokenizer on CPU, {prep['cpu_seconds_per_gb']:g} CPU-s/GB): {prep['text_gb']:,.1f} GB "
-         f"of text ({', '.join(bases) or 'none known'}) = {prep['core_hours']:,.1f} core-h, "
-         f"{prep['wall_hours']:,.2f} h wall on {prep['nodes']} node(s) x {prep['cores_per_node']} cores{limit}"),
+        (f"Preparation (data + tokenizer on CPU, {prep['cpu_seconds_per_gb']:g} CPU-s/GB): {text} of text "
+         f"({', '.join(bases) or 'none known'}) = {prep['core_hours']:,.3g} core-h, {_duration(prep['wall_hours'])} "
+         f"wall on {prep['nodes']} node(s) x {prep['cores_per_node']} cores{limit}"),
         ("Two totals: preparation runs first as a CPU job of its own (core-hours on CPU nodes), "
          "training after it on the GPUs (GPU-hours); no GPU waits on preparation."),
     ]

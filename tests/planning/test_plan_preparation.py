@@ -69,7 +69,10 @@ def test_bad_cores_are_refused() -> None:
 def test_render_says_why_there_are_two_totals() -> None:
     prep = preparation_estimate([SourceText("a", 536e9, "declared")], cores_per_node=128, time_limit_s=172800)
     first, second = render_preparation(prep)
-    assert "536.0 GB of text (declared) = 22.3 core-h, 0.17 h wall on 1 node(s) x 128 cores, limit 48 h" in first
+    assert "536.0 GB of text (declared) = 22.3 core-h, 10.5 min wall on 1 node(s) x 128 cores, limit 48.0 h" in first
+    small = preparation_estimate([SourceText("a", 2.5e6, "files")], cores_per_node=2, time_limit_s=1800)
+    assert "2.5 MB of text (files) = 0.000104 core-h, 0 s wall on 1 node(s) x 2 cores, limit 30.0 min" in \
+        render_preparation(small)[0]
     assert second.startswith("Two totals:") and "GPU-hours" in second and "core-hours" in second
 
 
