@@ -23,7 +23,6 @@ from langadapt.runtime.launch import write_launch
 from tests.runtime.test_train_launch_slurm import CPU_NODE, _job_state, _wait, slurm  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("slurm")]
-SHARED_NB = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "nb.debian-handbook.train.jsonl.gz"
 DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 RECIPE = """\
@@ -72,11 +71,9 @@ step = f"train-{os.environ['SLURM_PROCID']}" if "--until" in args else "evaluate
 """
 
 
-def _launch(tmp_path: Path) -> tuple[Path, dict[Path, str]]:
-    if not SHARED_NB.is_file():
-        pytest.skip(f"{SHARED_NB} not found (../shared beside the clone)")
+def _launch(tmp_path: Path, shared_dir: Path) -> tuple[Path, dict[Path, str]]:
     recipe = tmp_path / "prep.yaml"
-    recipe.write_text(RECIPE.format(root=tmp_path, source=SHARED_NB))
+    recipe.write_text(RECIPE.format(root=tmp_path, source=shared_dir / "corpora" / "nb.debian-handbook.train.jsonl.gz"))
     (tmp_path / "task.py").write_text(TASK)
     (tmp_path / "out").mkdir()
     files = write_launch(recipe, tmp_path / "job.sbatch", preset=CPU_NODE, partition="debug", workdir=tmp_path,
@@ -105,8 +102,8 @@ def _logs(tmp_path: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted((tmp_path / "logs").glob("*.out")))
 
 
-def test_training_starts_only_after_preparation_succeeded(tmp_path: Path) -> None:
-    recipe, files = _launch(tmp_path)
+def test_training_starts_only_after_preparation_succeeded(tmp_path: Path, shared_dir: Path) -> None:
+    recipe, files = _launch(tmp_path, shared_dir)
     out = tmp_path / "out"
     prepare, train = _submit(files, LAUNCH_TEST_OUT=str(out))
     # Both jobs fit on the node at once (2 cores + 2 tasks of 1 of its 4): only the dependency keeps
@@ -145,8 +142,8 @@ def test_training_starts_only_after_preparation_succeeded(tmp_path: Path) -> Non
     assert all((job_tokens / n).read_bytes() == (local_tokens / n).read_bytes() for n in names)
 
 
-def test_a_failed_preparation_cancels_training(tmp_path: Path) -> None:
-    _, files = _launch(tmp_path)
+def test_a_failed_preparation_cancels_training(tmp_path: Path, shared_dir: Path) -> None:
+    _, files = _launch(tmp_path, shared_dir)
     out = tmp_path / "out"
     prepare, train = _submit(files, LAUNCH_TEST_OUT=str(out), LAUNCH_TEST_FAIL_PREP="1")
     assert _wait(prepare, DONE, timeout=120)["JobState"] == "FAILED"
