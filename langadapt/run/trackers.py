@@ -205,7 +205,7 @@ def open_trackers(names: list[str], out_dir: Path, run_name: str, config: dict[s
 
 
 def log_evaluation(layout: RunLayout, results: dict, out_dir: Path) -> list[str]:
-    """The evaluate stage's numbers (`eval/<model>/<lang>/<metric>`) into the tracker runs of the
+    """The evaluate stage's numbers (`evaluation_scalars`) into the tracker runs of the
     run's last trained stage, at its last step; TensorBoard's go to `out_dir/tensorboard` (a stage
     writes in its own folder), on the same axis. Returns the trackers written to ([]: none)."""
     stage = next((s for s in reversed(TRAINING_STAGES) if (layout.stage_dir(s) / MARKER).is_file()
@@ -213,7 +213,7 @@ def log_evaluation(layout: RunLayout, results: dict, out_dir: Path) -> list[str]
     if stage is None:
         return []
     record = TrackerRecord.load(layout.stage_dir(stage))
-    scalars = flatten(results.get("models", {}), "eval")
+    scalars = evaluation_scalars(results)
     if not record.names or not scalars:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -229,6 +229,19 @@ def log_evaluation(layout: RunLayout, results: dict, out_dir: Path) -> list[str]
         for tracker in trackers:
             tracker.close()
     return record.names
+
+
+def evaluation_scalars(results: dict) -> dict[str, float]:
+    """Every number results.json holds per model, as tracker scalars: held-out text as
+    `eval/<model>/<lang>/<metric>` and tasks as `eval/<model>/<suite>/<task>/<metric>` (minimal-pair
+    accuracy and its stderr, chrF and BLEU per direction, lm-eval's per sub-task), so runs compare
+    on task metrics in the trackers' tables as they do on bits per byte."""
+    scalars = flatten(results.get("models", {}), "eval")
+    for key, per_model in results.get("tasks", {}).items():
+        for model, metrics in per_model.items():
+            if isinstance(metrics, dict):  # besides the models: the task's "kind" and "lang"
+                scalars.update(flatten(metrics, f"eval/{model}/{key}"))
+    return scalars
 
 
 def final_folder(layout: RunLayout, folder: Path) -> Path | None:
