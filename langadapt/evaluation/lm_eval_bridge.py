@@ -140,7 +140,9 @@ def run_lm_eval(
             f"lm_eval task {task.name!r}: could not reach the Hugging Face Hub for {what} "
             f"({' '.join(str(exc).split()) or type(exc).__name__}); {hint}"
         ) from None
-    return {name: _clean(metrics) for name, metrics in (out or {}).get("results", {}).items()}
+    counts = (out or {}).get("n-samples", {})
+    return {name: with_stderr(_clean(metrics), (counts.get(name) or {}).get("effective"))
+            for name, metrics in (out or {}).get("results", {}).items()}
 
 
 EXPECTED_NOTICES = (
@@ -221,6 +223,27 @@ def _connection_error(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+BINOMIAL = ("acc", "acc_norm")
+"""lm-eval metrics that are means of 0/1 outcomes, whose standard error is `accuracy_stderr`."""
+
+
+def with_stderr(metrics: dict, n: int | None) -> dict:
+    """`metrics` plus `acc_stderr` (and `acc_norm_stderr`) over `n` scored documents.
+
+    lm-eval computes these as `mean_stderr` only when bootstrapping is on; we run it with
+    `bootstrap_iters=0` (its bootstrapped metrics cost minutes), so they are computed here with
+    the same formula (`tasks.accuracy_stderr`). A group (no sample count of its own) gets none."""
+    from langadapt.evaluation.tasks import accuracy_stderr
+
+    out = dict(metrics)
+    for key, value in metrics.items():
+        if key.split("/", 1)[0] in BINOMIAL and n and isinstance(value, float) and 0.0 <= value <= 1.0:
+            stderr = accuracy_stderr(value, n)
+            if stderr is not None:
+                out[f"{key}_stderr"] = stderr
+    return out
 
 
 def _clean(metrics: dict) -> dict:

@@ -7,7 +7,7 @@ stderr when it is a terminal, whose description names the unit being scored, wit
 unit printed above it; elsewhere (Slurm logs, CI, pipes) one plain log line per finished unit:
 
     evaluate: model 2/4 init loaded in 1.3 s; 5 tasks
-    evaluate: model 2/4 init, task 3/5 multilingual/nb_pairs (nb): accuracy 0.7812 ± 0.0731 in 4.2 s
+    evaluate: model 2/4 init, task 3/5 multilingual/nb_pairs (nb): accuracy 0.7812 ± 0.0742 (n=32) in 4.2 s
 
 The headline of a unit is its first number as results.json stores it (`headline`), rounded to
 four decimals, so a log can be checked against the results file.

@@ -76,6 +76,9 @@ def test_lm_eval_tasks_from_a_local_include_path_match_our_own_scores(
     assert set(harness) == {"local_nb_pairs", "local_nn_bpb"}
     ours = results["tasks"]["bridge/ours"]["tiny"]["accuracy"]
     assert harness["local_nb_pairs"]["acc"] == pytest.approx(ours, abs=1e-9)
+    # lm-eval's acc_stderr (left out by bootstrap_iters=0) is computed as ours is, over the same pairs
+    assert harness["local_nb_pairs"]["acc_stderr"] == pytest.approx(
+        results["tasks"]["bridge/ours"]["tiny"]["accuracy_stderr"], abs=1e-9)
     assert harness["local_nn_bpb"]["bits_per_byte"] == pytest.approx(
         results["models"]["tiny"]["nn_local"]["bits_per_byte"], abs=1e-4
     )
