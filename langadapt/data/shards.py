@@ -24,6 +24,8 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -157,7 +159,11 @@ def _batches(documents: Iterable[dict]) -> Iterator[tuple[list[str], dict]]:
 
 
 class Encoder:
-    """Encodes batches in input order, in-process or on a pool with at most 2 batches per worker."""
+    """Encodes batches in input order, in-process or on a pool with at most 2 batches per worker.
+
+    The pool is a `ProcessPoolExecutor`, not a `multiprocessing.Pool`: when a worker dies (killed for
+    memory, a crash in the tokenizer's C code) the executor breaks and every waiting result raises,
+    where a `Pool` quietly replaces the worker and waits forever for the batch it lost."""
 
     def __init__(self, spec: EncoderSpec, workers: int, dtype: np.dtype, eos_id: int) -> None:
         self.spec, self.workers, self.dtype, self.eos_id = spec, workers, dtype, eos_id
@@ -168,18 +174,15 @@ class Encoder:
         if self.workers > 1:
             # spawn, not fork: the parent may hold tokenizer/torch threads that fork copies half-way.
             context = multiprocessing.get_context("spawn")
-            self.pool = context.Pool(self.workers, initializer=_init_worker, initargs=(self.spec,))
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker,
+                                            initargs=(self.spec,))
         else:
             self.local = build_encoder(self.spec)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
-            if exc[0] is None:
-                self.pool.close()
-            else:
-                self.pool.terminate()
-            self.pool.join()
+            self.pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
 
     def encode(self, batches: Iterator[tuple[list[str], dict]]) -> Iterator[tuple[np.ndarray, np.ndarray, int, dict]]:
         """(token ids, document lengths, UTF-8 bytes, first document) per batch, in order."""
@@ -189,14 +192,20 @@ class Encoder:
             if self.pool is None:
                 yield (*_encode_batch(texts, self.eos_id, self.dtype.name, self.local), nbytes, first)
                 continue
-            args = (texts, self.eos_id, self.dtype.name)
-            pending.append((self.pool.apply_async(_encode_batch, args), nbytes, first))
+            pending.append((self.pool.submit(_encode_batch, texts, self.eos_id, self.dtype.name), nbytes, first))
             if len(pending) >= 2 * self.workers:
-                result, done_bytes, doc = pending.popleft()
-                yield (*result.get(), done_bytes, doc)
+                yield _done(*pending.popleft())
         while pending:
-            result, done_bytes, doc = pending.popleft()
-            yield (*result.get(), done_bytes, doc)
+            yield _done(*pending.popleft())
+
+
+def _done(future: Future, nbytes: int, first: dict) -> tuple[np.ndarray, np.ndarray, int, dict]:
+    try:
+        flat, lengths = future.result()
+    except BrokenProcessPool:
+        raise LangadaptError(f"encode: a worker encoding source {first.get('source', '?')} died (killed, e.g. for "
+                             "memory, or crashed); nothing of this stage was marked complete") from None
+    return flat, lengths, nbytes, first
 
 
 def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: Encoder, vocab_size: int,

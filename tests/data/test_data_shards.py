@@ -222,3 +222,21 @@ def test_files_derived_from_a_private_corpus_stay_private(bpe_dir: Path, tmp_pat
     encode_corpus(bpe_dir, ctx.out, tmp_path / "tokens", num_workers=1)
     for name in ("tokens.bin", "doc_offsets.npy"):
         assert (tmp_path / "tokens" / "nb" / name).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_worker_that_dies_while_encoding_is_one_error_not_a_hang(
+        data_dir: Path, bpe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """multiprocessing.Pool replaced a killed worker and waited forever for its batch (seen: a stage
+    asleep for minutes after a worker was killed); the executor breaks and the stage says so."""
+    monkeypatch.setattr(shards, "_encode_batch", _killed_worker)
+    monkeypatch.setattr(shards, "SMALL_CORPUS_BYTES", 0)
+    with pytest.raises(LangadaptError, match="worker encoding source nb died"):
+        encode_corpus(bpe_dir, data_dir, tmp_path / "tokens", num_workers=2)
+    assert not (tmp_path / "tokens" / "nb" / "meta.json").exists()
+
+
+def _killed_worker(*args: object) -> None:
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
