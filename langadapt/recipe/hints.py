@@ -75,6 +75,8 @@ def set_option(key: str, value: object) -> str:
 
     field = schema_field(key)
     raw = value if isinstance(value, str) else _yaml_scalar(value)
+    if isinstance(value, str) and parse_set_value(key, value) != value:  # `no` is YAML's false: quote it
+        raw = json.dumps(value)
     try:
         TypeAdapter(field.annotation).validate_python(parse_set_value(key, raw))
     except ValidationError as exc:

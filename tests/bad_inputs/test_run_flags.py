@@ -235,7 +235,7 @@ def test_sigterm_during_a_failing_stage_leaves_it_incomplete(stubs: Stubs, capsy
 
 HUB_ID = "nobody-langadapt/no-such-model"
 OFFLINE_LINE = (f"{HUB_ID} is not in the local Hugging Face cache, and HF_HUB_OFFLINE=1 keeps the Hub out of "
-                f"reach: fetch it where there is network with `huggingface-cli download {HUB_ID}` (into this "
+                f"reach: fetch it where there is network with `hf download {HUB_ID}` (into this "
                 "HF_HOME), or point base_model.path at a model folder")
 
 

@@ -71,7 +71,7 @@ def test_a_hub_task_offline_is_one_line_naming_the_dataset(model_folder, tmp_pat
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     err, elapsed = _refusal(model_folder, tmp_path, capsys)
     assert "lm-eval task 'ncb' reads the Hub dataset hcfa/ncb" in err and "HF_HUB_OFFLINE is set" in err
-    assert "datasets.load_dataset('hcfa/ncb')" in err and "HF_HOME=DIR HF_HUB_OFFLINE=1" in err
+    assert 'datasets.load_dataset("hcfa/ncb")' in err and "HF_HOME=DIR HF_HUB_OFFLINE=1" in err
     assert not (tmp_path / "out" / "results.json").exists()
     print(f"refused offline in {elapsed:.1f} s")  # index of lm-eval's built-in tasks included
 
@@ -114,7 +114,7 @@ def test_a_connection_lost_while_lm_eval_runs_is_one_line(model_folder, monkeypa
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("lm_eval task 'noreval': could not reach the Hugging Face Hub for hcfa/ncb")
-    assert "datasets.load_dataset('hcfa/ncb')" in message
+    assert 'datasets.load_dataset("hcfa/ncb")' in message
 
 
 def test_the_shipped_offline_suite_runs_through_langadapt_eval(model_folder, tmp_path, monkeypatch, capsys):
