@@ -19,13 +19,9 @@ the output is byte-identical for any number of workers.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +30,7 @@ import numpy as np
 
 from langadapt.data.documents import derived_mode, read_documents, split_files
 from langadapt.data.encoders import EncoderSpec, build_encoder, choose_encoder, load_tokenizer_info
+from langadapt.data.workers import ordered_map, worker_pool
 from langadapt.errors import LangadaptError
 
 TOKENS, OFFSETS, META = "tokens.bin", "doc_offsets.npy", "meta.json"
@@ -159,23 +156,17 @@ def _batches(documents: Iterable[dict]) -> Iterator[tuple[list[str], dict]]:
 
 
 class Encoder:
-    """Encodes batches in input order, in-process or on a pool with at most 2 batches per worker.
-
-    The pool is a `ProcessPoolExecutor`, not a `multiprocessing.Pool`: when a worker dies (killed for
-    memory, a crash in the tokenizer's C code) the executor breaks and every waiting result raises,
-    where a `Pool` quietly replaces the worker and waits forever for the batch it lost."""
+    """Encodes batches in input order, in-process or on worker processes (`workers.ordered_map`: at
+    most 2 batches per worker in flight, a worker that dies is one error)."""
 
     def __init__(self, spec: EncoderSpec, workers: int, dtype: np.dtype, eos_id: int) -> None:
         self.spec, self.workers, self.dtype, self.eos_id = spec, workers, dtype, eos_id
-        self.pool: Any = None
         self.local: Any = None
+        self.pool: Any = None
 
     def __enter__(self) -> Encoder:
         if self.workers > 1:
-            # spawn, not fork: the parent may hold tokenizer/torch threads that fork copies half-way.
-            context = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker,
-                                            initargs=(self.spec,))
+            self.pool = worker_pool(self.workers, _init_worker, (self.spec,))
         else:
             self.local = build_encoder(self.spec)
         return self
@@ -186,26 +177,23 @@ class Encoder:
 
     def encode(self, batches: Iterator[tuple[list[str], dict]]) -> Iterator[tuple[np.ndarray, np.ndarray, int, dict]]:
         """(token ids, document lengths, UTF-8 bytes, first document) per batch, in order."""
-        pending: deque = deque()
-        for texts, first in batches:
-            nbytes = sum(len(t.encode("utf-8")) for t in texts)
-            if self.pool is None:
-                yield (*_encode_batch(texts, self.eos_id, self.dtype.name, self.local), nbytes, first)
-                continue
-            pending.append((self.pool.submit(_encode_batch, texts, self.eos_id, self.dtype.name), nbytes, first))
-            if len(pending) >= 2 * self.workers:
-                yield _done(*pending.popleft())
-        while pending:
-            yield _done(*pending.popleft())
+        if self.pool is None:
+            for texts, first in batches:
+                yield (*_encode_batch(texts, self.eos_id, self.dtype.name, self.local), _utf8_bytes(texts), first)
+            return
+        jobs = ((texts, first, self.eos_id, self.dtype.name) for texts, first in batches)
+        for (texts, first, *_), (flat, lengths) in ordered_map(
+                _encode_job, jobs, self.pool, self.workers, lambda job: f"encoding source {job[1].get('source', '?')}"):
+            yield flat, lengths, _utf8_bytes(texts), first
 
 
-def _done(future: Future, nbytes: int, first: dict) -> tuple[np.ndarray, np.ndarray, int, dict]:
-    try:
-        flat, lengths = future.result()
-    except BrokenProcessPool:
-        raise LangadaptError(f"encode: a worker encoding source {first.get('source', '?')} died (killed, e.g. for "
-                             "memory, or crashed); nothing of this stage was marked complete") from None
-    return flat, lengths, nbytes, first
+def _encode_job(job: tuple[list[str], dict, int, str]) -> tuple[np.ndarray, np.ndarray]:
+    texts, _, eos_id, dtype = job
+    return _encode_batch(texts, eos_id, dtype)
+
+
+def _utf8_bytes(texts: list[str]) -> int:
+    return sum(len(t.encode("utf-8")) for t in texts)
 
 
 def write_shard(documents: Iterable[dict], source: str, target: Path, encoder: Encoder, vocab_size: int,

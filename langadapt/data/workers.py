@@ -20,12 +20,17 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from langadapt.errors import LangadaptError
 
 Job = TypeVar("Job")
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 QUEUE_BATCHES = 4
 """Batches a worker may have waiting for the parent."""
 _POLL_SECONDS = 2.0
@@ -81,6 +86,45 @@ def ordered_batches(
         for worker_queue in queues:
             worker_queue.close()
             worker_queue.cancel_join_thread()
+
+
+def worker_pool(workers: int, initializer: Callable[..., None] | None = None, initargs: tuple = ()) -> ProcessPoolExecutor:
+    """Spawned worker processes for `ordered_map` (spawn, not fork: the parent may hold threads of
+    tokenizers or torch, which a fork copies half-way)."""
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=initializer, initargs=initargs)
+
+
+def ordered_map(
+    function: Callable[[Item], Result], items: Iterable[Item], pool: ProcessPoolExecutor, workers: int,
+    what: Callable[[Item], str],
+) -> Iterator[tuple[Item, Result]]:
+    """(item, function(item)) in input order, computed on `pool` (`worker_pool(workers, ...)`) with
+    at most two items per worker in flight (memory bounded whatever the input); `items` is read lazily.
+
+    For work that comes as a stream of small items (batches of documents to count or encode). A
+    `ProcessPoolExecutor`, not a `multiprocessing.Pool`: when a worker dies the executor breaks and
+    the stage stops with `what(item)` named, where a Pool replaces the worker and waits forever for
+    the item it lost."""
+    pending: deque[tuple[Item, Any]] = deque()
+    try:
+        for item in items:
+            pending.append((item, pool.submit(function, item)))
+            if len(pending) >= 2 * workers:
+                yield _result(*pending.popleft(), what)
+        while pending:
+            yield _result(*pending.popleft(), what)
+    finally:
+        for _, future in pending:
+            future.cancel()
+
+
+def _result(item: Item, future: Any, what: Callable[[Item], str]) -> tuple[Item, Any]:
+    try:
+        return item, future.result()
+    except BrokenProcessPool:
+        raise LangadaptError(f"a worker {what(item)} died (killed, e.g. for memory, or crashed); nothing of "
+                             "this stage was marked complete") from None
 
 
 def _next(worker_queue: Any, process: Any, where: str) -> tuple[str, Any]:

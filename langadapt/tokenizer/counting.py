@@ -19,12 +19,13 @@ process gives; the tokenizer is the same byte for byte whatever the number of wo
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import re
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from langadapt.data.workers import ordered_map, worker_pool
 
 # A space is a boundary of every regex/Metaspace pre-tokeniser we know of when a word-ish
 # character precedes it and a word character follows it; the check in `ChunkCounter` proves it
@@ -95,16 +96,9 @@ class ChunkCounter:
             self._merge(_count_batch(batch, self.normalizer, self.chunking))
 
     def _count_on_pool(self, workers: int, batches: Iterable[Batch]) -> None:
-        # spawn, as data/shards.py: the parent holds tokenizers' threads, which fork copies half-way
-        context = multiprocessing.get_context("spawn")
-        with context.Pool(workers, initializer=_init_worker, initargs=(self.normalizer, self.chunking)) as pool:
-            pending: deque[Any] = deque()  # at most 2 batches per worker in flight: bounded memory
-            for batch in batches:
-                pending.append(pool.apply_async(_count_worker_batch, (batch,)))
-                if len(pending) >= 2 * workers:
-                    self._merge(pending.popleft().get())
-            while pending:
-                self._merge(pending.popleft().get())
+        with worker_pool(workers, _init_worker, (self.normalizer, self.chunking)) as pool:
+            for _, counts in ordered_map(_count_worker_batch, batches, pool, workers, lambda _: "counting words"):
+                self._merge(counts)
 
     def _merge(self, counts: BatchCounts) -> None:
         """Add one batch's counts; merged in input order, first occurrences stay in input order."""

@@ -228,7 +228,7 @@ def test_a_worker_that_dies_while_encoding_is_one_error_not_a_hang(
         data_dir: Path, bpe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """multiprocessing.Pool replaced a killed worker and waited forever for its batch (seen: a stage
     asleep for minutes after a worker was killed); the executor breaks and the stage says so."""
-    monkeypatch.setattr(shards, "_encode_batch", _killed_worker)
+    monkeypatch.setattr(shards, "_encode_job", _killed_worker)
     monkeypatch.setattr(shards, "SMALL_CORPUS_BYTES", 0)
     with pytest.raises(LangadaptError, match="worker encoding source nb died"):
         encode_corpus(bpe_dir, data_dir, tmp_path / "tokens", num_workers=2)
