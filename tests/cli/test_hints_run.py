@@ -48,8 +48,9 @@ from langadapt.recipe.hints import (
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "langadapt"
 RECIPE = REPO / "recipes" / "tiny_norwegian_warm.yaml"
-SUBCOMMAND_WORDS = {"hf": 1, "wandb": 1, "pip": 1, "apt-get": 1}
-"""How many words after the tool name its subcommand takes (`hf download`, `wandb sync`)."""
+SUBCOMMAND_WORDS = {"hf": 2, "wandb": 1, "pip": 1, "apt-get": 1}
+"""At most how many words after the tool name name its subcommand (`hf auth login`, `wandb sync`):
+plain lowercase words only, so `hf download org/name` stops before the repository."""
 
 
 # --- checking a hint ---
@@ -68,7 +69,11 @@ def check_external(command: str) -> None:
     tool = parts[0]
     if shutil.which(tool) is None:
         pytest.skip(f"{tool} is not installed here")
-    path = parts[: 1 + SUBCOMMAND_WORDS.get(tool, 0)]
+    path = [tool]
+    for word in parts[1: 1 + SUBCOMMAND_WORDS.get(tool, 0)]:
+        if not re.fullmatch(r"[a-z]+", word):
+            break
+        path.append(word)
     done = subprocess.run([*path, "--help"], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"{' '.join(path)} --help: exit {done.returncode}: {done.stderr[-300:]}"
     help_text = done.stdout + done.stderr
@@ -351,7 +356,8 @@ def test_integrity_check_hints_tell_a_good_file_from_a_cut_one(tmp_path, tool, s
     assert subprocess.run([tool, "-t", str(packed)], check=False, capture_output=True, timeout=60).returncode != 0
 
 
-@pytest.mark.parametrize("command", ["apt-get download debian-handbook", "sbatch --parsable job.sbatch"])
+@pytest.mark.parametrize("command", ["apt-get download debian-handbook", "sbatch --parsable job.sbatch",
+                                     "hf auth login"])
 def test_other_external_hints_exist(command):
     check_external(command)
 
@@ -406,3 +412,23 @@ def test_evaluate_stage_wandb_run_logs_a_sync_command_for_the_final_folder(tmp_p
     work.rename(layout.stage_dir("evaluate"))
     assert ".partial" not in command and Path(words(command)[2]).is_dir(), line
     check_external(command)
+
+
+def test_every_set_key_written_in_the_source_is_a_recipe_key():
+    """`--set a.b=...` inside a printed string (launch's help, the CLI's example, an error's
+    advice) names a key the schema has; a placeholder value (`N`, `...`) is fine."""
+    from langadapt.recipe.hints import schema_field
+
+    keys = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in printed_strings(ast.parse(path.read_text(encoding="utf-8"))):
+            keys += [(f"{path.relative_to(REPO)}:{node.lineno}", m.group(1))
+                     for m in re.finditer(r"--set '?([a-z_][a-z0-9_.\[\]]*\.[a-z0-9_.\[\]]+)=", node.value)]
+    assert keys, "the scan found no --set key: the scan is broken"
+    wrong = []
+    for where, key in keys:
+        try:
+            schema_field(key)
+        except ValueError as exc:
+            wrong.append(f"{where}: {exc}")
+    assert not wrong, wrong
