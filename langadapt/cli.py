@@ -323,7 +323,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
-    from langadapt.runtime.launch import launch_from_args
+    from langadapt.runtime.launch import datatrove_on_slurm, launch_from_args
 
     recipe = load_recipe(args.recipe, args.overrides).recipe  # fail here, not after the queue wait
     cluster = recipe.cluster
@@ -341,15 +341,23 @@ def cmd_launch(args: argparse.Namespace) -> int:
         print(f"wrote the sweep {folder}; submit with: bash {folder}/submit.sh; "
               f"afterwards: langadapt sweep-report {folder}")
         return 0
-    files = launch_from_args(args.recipe, args, run_args, cluster.preparation, dry_run=args.dry_run)
-    prepare, train, submit = files  # render_launch's order
+    datatrove = datatrove_on_slurm(recipe.data)
+    files = launch_from_args(args.recipe, args, run_args, cluster.preparation, datatrove=datatrove,
+                             dry_run=args.dry_run)
     if args.dry_run:
         for path, text in files.items():
             print(f"# ==> {path} <==\n{text}")
-    prep = cluster.preparation
-    print(f"{'would write' if args.dry_run else 'wrote'} {prepare} (preparation: 1 CPU node, {prep.cpus} cores, "
-          f"{prep.time}), {train} (training: {args.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} "
-          "(training waits for the preparation: sbatch --dependency=afterok)")
+    *prepare, train, submit = files  # render_launch's order; no prepare.sbatch on datatrove
+    prep, verb = cluster.preparation, "would write" if args.dry_run else "wrote"
+    if datatrove is None:
+        print(f"{verb} {prepare[0]} (preparation: 1 CPU node, {prep.cpus} cores, {prep.time}), {train} (training: "
+              f"{args.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} (training waits for the "
+              "preparation: sbatch --dependency=afterok)")
+    else:
+        print(f"{verb} {train} (training: {args.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} "
+              f"(it submits the preparation on datatrove over Slurm: {datatrove.tasks or 'one per piece'} cleaning "
+              f"task(s), then merge, tokenizer and embeddings on {datatrove.finish_cpus} cores; training waits for "
+              "the preparation: sbatch --dependency=afterok)")
     return 0
 
 

@@ -303,6 +303,7 @@ def submit_preparation(recipe_path: str | Path, overrides: list[str] | None = No
     stages up to `until`). The GPU job depends on the returned id (`--dependency=afterok:<id>`).
     `dependency` is a job id the cleaning array waits for (`afterok`). The run directory must be on
     a filesystem the nodes share."""
+    from langadapt.recipe.cluster import preparation_target
     from langadapt.recipe.schema import load_recipe
 
     recipe = Path(recipe_path).resolve()
@@ -316,9 +317,16 @@ def submit_preparation(recipe_path: str | Path, overrides: list[str] | None = No
     _forget_unfinished(space, space.clean_logs(tasks), tasks, len(jobs))
     settings = config.datatrove
     name = settings.job_name or loaded.recipe.name
+    # Partition and account: cluster.preparation's, the one source (data.datatrove's spellings only
+    # where it leaves them unset; the recipe refused any that differ). A failed job cancels the jobs
+    # after it (kill-on-invalid-dep) instead of leaving them, and the training job, pending forever.
+    target = preparation_target(loaded.recipe.cluster.preparation, settings)
+    sbatch_args = {**settings.sbatch_args, "kill-on-invalid-dep": "yes"}
+    sbatch_args.pop("partition", None)
+    sbatch_args.update({"account": target["account"]} if target["account"] else {})
     common: dict[str, Any] = {
-        "time": settings.time, "partition": settings.partition, "mem_per_cpu_gb": settings.mem_per_cpu_gb,
-        "env_command": settings.env_command, "sbatch_args": dict(settings.sbatch_args), "qos": None,
+        "time": settings.time, "partition": target["partition"], "mem_per_cpu_gb": settings.mem_per_cpu_gb,
+        "env_command": settings.env_command, "sbatch_args": sbatch_args, "qos": None,
         "requeue": False, "mail_type": "NONE",
     }
     clean = _Slurm([CleanPieces(config, jobs, str(space.root), tasks)], tasks=tasks, workers=settings.workers or -1,
@@ -345,3 +353,44 @@ class _Slurm(_slurm_base()):  # type: ignore[misc]
     def get_sbatch_args(self, max_array: int = 1) -> dict:
         return {key: value for key, value in super().get_sbatch_args(max_array).items()
                 if not (key == "partition" and value is None)}
+
+
+UNTIL = ("data", "tokenizer", "embeddings")
+"""The stages a preparation may end with (the CPU stages; training is the GPU job's)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m langadapt.data.datatrove_engine submit RECIPE [--set KEY=VALUE ...] [--until STAGE]`:
+    `submit_preparation` from a shell (the submit.sh of `langadapt launch --slurm` runs it). Prints
+    the last job's id alone on stdout (datatrove's log goes to stderr), so `prepare=$(...)` is the id;
+    a recipe or submission error is one line on stderr and exit code 2."""
+    import argparse
+    import contextlib
+
+    parser = argparse.ArgumentParser(prog="python -m langadapt.data.datatrove_engine",
+                                     description="Corpus preparation on datatrove over Slurm.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    submit = commands.add_parser("submit", help="submit the cleaning array and the job that merges and runs the "
+                                                "stages up to --until; print that job's id")
+    submit.add_argument("recipe", help="recipe YAML")
+    submit.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="recipe override, as `langadapt run --set` (repeatable)")
+    submit.add_argument("--until", default="embeddings", choices=UNTIL, help="last stage of the preparation")
+    submit.add_argument("--dependency", metavar="JOB_ID", help="a job the cleaning array waits for (afterok)")
+    args = parser.parse_args(argv)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # nothing but the id on stdout
+            job = submit_preparation(args.recipe, args.overrides, until=args.until, dependency=args.dependency)
+    except (LangadaptError, subprocess.CalledProcessError, OSError) as err:  # sbatch refused, or is not here
+        print(f"langadapt: error: {err}", file=sys.stderr)
+        return 2
+    print(job)
+    return 0
+
+
+if __name__ == "__main__":
+    # The module under its own name, not as __main__: datatrove pickles the steps for its jobs by
+    # reference, and a job cannot import `__main__.CleanPieces`.
+    from langadapt.data.datatrove_engine import main as _main
+
+    sys.exit(_main())

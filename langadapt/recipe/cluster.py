@@ -9,11 +9,12 @@ whose core-hours and wall time `langadapt plan` shows.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe.base import Config
+from langadapt.recipe.base import Config, FieldProblem
 from langadapt.recipe.hardware import get_hardware, grid_intensity
 
 _SLURM_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
@@ -77,6 +78,34 @@ class PreparationConfig(Config):
     @property
     def time_seconds(self) -> int:
         return slurm_time_seconds(self.time)
+
+
+PREPARATION_TARGET = ("partition", "account")
+"""What every preparation job shares, whoever submits it (`launch`'s one-node job or datatrove's jobs)."""
+
+
+def preparation_target(preparation: PreparationConfig, datatrove: Any) -> dict[str, str | None]:
+    """Partition and account of every preparation job, one source of truth: `cluster.preparation`.
+
+    `data.datatrove` may spell them too (`partition`, `sbatch_args.partition`, `sbatch_args.account`,
+    as datatrove's executor takes them): read only where `cluster.preparation` leaves the key unset
+    (None: the launch preset's CPU partition and `--account`, else the site's defaults). A second
+    spelling that differs from the first is a FieldProblem at its key (relative to the recipe), never
+    a silent choice. `datatrove`: the recipe's `data.datatrove` (a DatatroveConfig)."""
+    target: dict[str, str | None] = {}
+    for key in PREPARATION_TARGET:
+        spellings = [(("cluster", "preparation", key), getattr(preparation, key))]
+        spellings += [(("data", "datatrove", key), datatrove.partition)] if key == "partition" else []
+        spellings += [(("data", "datatrove", "sbatch_args", key), datatrove.sbatch_args.get(key))]
+        given = [(loc, value) for loc, value in spellings if value is not None]
+        for loc, value in given[1:]:
+            if value != given[0][1]:
+                first = ".".join(given[0][0])
+                raise FieldProblem(loc, f"{value!r} differs from {first} {given[0][1]!r}: every preparation job has "
+                                        f"one {key}; set it once, in cluster.preparation.{key} (the datatrove jobs "
+                                        "take it from there)")
+        target[key] = given[0][1] if given else None
+    return target
 
 
 class ClusterConfig(Config):

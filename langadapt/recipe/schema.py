@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe.base import Config, FieldProblem
-from langadapt.recipe.cluster import ClusterConfig
+from langadapt.recipe.cluster import ClusterConfig, preparation_target
 from langadapt.recipe.data import DataConfig
 from langadapt.recipe.embeddings import EmbeddingConfig
 from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
@@ -143,6 +143,13 @@ class Recipe(Config):
             raise FieldProblem(("name",), f"{len(self.name)} characters: evaluation.cold_baseline runs a cold twin "
                                f"named <name>{COLD_SUFFIX}, which must fit {MAX_NAME_CHARS}; at most "
                                f"{MAX_NAME_CHARS - len(COLD_SUFFIX)} (or evaluation.cold_baseline: false)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_preparation_target(self) -> Recipe:
+        """cluster.preparation's partition/account and data.datatrove's spellings of them agree
+        (`cluster.preparation_target`): a located error here, not jobs on the wrong partition."""
+        preparation_target(self.cluster.preparation, self.data.datatrove)
         return self
 
     @model_validator(mode="after")
