@@ -227,3 +227,143 @@ def test_bad_preparation_time_is_one_line(value: str, needle: str, capsys: pytes
                  "--set", f"cluster.preparation.time={value}"]) == 2
     err = capsys.readouterr().err
     assert "cluster.preparation.time" in err and needle in err and err.count("\n") == 1
+
+
+# --- Preparation on datatrove over Slurm: submit.sh takes the id datatrove's submission prints ---
+
+DATATROVE_RECIPE = """\
+name: dtl
+run_root: {root}/runs
+init: scratch
+base_model:
+  architecture: {{model_type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1,
+                 num_attention_heads: 2, num_key_value_heads: 2}}
+data:
+  engine: datatrove
+  datatrove: {{executor: slurm, tasks: 2, finish_cpus: 2{extra}}}
+  sources:
+    - {{name: nb, path: {root}/src/nb-*.jsonl, lang: nb}}
+tokenizer: {{vocab_size: 300}}
+"""
+
+# Answers as sbatch does: `id;cluster` with --parsable (submit.sh), else "Submitted batch job id"
+# (datatrove's executor); records each submission's options and the #SBATCH lines of its script.
+DATATROVE_SBATCH = """#!/bin/bash
+n=$(( $(cat "$FAKE_LOG" 2>/dev/null | wc -l) + 1 ))
+id=$((4000 + n))
+script="${@: -1}"
+directives=$(sed -n 's/^#SBATCH --//p' "$script" | grep -E '^(job-name|partition|account|kill-on-invalid-dep|array)' \
+             | sort | tr '\\n' ' ')
+echo "$id | $* | $directives" >> "$FAKE_LOG"
+if [ -n "$FAKE_SBATCH_FAIL" ]; then echo "sbatch: error: invalid partition specified" >&2; exit 1; fi
+case " $* " in *" --parsable "*) echo "$id;testcluster";; *) echo "Submitted batch job $id";; esac
+"""
+
+
+def _datatrove_recipe(tmp_path: Path, extra: str = "") -> Path:
+    pytest.importorskip("datatrove")
+    (tmp_path / "src").mkdir(exist_ok=True)
+    for f in range(2):  # two files: two pieces, two cleaning tasks
+        rows = [{"text": f"Dokument {f}-{i}: norsk tekst om fjell, fjord og {i * 7 + f} ord."} for i in range(30)]
+        (tmp_path / "src" / f"nb-{f}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    recipe = tmp_path / "dtl.yaml"
+    recipe.write_text(DATATROVE_RECIPE.format(root=tmp_path, extra=extra))
+    return recipe
+
+
+def _run_submit(submit: Path, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "sbatch").write_text(DATATROVE_SBATCH)
+    (bin_dir / "sbatch").chmod(0o755)
+    log = tmp_path / "sbatch.log"
+    done = subprocess.run(["bash", str(submit)], capture_output=True, text=True, check=False, timeout=120,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log),
+                               "LANGADAPT_PYTHON": sys.executable, **env})
+    calls = [[part.strip() for part in line.split("|")] for line in log.read_text().splitlines()] if log.exists() else []
+    return done, calls
+
+
+def test_datatrove_preparation_id_is_what_training_waits_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from langadapt.cli import main
+
+    recipe = _datatrove_recipe(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["launch", str(recipe), "--slurm", "--account", "p1", "--out", "jobs/x.sbatch", "--job-name", "x"]) == 0
+    assert "datatrove over Slurm: 2 cleaning task(s)" in capsys.readouterr().out
+    # datatrove submits the preparation's jobs itself: no prepare.sbatch beside the training job.
+    assert sorted(p.name for p in (work / "jobs").iterdir()) == ["x.sbatch", "x.submit.sh"]
+    submit_text = (work / "jobs" / "x.submit.sh").read_text()
+    assert f"cd {work} && " in submit_text  # the training job's --chdir: a relative run_root is one folder
+    assert "-m langadapt.data.datatrove_engine submit" in submit_text and "sbatch --parsable x.prepare" not in submit_text
+    done, calls = _run_submit(work / "jobs" / "x.submit.sh", tmp_path)
+    assert done.returncode == 0, done.stderr
+    ids: dict[str, str] = {}  # the first job of each name (datatrove adds a stats job of the same name after each)
+    for job, _, directives in calls:
+        ids.setdefault(directives.split("job-name=")[1].split()[0], job)
+    # The cleaning array, then (afterok on it) the job that merges and runs tokenizer and embeddings,
+    # named after the launch; the preset's CPU partition and --account, as cluster.preparation.
+    assert {"x-clean", "x-prepare"} <= set(ids), calls
+    clean, prepare = (next(c for c in calls if c[0] == ids[name]) for name in ("x-clean", "x-prepare"))
+    assert "array=0-1 " in clean[2] and f"--dependency=afterok:{ids['x-clean']}" in prepare[1]
+    for call in (clean, prepare):
+        assert all(d in call[2] for d in ("partition=standard", "account=p1", "kill-on-invalid-dep=yes")), call
+    # The training job waits for the id the datatrove submission printed: the last job's.
+    assert calls[-1][1] == f"--parsable --dependency=afterok:{ids['x-prepare']} --kill-on-invalid-dep=yes x.sbatch"
+    assert f"preparation: job {ids['x-prepare']} (datatrove" in done.stdout
+    assert f"training: job {calls[-1][0]}, after job {ids['x-prepare']}" in done.stdout
+    assert "Launching Slurm job" in done.stderr  # datatrove's log, on stderr: stdout was the id alone
+    train = (work / "jobs" / "x.sbatch").read_text()
+    assert "--until embeddings" not in train and "x-prepare (datatrove" in train
+
+
+def test_datatrove_submission_that_fails_submits_no_training(tmp_path: Path) -> None:
+    recipe = _datatrove_recipe(tmp_path)
+    files = write_launch(recipe, tmp_path / "j.sbatch", preset="nvidia-4", workdir=tmp_path,
+                         preparation=PreparationConfig(), datatrove=_load(recipe).data.datatrove)
+    assert [p.name for p in files] == ["j.sbatch", "j.submit.sh"]
+    done, calls = _run_submit(tmp_path / "j.submit.sh", tmp_path, FAKE_SBATCH_FAIL="1")
+    assert done.returncode != 0 and len(calls) == 1 and "--parsable" not in calls[0][1]  # no training job
+    assert "langadapt: error:" in done.stderr and "Traceback" not in done.stderr
+
+
+def _load(recipe: Path, *overrides: str):  # noqa: ANN202
+    from langadapt.recipe import load_recipe
+
+    return load_recipe(recipe, list(overrides)).recipe
+
+
+@pytest.mark.parametrize("extra, sets, key", [
+    (", partition: small", ["cluster.preparation.partition=standard"], "data.datatrove.partition"),
+    (", sbatch_args: {account: a}", ["cluster.preparation.account=b"], "data.datatrove.sbatch_args.account"),
+])
+def test_partition_and_account_have_one_source(tmp_path: Path, extra: str, sets: list[str], key: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from langadapt.cli import main
+
+    recipe = _datatrove_recipe(tmp_path, extra)
+    assert main(["launch", str(recipe), "--slurm", "--dry-run", *(p for s in sets for p in ("--set", s))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{key}: " in err and "differs from cluster.preparation." in err, err
+    # The same value twice is one value; datatrove's spelling alone is read (cluster.preparation unset).
+    assert main(["launch", str(recipe), "--slurm", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "cluster.preparation.partition" not in out if "partition" in extra else \
+        "cluster.preparation.partition=\"standard\"" in out
+    # write_launch from Python: the same check, one line.
+    with pytest.raises(LangadaptError, match="differs from cluster.preparation"):
+        render_launch(recipe, build_config(preparation=PreparationConfig(partition="standard", account="b"),
+                                           datatrove=_load(recipe).data.datatrove), tmp_path / "p.sbatch")
+
+
+def test_datatrove_on_this_node_keeps_the_preparation_job(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from langadapt.cli import main
+
+    recipe = _datatrove_recipe(tmp_path)
+    assert main(["launch", str(recipe), "--slurm", "--dry-run", "--set", "data.datatrove.executor=local"]) == 0
+    out = capsys.readouterr().out
+    assert "dtl.lumi-g.prepare.sbatch <==" in out and "datatrove_engine submit" not in out
