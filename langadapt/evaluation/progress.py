@@ -2,7 +2,7 @@
 
 Scoring a 7B model on a few suites takes minutes per model, and without this nothing was printed
 between "evaluate: base, init, ..." and the stage's "done in 611 s" (nor in `langadapt eval`).
-The mechanism is training's (`langadapt.train.monitoring.metrics.terminal_bar`): a rich bar on
+The mechanism is training's (`langadapt.runtime.logs.terminal_bar`): a rich bar on
 stderr when it is a terminal, whose description names the unit being scored, with each finished
 unit printed above it; elsewhere (Slurm logs, CI, pipes) one plain log line per finished unit:
 
@@ -57,7 +57,7 @@ class EvalProgress:
         self._done = 0
 
     def __enter__(self) -> EvalProgress:
-        from langadapt.train.monitoring.metrics import terminal_bar
+        from langadapt.runtime.logs import terminal_bar
 
         bar = terminal_bar("evaluate", "evaluate", len(self.models) * self.units)
         if bar is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 
 def setup_logging(debug: bool = False) -> None:
@@ -51,3 +52,29 @@ def clock(seconds: float) -> str:
     """Seconds as H:MM:SS (days as hours: a month-long run says 720:00:00)."""
     whole = int(seconds)
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+def terminal_bar(label: str, description: str, total: int, completed: int = 0) -> tuple[Any, Any] | None:
+    """A started rich bar on stderr (label, bar, done/total, elapsed, eta, the task's `info`
+    field) when stderr is a terminal, else None: the caller then logs plain lines, which is what a
+    Slurm log or a pipe wants. Shared by training (`ConsoleProgress`) and evaluation
+    (`langadapt.evaluation.progress`) so that both show progress the same way."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return None
+    progress = Progress(
+        TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
+    )
+    progress.start()
+    return progress, progress.add_task(description, total=total, completed=completed, info="")

@@ -33,18 +33,8 @@ import time
 from pathlib import Path
 
 import torch
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from langadapt.runtime.logs import clock
+from langadapt.runtime.logs import clock, terminal_bar
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
 
@@ -200,22 +190,6 @@ class MetricsFile(Callback):
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
-
-
-def terminal_bar(label: str, description: str, total: int, completed: int = 0) -> tuple[Progress, TaskID] | None:
-    """A started rich bar on stderr (label, bar, done/total, elapsed, eta, the task's `info`
-    field) when stderr is a terminal, else None: the caller then logs plain lines, which is what a
-    Slurm log or a pipe wants. Shared by training (`ConsoleProgress`) and evaluation
-    (`langadapt.evaluation.progress`) so that both show progress the same way."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        return None
-    progress = Progress(
-        TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
-    )
-    progress.start()
-    return progress, progress.add_task(description, total=total, completed=completed, info="")
 
 
 class ConsoleProgress(Callback):
