@@ -88,7 +88,7 @@ def _submit(files: dict[Path, str], **env: str) -> tuple[str, str]:
     from langadapt.runtime.distributed import EXPORTED_ENV_VARS  # here: that module imports torch
 
     clean = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}
-    submit = list(files)[2]
+    submit = list(files)[-1]  # submission order: submit.sh last
     done = subprocess.run(["bash", str(submit)], capture_output=True, text=True, check=False, timeout=60,
                           env={**clean, **env})
     assert done.returncode == 0, done.stderr
@@ -151,3 +151,52 @@ def test_a_failed_preparation_cancels_training(tmp_path: Path, shared_dir: Path)
     assert (state["JobState"], state["Reason"]) == ("CANCELLED", "DependencyNeverSatisfied"), state
     assert json.loads((out / "prepare.json").read_text())["rc"] == 3
     assert not list(out.glob("train-*.json")) and not (out / "evaluate.json").exists()
+
+
+def test_datatrove_preparation_then_training(tmp_path: Path, shared_dir: Path) -> None:
+    """`data.engine: datatrove` on Slurm: submit.sh submits datatrove's cleaning array (3 tasks) and
+    its merge job (merge, tokenizer, embeddings: the real stages), then the training stand-in with
+    afterok on the merge job's id, which starts only once that job ended and finds the shards."""
+    pytest.importorskip("datatrove")
+    import gzip
+
+    from langadapt.recipe import load_recipe
+    from langadapt.runtime.launch import datatrove_on_slurm
+
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = gzip.open(shared_dir / "corpora" / "nb.debian-handbook.train.jsonl.gz", "rt").read().splitlines(True)
+    for f in range(3):  # three files: three pieces, three cleaning tasks
+        (src / f"nb-{f}.jsonl").write_text("".join(lines[f::3]))
+    recipe = tmp_path / "dt.yaml"
+    recipe.write_text(RECIPE.format(root=tmp_path, source=src / "nb-*.jsonl").replace(
+        "data:\n", "data:\n  engine: datatrove\n  datatrove: {executor: slurm, tasks: 3, finish_cpus: 2, "
+                   "mem_per_cpu_gb: 1, time: '10:00'}\n"))
+    (tmp_path / "task.py").write_text(TASK)
+    out = tmp_path / "out"
+    out.mkdir()
+    files = write_launch(recipe, tmp_path / "job.sbatch", preset=CPU_NODE, partition="debug", workdir=tmp_path,
+                         time="5", signal_seconds=60, job_name="dt-test",
+                         command=f"{sys.executable} {tmp_path / 'task.py'}",
+                         preparation=PreparationConfig(partition="debug"),
+                         datatrove=datatrove_on_slurm(load_recipe(recipe).recipe.data))
+    assert [p.name for p in files] == ["job.sbatch", "job.submit.sh"]
+    prepare, train = _submit(files, LAUNCH_TEST_OUT=str(out), LANGADAPT_PYTHON=sys.executable)
+    waiting = _job_state(train)
+    assert waiting["Dependency"].startswith(f"afterok:{prepare}"), waiting
+    prep_state = _wait(prepare, DONE, timeout=300)
+    train_state = _wait(train, DONE, timeout=120)
+    work = next((tmp_path / "runs" / "prep" / ".data.datatrove").glob("*"))
+    finish_logs = "\n".join(p.read_text() for p in (work / "logs").rglob("slurm_logs/*.out"))
+    assert (prep_state["JobState"], train_state["JobState"]) == ("COMPLETED", "COMPLETED"), \
+        _logs(tmp_path) + finish_logs
+    assert prep_state["JobName"] == "dt-test-prepare"
+    assert train_state["StartTime"] >= prep_state["EndTime"]  # Slurm's clock: training after the merge job
+    clean = sorted(p.name for p in (work / "logs" / "clean-3" / "completions").iterdir())
+    assert clean == ["00000", "00001", "00002"]  # every cleaning task ran in the array, not in the merge job
+    ranks = [json.loads((out / f"train-{r}.json").read_text()) for r in (0, 1)]
+    for record in ranks:  # each srun rank of the training job found the prepared run
+        assert record["complete"] == ["data", "tokenizer", "embeddings"]
+        assert set(record["shards"]) == {"nb"} and record["shards"]["nb"] > 10_000
+    manifest = json.loads((tmp_path / "runs" / "prep" / "data" / "manifest.json").read_text())
+    assert manifest["summary"]["run"]["engine"] == "datatrove" and manifest["summary"]["run"]["tasks"] == 3
