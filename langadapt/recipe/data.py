@@ -201,7 +201,7 @@ class DatatroveConfig(Config):
     workers: int | None = Field(default=None, ge=1)
     """Tasks running at once: local, processes on this node (None: every core); slurm, array tasks at once (None: no limit)."""
     partition: str | None = None
-    """slurm: the CPU partition of every preparation job; None: the site's default partition."""
+    """slurm: the CPU partition of every preparation job, read only where `cluster.preparation.partition` (the one source) is unset, and refused if it differs; None: that one (else the site's default)."""
     cpus_per_task: int = Field(default=1, ge=1)
     """slurm: cores of each cleaning task (one process cleans one piece at a time)."""
     mem_per_cpu_gb: int = Field(default=2, ge=1)
@@ -217,7 +217,7 @@ class DatatroveConfig(Config):
     env_command: str | None = None
     """slurm: shell line each job runs first to find Python (e.g. `source /project/venv/bin/activate`); None: the submitting shell's environment is exported."""
     sbatch_args: dict[str, str] = Field(default_factory=dict)
-    """slurm: extra sbatch options of every job, name -> value without dashes, e.g. {account: project_123, qos: normal}."""
+    """slurm: extra sbatch options of every job, name -> value without dashes, e.g. {qos: normal}; an `account` or `partition` here may only repeat `cluster.preparation`'s (the one source of both)."""
 
     @field_validator("time", mode="before")
     @classmethod
