@@ -417,8 +417,8 @@ def _submit_script(paths: LaunchScripts, datatrove: str | None = None) -> str:
         lines += ["# Preparation on datatrove over Slurm: a cleaning array, then one job that merges and runs the",
                   "# tokenizer and embeddings; run here, in this shell's Python (LANGADAPT_PYTHON, default python3).",
                   f"prepare=$({datatrove})",
-                  'case "$prepare" in ""|*[!0-9]*) echo "langadapt: the datatrove submission printed'
-                  ' \'$prepare\', not a job id" >&2; exit 1;; esac',
+                  ('case "$prepare" in ""|*[!0-9]*) echo "langadapt: the datatrove submission printed'
+                   ' \'$prepare\', not a job id" >&2; exit 1;; esac'),
                   'echo "preparation: job $prepare (datatrove: cleaning array, then merge, tokenizer, embeddings)"']
     lines += [f"train=$(sbatch --parsable {after} {shlex.quote(paths.train.name)} | cut -d';' -f1)",
               'echo "training: job $train, after job $prepare succeeded (cancelled if it fails)"']

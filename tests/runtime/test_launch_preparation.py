@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe import Recipe
 from langadapt.recipe.cluster import PreparationConfig
 from langadapt.runtime.launch import (
     ClusterPreset,
@@ -330,7 +331,7 @@ def test_datatrove_submission_that_fails_submits_no_training(tmp_path: Path) -> 
     assert "langadapt: error:" in done.stderr and "Traceback" not in done.stderr
 
 
-def _load(recipe: Path, *overrides: str):  # noqa: ANN202
+def _load(recipe: Path, *overrides: str) -> Recipe:
     from langadapt.recipe import load_recipe
 
     return load_recipe(recipe, list(overrides)).recipe

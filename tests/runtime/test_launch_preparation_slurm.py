@@ -165,7 +165,8 @@ def test_datatrove_preparation_then_training(tmp_path: Path, shared_dir: Path) -
 
     src = tmp_path / "src"
     src.mkdir()
-    lines = gzip.open(shared_dir / "corpora" / "nb.debian-handbook.train.jsonl.gz", "rt").read().splitlines(True)
+    with gzip.open(shared_dir / "corpora" / "nb.debian-handbook.train.jsonl.gz", "rt") as corpus:
+        lines = corpus.read().splitlines(True)
     for f in range(3):  # three files: three pieces, three cleaning tasks
         (src / f"nb-{f}.jsonl").write_text("".join(lines[f::3]))
     recipe = tmp_path / "dt.yaml"
