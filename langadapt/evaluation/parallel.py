@@ -30,7 +30,7 @@ from langadapt.corpora.debian_docs import HTML_DIRS, page_documents, read_deb, r
 from langadapt.corpora.html_text import html_paragraphs
 from langadapt.corpora.langvote import matches_language
 from langadapt.data.cleaning import DocumentFilter, hash_fraction, text_hash
-from langadapt.data.stage import split_digest
+from langadapt.data.preparation import split_digest
 from langadapt.recipe.data import CleaningConfig
 
 
@@ -90,7 +90,7 @@ def held_out_pages(docs_by_lang: dict[str, list[dict]], valid_fraction: float,
                    cleaning: CleaningConfig | None = None, split_by: str = "text") -> set[str]:
     """Page keys whose corpus documents the data stage holds out in every language given.
 
-    The data stage's own key (`langadapt.data.stage.split_digest`) decides: by `text`, a hash of
+    The data stage's own key (`langadapt.data.preparation.split_digest`) decides: by `text`, a hash of
     each cleaned document's text, so a page and its translation fall on either side independently;
     by `id`, a hash of the page's file name, the same in every language. Only pages held out in all
     languages are free of training text. (Not modelled: `data.max_valid_docs`, which moves some

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.data import pieces, stage
+from langadapt.data import pieces, preparation, stage
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import UNFINGERPRINTED_FIELDS, DataConfig, DataSlice
 from langadapt.run.context import StageContext
@@ -93,7 +93,7 @@ def test_datatrove_tasks_write_the_bytes_of_one_local_worker(tmp_path: Path, cor
 
 def test_a_rerun_redoes_only_the_task_whose_piece_is_gone(tmp_path: Path, corpus: list[dict]) -> None:
     config = _config(corpus, **DATATROVE)
-    jobs, _ = stage.plan_jobs(config)
+    jobs, _ = preparation.plan_jobs(config)
     space = datatrove_engine.workspace(config, jobs, tmp_path / "dt")
     assert datatrove_engine.clean_corpus(config, jobs, space, 2) == 3
     completions = space.clean_logs(3) / "completions"
@@ -123,7 +123,7 @@ def test_a_bad_line_in_one_task_stops_with_file_and_line_and_marks_nothing(tmp_p
     bad.write_text(rows + rows + "{not json\n" + rows)
     line = 2 * rows.count("\n") + 1
     config = _config([{"name": "nb", "path": str(bad), "lang": "nb", "role": "target"}], **DATATROVE)
-    jobs, _ = stage.plan_jobs(config)
+    jobs, _ = preparation.plan_jobs(config)
     bad_job = max(i for i, job in enumerate(jobs) if job.piece.span.first_line <= line)  # the piece holding it
     failing = next(rank for rank in range(3) if bad_job in datatrove_engine.task_jobs(rank, 3, len(jobs)))
     with pytest.raises(LangadaptError, match=rf"line {line} of {bad}"):

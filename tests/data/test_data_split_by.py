@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 
 from langadapt.data.cleaning import hash_fraction, text_hash
 from langadapt.data.documents import read_documents
+from langadapt.data.preparation import split_digest
 from langadapt.data.sources import Document, iter_documents
-from langadapt.data.stage import run, split_digest
+from langadapt.data.stage import run
 from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig
 from langadapt.run.context import StageContext
 
