@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-PREPARATION_CPU_SECONDS_PER_GB = 150.0
-"""CPU-seconds (user + sys) per GB (1e9 bytes) of text for the data and tokenizer stages together:
-benchmarks/data_scale.py, measured 2026-11-28 on the 2-core dev machine (issue 37's goal; it was
-~300 before the data stage ran in parallel). Update it from the benchmark's table in
-benchmarks/README.md. The embeddings stage (loading the base model once, minutes) is not in it."""
+PREPARATION_CPU_SECONDS_PER_GB = 260.0
+"""CPU-seconds (user + sys) per GB (1e9 bytes) of text for the data and tokenizer stages together,
+per GB past the first (the tokenizer's training sample is bounded, so its cost stops growing):
+benchmarks/data_scale.py, measured 2026-11-28 on the 2-core dev machine (README there: data stage
+~60, token-shard encoding ~185 with tiktoken, reading the corpus for the sample ~15). Update it
+from that table. The embeddings stage (loading the base model once, minutes) is not in it."""
 BYTES_PER_TOKEN = 4.0
 """UTF-8 bytes per token, to turn a source's token count into bytes when its files are not here:
 trained BPE tokenizers average 3-5 bytes per token on their own language (NorMistral's 1.22
