@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-PREPARATION_CPU_SECONDS_PER_GB = 260.0
+PREPARATION_CPU_SECONDS_PER_GB = 290.0
 """CPU-seconds (user + sys) per GB (1e9 bytes) of text for the data and tokenizer stages together,
-per GB past the first (the tokenizer's training sample is bounded, so its cost stops growing):
-benchmarks/data_scale.py, measured 2026-11-28 on the 2-core dev machine (README there: data stage
-~60, token-shard encoding ~185 with tiktoken, reading the corpus for the sample ~15). Update it
-from that table. The embeddings stage (loading the base model once, minutes) is not in it."""
+per GB past the first (the tokenizer's merges are bounded by its sample and stop growing):
+benchmarks/data_scale.py, the slope from 0.5 to 5 GB on the 2-core dev machine, 2026-11-28 (293;
+at 5 GB the data stage ~65, token-shard encoding ~205 with tiktoken, reading the corpus for the
+sample ~34). Update it from that table. The embeddings stage (loading the base model once,
+minutes) is not in it."""
 BYTES_PER_TOKEN = 4.0
 """UTF-8 bytes per token, to turn a source's token count into bytes when its files are not here:
 trained BPE tokenizers average 3-5 bytes per token on their own language (NorMistral's 1.22
