@@ -140,6 +140,7 @@ def test_hub_dataset_fetch_passes_every_argument_through_the_shell():
                                                                  "data_files": {"train": ["a b.parquet"]}})
 
 
+@pytest.mark.slow  # over 2 s: not in the fast tier (tests/durations.json not yet refreshed)
 def test_pip_hints_name_extras_and_packages_that_exist():
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     from packaging.requirements import Requirement
@@ -391,6 +392,7 @@ def test_every_command_in_the_source_names_a_tool_this_file_checks():
     assert not unchecked, unchecked
 
 
+@pytest.mark.slow  # over 2 s: not in the fast tier (tests/durations.json not yet refreshed)
 def test_evaluate_stage_wandb_run_logs_a_sync_command_for_the_final_folder(tmp_path, monkeypatch, caplog):
     """The real tracker, offline: W&B itself is silenced (it would name `.evaluate.partial/`), and
     the logged `wandb sync` path exists once the work folder is renamed as the pipeline does."""

@@ -60,6 +60,7 @@ def _evaluate(suites: list) -> dict:
     return evaluate_models(models, suites, {"nb": NB, "en": EN}, EvaluationConfig(window=64, device="cpu"))
 
 
+@pytest.mark.slow  # over 2 s: not in the fast tier (tests/durations.json not yet refreshed)
 def test_a_line_per_model_and_task_in_order_with_the_numbers_of_results_json(
         suites: list, tmp_path: Path, caplog, monkeypatch) -> None:
     monkeypatch.setenv("TTY_COMPATIBLE", "0")  # as in a Slurm log, whatever runs the tests
