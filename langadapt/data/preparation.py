@@ -249,13 +249,14 @@ class _Kept:
 
     def __init__(self, source: SourceConfig, dedup: Deduplicator, counts: Counter) -> None:
         self.source, self.dedup, self.counts = source, dedup, counts
-        self._read = 0
         self._nul_said = False
 
     def filter(self, feed: _Feed, index: int, part: str) -> Iterator[Cleaned]:
-        counts, dedup = self.counts, self.dedup
+        """The kept entries of one part; `max_docs` bounds each part's reading on its own (a
+        source's held-out file and its train files each give at most that many documents)."""
+        counts, dedup, read = self.counts, self.dedup, 0
         for piece, entry in feed.entries(index, part):
-            if self.source.max_docs is not None and self._read >= self.source.max_docs:
+            if self.source.max_docs is not None and read >= self.source.max_docs:
                 feed.skip(index, part)
                 return
             if entry.counts:
@@ -264,7 +265,7 @@ class _Kept:
             if entry.reason == "":
                 continue
             counts["read"] += 1
-            self._read += 1
+            read += 1
             if entry.reason is not None:
                 counts[entry.reason] += 1
             elif dedup.duplicate(entry.digest):

@@ -139,3 +139,16 @@ def test_a_source_failing_half_way_leaves_no_output_file(tmp_path: Path) -> None
     with pytest.raises(LangadaptError, match="invalid UTF-8 at byte"):
         _run(tmp_path, [{"name": "bad", "path": str(src), "lang": "nb"}])
     assert list((tmp_path / "run" / "data").rglob("*.jsonl.gz*")) == []
+
+
+def test_max_docs_bounds_the_held_out_file_and_the_train_files_each(tmp_path: Path) -> None:
+    """A source with valid_path reads at most max_docs from each side (the frontier's sv source,
+    max_docs: 2, got 0 training documents when the count was shared)."""
+    train = _write_jsonl(tmp_path / "sv.jsonl", _corpus(10, seed=3))
+    valid = _write_jsonl(tmp_path / "sv-valid.jsonl", _corpus(10, seed=4))
+    summary, out = _run(tmp_path, [{"name": "nb", "path": str(_write_jsonl(tmp_path / "nb.jsonl", _corpus(30))), "lang": "nb"},
+                                   {"name": "sv", "path": str(train), "valid_path": str(valid), "lang": "sv",
+                                    "role": "replay", "max_docs": 2}])
+    stats = summary["sources"]["sv"]
+    assert (stats["train_docs"], stats["valid_docs"], stats["docs_read"]) == (2, 2, 4)
+    assert _texts(out / "train" / "sv.jsonl.gz") == _corpus(10, seed=3)[:2]
