@@ -18,10 +18,8 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from langadapt.data.shards import read_shard
-from langadapt.errors import LangadaptError
-from langadapt.export.provenance import RunFacts
+from langadapt.export.provenance import RunFacts, trained_sources
 from langadapt.recipe.export import ExportConfig
-from langadapt.recipe.hints import set_option
 from langadapt.run.layout import TRAINER_STATE, TRAINING_STAGES, RunLayout, latest_checkpoint
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
@@ -60,25 +58,6 @@ def trained_tokens(layout: RunLayout, stage: str) -> dict[str, int]:
     last = latest_checkpoint(layout.trained(stage).checkpoints)
     stream = read_json(last / TRAINER_STATE).get("stream", {}) if last else {}
     return {name: int(count) * int(stream.get("seq_len", 0)) for name, count in stream.get("counts", {}).items()}
-
-
-def trained_sources(facts: RunFacts, tokens: dict[str, dict[str, int]]) -> list[str]:
-    """Sources that contributed tokens (evaluation-only ones, weight 0, did not); all when the
-    checkpoints recorded nothing."""
-    trained = {name for per_source in tokens.values() for name, count in per_source.items() if count > 0}
-    return [s.name for s in facts.sources if s.name in trained or not trained]
-
-
-def check_licence(config: ExportConfig, facts: RunFacts, tokens: dict[str, dict[str, int]]) -> None:
-    """`export.license` must be chosen when a source the model was trained on says so."""
-    if config.license:
-        return
-    trained = trained_sources(facts, tokens)
-    for source in facts.sources:
-        if source.restrictive_licences and source.name in trained:
-            raise LangadaptError(f"export.license: not set, and the model was trained on source {source.name} "
-                                 f"({source.restrictive_licences[0]}); choose the model's licence, "
-                                 f"e.g. {set_option('export.license', 'cc-by-sa-4.0')}")
 
 
 def metadata(layout: RunLayout, facts: RunFacts, config: ExportConfig, exported: Exported,

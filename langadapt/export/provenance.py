@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from langadapt.errors import LangadaptError
 from langadapt.ioerrors import read_input_text
 from langadapt.recipe.export import ExportConfig
+from langadapt.recipe.hints import set_option
 from langadapt.run.base_model import hub_repo_id
 
 if TYPE_CHECKING:
@@ -132,3 +134,22 @@ class ExportSlice:
     config: ExportConfig
     facts: RunFacts
     """The recipe's facts the model card states (languages, sources and their licences, the base)."""
+
+
+def trained_sources(facts: RunFacts, tokens: dict[str, dict[str, int]]) -> list[str]:
+    """Sources that contributed tokens (evaluation-only ones, weight 0, did not); all when the
+    checkpoints recorded nothing."""
+    trained = {name for per_source in tokens.values() for name, count in per_source.items() if count > 0}
+    return [s.name for s in facts.sources if s.name in trained or not trained]
+
+
+def check_licence(config: ExportConfig, facts: RunFacts, tokens: dict[str, dict[str, int]]) -> None:
+    """`export.license` must be chosen when a source the model was trained on says so."""
+    if config.license:
+        return
+    trained = trained_sources(facts, tokens)
+    for source in facts.sources:
+        if source.restrictive_licences and source.name in trained:
+            raise LangadaptError(f"export.license: not set, and the model was trained on source {source.name} "
+                                 f"({source.restrictive_licences[0]}); choose the model's licence, "
+                                 f"e.g. {set_option('export.license', 'cc-by-sa-4.0')}")

@@ -26,9 +26,9 @@ import torch
 from huggingface_hub.constants import REPOCARD_NAME
 
 from langadapt.errors import LangadaptError
-from langadapt.export.card import Exported, build_card, check_licence, read_json, trained_tokens
+from langadapt.export.card import Exported, build_card, read_json, trained_tokens
 from langadapt.export.folder import write_model_folder
-from langadapt.export.provenance import ExportSlice, RunFacts, publishable_recipe
+from langadapt.export.provenance import ExportSlice, RunFacts, check_licence, publishable_recipe
 from langadapt.export.trained import completed_training_stages, parse_checkpoint, require_trained
 from langadapt.export.verify import default_prompt, probe, verify_folder
 from langadapt.recipe.export import RECIPE_FILE, ExportConfig

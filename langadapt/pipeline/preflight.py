@@ -300,8 +300,8 @@ def check_licence(recipe: Recipe, will: Collection[str]) -> None:
     data stage: the pipeline checks again then, `Stage.check_after`)."""
     if "export" not in will or not recipe.export.enabled:
         return
-    from langadapt.export.card import check_licence as check_card_licence
     from langadapt.export.provenance import RunFacts
+    from langadapt.export.provenance import check_licence as check_card_licence
     from langadapt.recipe.replay import stage_mixture
 
     try:

@@ -257,7 +257,7 @@ def test_prepared_dataset_cache_is_found_under_the_name_datasets_gives_it(monkey
 
 
 def test_licence_guard_hint_sets_a_key_the_recipe_has():
-    from langadapt.export.card import check_licence
+    from langadapt.export.provenance import check_licence
     from langadapt.recipe.export import ExportConfig
 
     facts = types.SimpleNamespace(sources=[types.SimpleNamespace(name="wiki", restrictive_licences=["CC BY-SA"])])
