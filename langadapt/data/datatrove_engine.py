@@ -224,6 +224,9 @@ def clean_corpus(config: DataConfig, jobs: list[Job], space: Workspace, workers:
     try:
         executor.run()
     except Exception as err:  # noqa: BLE001 - a task's failure, whatever its type: report the located one
+        # A task stopped mid-piece by the failure of another leaves its temporary file: never a piece.
+        for partial in space.root.rglob("*.tmp"):
+            partial.unlink(missing_ok=True)
         raise _first_error(space, len(jobs)) or err from None
     return tasks
 
