@@ -1,7 +1,7 @@
 """Every recipe field is read by the code it configures: no dead knobs.
 
-A field counts as read when its name is used outside the modules that declare settings (those
-defining a pydantic model: `recipe/schema.py`, `recipe/data.py`, `recipe/train.py`, ..., where
+A field counts as read when its name is used outside the classes that declare settings (pydantic
+models, in `recipe/schema.py`, `recipe/data.py`, `runtime/launch.py`'s `SbatchConfig`, ..., where
 fields are declared and validated): as an attribute (`config.seq_len`)
 or as a string (`getattr(config, "seq_len")`, a dumped dict's `"seq_len"`). The check is by name,
 so it cannot tell two fields of one name apart; it catches a field that nothing reads at all (the
@@ -46,24 +46,27 @@ def _models(annotation: object) -> list[type[BaseModel]]:
     return found
 
 
-def declares_settings(tree: ast.Module) -> bool:
-    """Whether a module defines a pydantic model (a class deriving from `Config` or `BaseModel`)."""
-    return any(isinstance(node, ast.ClassDef) and any(ast.unparse(base).split(".")[-1] in ("Config", "BaseModel")
-                                                      for base in node.bases) for node in tree.body)
+def declares_settings(node: ast.AST) -> bool:
+    """Whether `node` is a pydantic model's class (deriving from `Config` or `BaseModel`)."""
+    return isinstance(node, ast.ClassDef) and any(ast.unparse(base).split(".")[-1] in ("Config", "BaseModel")
+                                                  for base in node.bases)
+
+
+def names_in(node: ast.AST) -> set[str]:
+    """Attribute names and string constants under `node`, skipping settings classes (where a field's
+    declaration and its validators name it without reading it for the stage it configures)."""
+    if declares_settings(node):
+        return set()
+    names = {node.attr} if isinstance(node, ast.Attribute) else set()
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        names.add(node.value)
+    for child in ast.iter_child_nodes(node):
+        names |= names_in(child)
+    return names
 
 
 def names_used() -> set[str]:
-    names: set[str] = set()
-    for path in PACKAGE.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if declares_settings(tree):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute):
-                names.add(node.attr)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                names.add(node.value)
-    return names
+    return set().union(*(names_in(ast.parse(path.read_text(encoding="utf-8"))) for path in PACKAGE.rglob("*.py")))
 
 
 def test_every_recipe_field_is_read_outside_the_schema() -> None:

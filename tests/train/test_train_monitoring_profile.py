@@ -41,7 +41,9 @@ def test_launch_set_profile_steps_reaches_every_run_step(tmp_path: Path, monkeyp
     monkeypatch.chdir(tmp_path)
     recipe = REPO / "recipes" / "tiny_norwegian_warm.yaml"
     assert main(["launch", str(recipe), "--slurm", "--set", "stage2.profile_steps=[100,110]", "--out", "p.sbatch"]) == 0
-    assert (tmp_path / "p.sbatch").read_text().count("--set 'stage2.profile_steps=[100,110]'") == 3
+    given = "--set 'stage2.profile_steps=[100,110]'"
+    assert (tmp_path / "p.prepare.sbatch").read_text().count(given) == 1  # data..embeddings, the CPU job
+    assert (tmp_path / "p.sbatch").read_text().count(given) == 2  # training (srun), then evaluate + export
     assert main(["launch", str(recipe), "--slurm", "--set", "stage2.profile_steps=[9,3]", "--out", "q.sbatch"]) != 0
     assert "profile_steps [9, 3]: need 1 <= first <= last" in capsys.readouterr().err
     assert not (tmp_path / "q.sbatch").exists()
