@@ -107,10 +107,12 @@ def measure(side: str, shape: dict[str, int] = SHAPE, seq: int = SEQ) -> dict[st
             "planned_buffers_gb": planned["buffers"], "planned_activations_gb": planned["activations"]}
 
 
-def run_side(side: str, smoke: bool = False) -> dict[str, float] | str:
-    """One side in a fresh process (no allocator state or DeepSpeed globals shared between sides)."""
+def run_side(side: str, smoke: bool = False, seq: int | None = None) -> dict[str, float] | str:
+    """One side in a fresh process (no allocator state or DeepSpeed globals shared between sides).
+    `seq`: another sequence length than SEQ (the test's shorter one; the plan is asked for the same)."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
-    done = subprocess.run([sys.executable, __file__, "--worker", side, *(["--smoke"] if smoke else [])],
+    done = subprocess.run([sys.executable, __file__, "--worker", side, *(["--smoke"] if smoke else []),
+                           *(["--seq", str(seq)] if seq else [])],
                           capture_output=True, text=True, env=env, check=False)
     lines = done.stdout.strip().splitlines()
     if done.returncode or not lines:
@@ -122,16 +124,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sides", nargs="+", default=SIDES, choices=SIDES)
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--seq", type=int, help=f"sequence length (default {SEQ}; smoke {SMOKE_SEQ})")
     parser.add_argument("--smoke", action="store_true",
                         help="the torch engine's stage 1 on a tiny model: the script's path in seconds (CI)")
     args = parser.parse_args()
     shape, seq = (SMOKE_SHAPE, SMOKE_SEQ) if args.smoke else (SHAPE, SEQ)
+    seq = args.seq or seq
     if args.worker:
         print(json.dumps(measure(args.worker, shape, seq)))
         return
     if args.smoke:
         args.sides = SMOKE_SIDES
-    results = {side: run_side(side, args.smoke) for side in args.sides}
+    results = {side: run_side(side, args.smoke, args.seq) for side in args.sides}
     print(f"{'side':<14} {'measured GB':>11} {'planned GB':>10} {'ratio':>6}   plan: states + buffers + activations")
     ratios = {}
     for side, r in results.items():
