@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.shared_data import skip_unless_required
-from helpers.tiers import DurationRecorder, add_option, mark_slow
+from helpers.tiers import DurationRecorder, add_option, group_for_workers, mark_slow
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -30,6 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_slow(items)  # the fast tier: -m "not slow" (tests/helpers/tiers.py)
+    group_for_workers(items)  # -n 2 --dist loadgroup: one worker per file, the real Slurm's files in one
 
 
 @pytest.fixture(scope="session")

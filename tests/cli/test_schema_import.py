@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HEAVY = ("torch", "transformers", "deepspeed", "tokenizers")
@@ -38,14 +37,3 @@ def test_cli_error_on_a_bad_recipe_imports_no_torch(tmp_path: Path) -> None:
     )
     assert _heavy_modules_after(code) == []
 
-
-def test_cli_error_on_a_bad_recipe_is_fast(tmp_path: Path) -> None:
-    """Measured 0.55 s on the idle 2-core machine; the bound leaves room for a busy one."""
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\nfoo: 1\n")
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "langadapt.cli", "run", str(bad)], capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("langadapt: error:")
-    assert elapsed < 3.0, f"a recipe error took {elapsed:.2f} s"

@@ -1,4 +1,5 @@
-"""The fast tier: tests whose recorded duration is short, for the inner loop (`-m "not slow"`).
+"""The fast tier: tests whose recorded duration is short, for the inner loop (`-m "not slow"`), and
+the groups that keep the parallel run (`-n 2`, pytest-xdist) right.
 
 `tests/durations.json` holds each test's seconds (setup + call + teardown) from a full run on the
 2-core CI machine; a test recorded at `SLOW_SECONDS` or more is marked `slow` at collection, as are
@@ -47,3 +48,25 @@ class DurationRecorder:
     def pytest_sessionfinish(self) -> None:
         rounded = {nodeid: round(seconds, 2) for nodeid, seconds in sorted(self.seconds.items())}
         self.path.write_text(json.dumps(rounded, indent=0) + "\n", encoding="utf-8")
+
+
+SHARED_SERVICE_FIXTURES = {"slurm": "real-slurm"}
+"""Fixtures that start or use one service of the machine, and the group whose files run one after
+another in one worker: two workers starting the single-node Slurm, or queueing jobs on its two
+CPUs, would wait on each other past the tests' timeouts."""
+
+
+def group_for_workers(items: list[pytest.Item]) -> None:
+    """One `xdist_group` per test file (module-scoped fixtures, the costly end-to-end runs, are
+    built once, in one worker: what `--dist loadfile` does), with every file that uses a shared
+    service in that service's group. Under `-n N --dist loadgroup` (the README's command); without
+    xdist the marks are inert."""
+    by_file: dict[str, list[pytest.Item]] = defaultdict(list)
+    for item in items:
+        by_file[item.nodeid.split("::")[0]].append(item)
+    for path, file_items in by_file.items():
+        services = {SHARED_SERVICE_FIXTURES[f] for item in file_items for f in getattr(item, "fixturenames", ())
+                    if f in SHARED_SERVICE_FIXTURES}
+        group = min(services) if services else path
+        for item in file_items:
+            item.add_marker(pytest.mark.xdist_group(group))

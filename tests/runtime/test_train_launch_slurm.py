@@ -48,12 +48,23 @@ def _node_idle() -> bool:
     return done.returncode == 0 and "idle" in done.stdout.split()
 
 
+def _node_idle_within(seconds: float) -> bool:
+    """The node idle, waiting out the jobs of a test file that ran just before (a node is `mix` or
+    `comp` for a few seconds after its last job; the sweep's file ran first under xdist)."""
+    deadline = time.monotonic() + seconds
+    while not _node_idle():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
 @pytest.fixture(scope="module")
 def slurm() -> None:
     """A usable single-node Slurm, or a skip that says why."""
     is_root = os.geteuid() == 0
     if not is_root:  # cannot configure anything: use a running Slurm as it is
-        if not _node_idle():
+        if not _node_idle_within(60):
             _unavailable("no idle Slurm node, and starting Slurm needs root")
         return
     if shutil.which("slurmctld") is None:
@@ -69,7 +80,7 @@ def slurm() -> None:
     # Idempotent and quick when Slurm already runs with its config (short credential lifetime).
     done = subprocess.run(["bash", str(HELPERS / "start_slurm.sh")], capture_output=True, text=True,
                           timeout=120, check=False)
-    if done.returncode != 0 or not _node_idle():
+    if done.returncode != 0 or not _node_idle_within(60):
         _unavailable(f"could not start Slurm: {done.stderr.strip() or done.stdout.strip()}")
 
 
