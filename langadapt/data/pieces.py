@@ -51,7 +51,7 @@ class Piece:
 
 def plan_pieces(source: SourceConfig, paths: list[Path], fmt_of: object) -> list[Piece]:
     """The pieces of a source's files, in reading order. `fmt_of(source, path)` names a file's
-    format (`sources._format_of`)."""
+    format (`sources.format_of`)."""
     pieces: list[Piece] = []
     for path in paths:
         fmt = fmt_of(source, path)  # type: ignore[operator]

@@ -36,7 +36,7 @@ from langadapt.data.cleaning import Deduplicator, DocumentFilter, hash_fraction,
 from langadapt.data.documents import DocumentFile, derived_mode, document_line
 from langadapt.data.held_out_floor import FloorCandidates, move_to_valid, shortfall_warning
 from langadapt.data.pieces import Piece, plan_pieces
-from langadapt.data.sources import _format_of, read_piece, resolve_paths
+from langadapt.data.sources import format_of, read_piece, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, SourceConfig
 from langadapt.run.context import StageContext
@@ -126,7 +126,7 @@ def plan_jobs(config: DataConfig) -> tuple[list[Job], int]:
                 log.info("data: source %s reads %s, a symbolic link to %s (its files keep the target's "
                          "permissions or narrower)", source.name, link, link.resolve())
             total += sum(f.stat().st_size for f in files if source.format != "hf_hub" and f.is_file())
-            jobs.extend(Job(index, part, piece) for piece in plan_pieces(source, files, _format_of))
+            jobs.extend(Job(index, part, piece) for piece in plan_pieces(source, files, format_of))
     return jobs, total
 
 

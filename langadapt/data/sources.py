@@ -200,7 +200,7 @@ def read_piece(
     """The raw documents of one piece of a source (`data.pieces`), in file order; NUL characters
     and `max_docs` are the caller's (`iter_documents`, or the data stage's parent)."""
     path = piece.path
-    fmt = _format_of(source, path)
+    fmt = format_of(source, path)
     if fmt in ("hf_disk", "hf_hub"):
         yield from _iter_hf(source, path, fmt == "hf_disk", bound, piece.shard)
     elif fmt == "parquet":
@@ -214,7 +214,7 @@ def read_piece(
             yield from _json_documents(source, path, lines, bound)
 
 
-def _format_of(source: SourceConfig, path: Path) -> str:
+def format_of(source: SourceConfig, path: Path) -> str:
     if source.format != "auto":
         return source.format
     if path.is_dir():

@@ -25,7 +25,7 @@ import yaml
 from pydantic import ValidationError
 
 from langadapt.data.documents import texts_by_lang
-from langadapt.data.sources import _format_of, iter_texts
+from langadapt.data.sources import format_of, iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.naming import split_named
 from langadapt.evaluation.suite import Suite, unmeasured
@@ -74,7 +74,7 @@ def read_given_texts(entries: list[str]) -> GivenTexts:
         source = SourceConfig(name=lang, path=[str(p) for p in paths], lang=lang)
         try:
             for path in paths:
-                _format_of(source, path)
+                format_of(source, path)
         except LangadaptError:
             raise LangadaptError(f"--texts {lang}={path}: cannot tell the format from the name; "
                                  "use .txt, .jsonl, .json or .parquet (optionally .gz or .zst)") from None

@@ -78,36 +78,75 @@ def test_no_import_circles():
     assert cycle is None, " -> ".join(cycle)
 
 
-STAGES = {"data", "tokenizer", "embeddings", "train", "evaluation", "export"}
-ABOVE_STAGES = {"pipeline", "experiments"}  # the runner and preflight; sweeps and the frontier over runs
-FORBIDDEN = {
-    **{stage: ABOVE_STAGES for stage in STAGES},  # a stage never runs the pipeline
-    "data": {"planning"} | ABOVE_STAGES,  # data plans its own mixture (data.epochs)
-    "corpora": {"data", "planning", "train", "run"} | ABOVE_STAGES,  # corpora builds the files data reads
-    "planning": {"train", "evaluation", "export"} | ABOVE_STAGES,  # plan reads recipes and shapes, never the trainer
-    "evaluation": {"train", "export"} | ABOVE_STAGES,
-    "export": {"evaluation"} | ABOVE_STAGES,
-    "recipe": STAGES | {"run", "runtime", "planning", "corpora"} | ABOVE_STAGES,  # the schema: below everything it configures
-    "run": STAGES | {"planning"} | ABOVE_STAGES,  # the run contract the stages share: below every stage
-    "runtime": STAGES | {"run", "planning"} | ABOVE_STAGES,  # where this process runs: below the run contract
-    "pipeline": {"experiments"},  # drivers over several runs stand above the one-run pipeline
-}
-"""package -> packages it must not import, with no exemption: every stage's settings and slice live in
-`recipe` (recipe/data.py, recipe/train.py, ...), below every package they configure.
-`planning` stands below `train`: the trainer reads its formulas (FLOPs, the hardware's peak) and its
-resolver of what a stage runs with (`planning.training`), which `plan`, the preflight check and the
-cold twin read too, without torch (`test_planning_imports_no_torch`). export may use
-train.checkpoint's reader (an earlier stage's library, docs/architecture.md); nothing else of train."""
+LAYERS: list[set[str]] = [
+    {"errors"}, {"ioerrors"}, {"recipe"}, {"runtime"}, {"run"}, {"corpora", "modeling"}, {"data"}, {"tokenizer"},
+    {"planning"}, {"embeddings"}, {"train", "evaluation", "export"}, {"pipeline"}, {"experiments"}, {"cli"},
+]
+"""The packages (and root modules) bottom to top. An import may only point to a lower layer: never
+up, never sideways within a layer (the three last stages are siblings). `recipe` stands below
+every package it configures (each stage's settings and slice live there); `planning` below
+`embeddings` and the training stages, which read its formulas and resolver, without torch."""
+
+SIDEWAYS_KEPT = {("export", "langadapt.train.checkpoint"):
+                 "`export --checkpoint` turns a training checkpoint into a model folder; the three engines' "
+                 "checkpoint formats are train's to read"}
+"""(package, module it imports within its own layer): the named exceptions, with the reason."""
+
+STAGE_RUNNERS = {"pipeline", "cli"}
+"""Who may import a stage's `stage` module (its entry point and what only the stage uses): the
+runner that schedules stages and the CLI's `export --checkpoint`. Others use the stage's library modules."""
 
 
-def test_no_forbidden_arrows():
-    package = lambda module: module.split(".")[1] if module.count(".") else ""
-    wrong = sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
-                   if package(dst) in FORBIDDEN.get(package(src), ()))
-    wrong += sorted(f"{src} -> {dst}" for src, dsts in import_graph().items() for dst in dsts
-                    if package(src) == "export" and package(dst) == "train"
-                    and dst not in ("langadapt.train.checkpoint", "langadapt.recipe.train"))
+def package(module: str) -> str:
+    return module.split(".")[1]
+
+
+def layer_of(name: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if name in layer)
+
+
+def test_every_package_has_a_layer():
+    packages = {package(m) for m in import_graph() if m != "langadapt"}
+    assert packages == set().union(*LAYERS), packages ^ set().union(*LAYERS)
+
+
+def arrows_not_down(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{src} -> {dst}" for src, dsts in graph.items() if src != "langadapt" for dst in dsts
+                  if package(src) != package(dst) and layer_of(package(dst)) >= layer_of(package(src))
+                  and (package(src), dst) not in SIDEWAYS_KEPT)
+
+
+def test_every_arrow_points_down():
+    assert not arrows_not_down(import_graph())
+
+
+def test_an_arrow_up_or_sideways_is_found():
+    assert arrows_not_down({"langadapt.data.stage": {"langadapt.tokenizer.train"}})  # up: the issue's example
+    assert arrows_not_down({"langadapt.evaluation.x": {"langadapt.train.fit"}})  # sideways
+    assert not arrows_not_down({"langadapt.export.x": {"langadapt.train.checkpoint", "langadapt.run.layout"}})
+
+
+def test_no_module_imports_another_packages_private_names_or_stage_module():
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        src = module_name(path)
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("langadapt.")):
+                continue
+            if src == "langadapt" or package(node.module) == package(src):
+                continue
+            wrong += [f"{src}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+            if node.module.endswith(".stage") and package(src) not in STAGE_RUNNERS:
+                wrong.append(f"{src}: {node.module} (a stage module)")
     assert not wrong, wrong
+
+
+def test_the_architecture_document_lists_these_layers():
+    """docs/architecture.md states the layers in one line, top to bottom, as LAYERS does."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    line = next(line for line in doc.splitlines() if line.startswith("Layers, top to bottom: "))
+    stated = [{name.strip(" `.") for name in tier.split(",")} for tier in line.split(": ", 1)[1].split(" > ")]
+    assert stated == LAYERS[::-1], stated
 
 
 def test_planning_imports_no_torch():
