@@ -98,11 +98,11 @@ def measure(name: str, side: str, build, base: Any, held_out: dict[str, list[str
 
 
 def sides(base: Any, train: list[str], new_tokens: int) -> dict[str, Any]:
+    from langadapt.inputs.model_folder import tokenizer_id_count
     from langadapt.recipe.tokenizer import TokenizerConfig
-    from langadapt.tokenizer.extend import base_size
     from langadapt.tokenizer.train import train_tokenizer
 
-    size = base_size(json.loads(base.backend_tokenizer.to_str()))
+    size = tokenizer_id_count(json.loads(base.backend_tokenizer.to_str()))
     pairs = [("nb", t) for t in train]
     extend = TokenizerConfig(kind="extend", vocab_size=size + new_tokens)
     replace = TokenizerConfig(kind="inherit", vocab_size=size, min_vocab_fraction=0.0)
@@ -172,14 +172,15 @@ def main() -> None:
 
 def scale(base: Any, new_tokens: int) -> None:
     """Tekken + N on the whole pack: where the time goes (counting words vs the merge loop)."""
+    from langadapt.inputs.model_folder import tokenizer_id_count
     from langadapt.recipe.tokenizer import TokenizerConfig
     from langadapt.tokenizer.counting import ChunkCounter  # noqa: F401  (imported before the clock)
-    from langadapt.tokenizer.extend import base_size, extend_tokenizer, word_rules
+    from langadapt.tokenizer.extend import extend_tokenizer, word_rules
     from langadapt.tokenizer.train import count_words
 
     texts = [(name[:2], t) for name in PACK for t in read(f"{name}.train")]
     base_json = json.loads(base.backend_tokenizer.to_str())
-    config = TokenizerConfig(kind="extend", vocab_size=base_size(base_json) + new_tokens)
+    config = TokenizerConfig(kind="extend", vocab_size=tokenizer_id_count(base_json) + new_tokens)
     start = time.perf_counter()
     words = count_words(config, word_rules(base_json), texts, 0)
     counted = time.perf_counter() - start

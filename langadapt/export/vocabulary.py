@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import tokenizer_id_count
 from langadapt.ioerrors import read_input_json
 
 VOCABULARY_FILES = ("tokenizer.model", "tekken.json")
@@ -123,8 +124,8 @@ def extended_tekken(tekken: dict, ours: dict, base: dict) -> dict:
             if token_bytes(by_id.get(entry["rank"] + specials, "")) != base64.b64decode(entry["token_bytes"]):
                 raise ValueError(f"its rank {entry['rank']} is not tokenizer.json's id {entry['rank'] + specials}")
         first = specials + len(kept)
-        if first != _size(base):
-            raise ValueError(f"it describes {first:,} ids, the base's tokenizer.json {_size(base):,}")
+        if first != tokenizer_id_count(base):
+            raise ValueError(f"it describes {first:,} ids, the base's tokenizer.json {tokenizer_id_count(base):,}")
         new = sorted(i for i in by_id if i >= first)
         if new != list(range(first, first + len(new))):
             raise ValueError(f"the new ids do not follow its {first:,} ids one after another")
@@ -135,12 +136,6 @@ def extended_tekken(tekken: dict, ours: dict, base: dict) -> dict:
     _check_reached(model, {by_id[i]: i for i in new})
     return {**tekken, "vocab": vocab,
             "config": {**config, "default_vocab_size": specials + len(vocab), "num_vocab_tokens": len(vocab)}}
-
-
-def _size(tokenizer_json: dict) -> int:
-    """Ids a tokenizer.json uses: one past the highest of its model vocabulary and added tokens."""
-    ids = [*tokenizer_json["model"]["vocab"].values(), *(entry["id"] for entry in tokenizer_json.get("added_tokens", []))]
-    return max(ids, default=-1) + 1
 
 
 def _check_merge_order(merges: list[tuple[str, str]], vocab: dict[str, int], first: int) -> None:

@@ -21,6 +21,7 @@ from huggingface_hub.constants import PYTORCH_WEIGHTS_NAME, SAFETENSORS_INDEX_FI
 
 from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import parts_problem, weights_problem
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_json
 from langadapt.pipeline.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.planning.models import architecture_config, complete_architecture
@@ -28,15 +29,7 @@ from langadapt.planning.training import resolve_training
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
 from langadapt.recipe.hints import hub_dataset_fetch
-from langadapt.run.base_model import (
-    hub_cached,
-    hub_offline,
-    hub_reachable,
-    hub_repo_id,
-    not_cached_line,
-    parts_problem,
-    weights_problem,
-)
+from langadapt.run.base_model import hub_cached, hub_offline, hub_reachable, hub_repo_id, not_cached_line
 from langadapt.run.layout import STAGES
 from langadapt.runtime.placement import training_world_size
 

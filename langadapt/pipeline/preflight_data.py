@@ -16,6 +16,7 @@ from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import stage_plan
 from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns, why_unmatched
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import tokenizer_id_count
 from langadapt.ioerrors import input_problem
 from langadapt.planning.training import global_batch
 from langadapt.recipe import Recipe
@@ -98,10 +99,7 @@ def _check_kept_size(cfg: TokenizerConfig, base_tokenizer: dict | None) -> None:
     recipe's `vocab_size` for its keep_base point, where it means nothing."""
     if "vocab_size" not in cfg.model_fields_set or base_tokenizer is None:
         return
-    vocab = base_tokenizer.get("model", {}).get("vocab") or {}
-    ids = list(range(len(vocab))) if isinstance(vocab, list) else list(vocab.values())
-    ids += [entry["id"] for entry in base_tokenizer.get("added_tokens", [])]
-    size = max(ids, default=-1) + 1
+    size = tokenizer_id_count(base_tokenizer) or 0
     if cfg.vocab_size != size:
         log.warning("tokenizer.vocab_size: %s is ignored with kind keep_base, which keeps the base tokenizer's "
                     "%s ids as they are (kind extend grows the base's vocabulary to vocab_size)",

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tokenizers import Tokenizer
 
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import tokenizer_id_count
 from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.families import ROLES, Blueprint, family_of, usage_kwargs
 from langadapt.tokenizer.saving import convention_flags
@@ -49,13 +50,6 @@ class UnreachableCharacter(LangadaptError):
             "vanish from the text; remove it in cleaning, or use tokenizer.kind=inherit for a new vocabulary")
 
 
-def base_size(tokenizer_json: dict) -> int:
-    """Ids the base uses: one past the highest id of its model vocabulary and its added tokens."""
-    ids = list(tokenizer_json["model"].get("vocab", {}).values())
-    ids += [entry["id"] for entry in tokenizer_json.get("added_tokens", [])]
-    return max(ids, default=-1) + 1
-
-
 def extension_problem(tokenizer_json: dict, vocab_size: int) -> str | None:
     """Why `tokenizer_json` cannot be extended to `vocab_size` ids (None: it can), as one line that
     starts with the recipe key to blame. One function for the library call and preflight, so both
@@ -68,7 +62,7 @@ def extension_problem(tokenizer_json: dict, vocab_size: int) -> str | None:
     if affix := model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         return (f"tokenizer.kind: extend cannot continue a BPE that marks word pieces with {affix!r} (byte-level, "
                 "SentencePiece-style BPE and Tekken do not); use inherit for a new vocabulary")
-    size = base_size(tokenizer_json)
+    size = tokenizer_id_count(tokenizer_json)
     if vocab_size <= size:
         return (f"tokenizer.vocab_size: {vocab_size:,} is not above the base's {size:,} ids: with kind extend it is "
                 f"the FINAL size (base + new tokens), e.g. {size + 8192:,} for 8,192 new tokens")
@@ -85,7 +79,7 @@ def extend_tokenizer(
     base_json = json.loads(base.backend_tokenizer.to_str())
     if problem := extension_problem(base_json, config.vocab_size):
         raise LangadaptError(problem)
-    merges = learn_merges(base_json["model"], words, config.vocab_size - base_size(base_json),
+    merges = learn_merges(base_json["model"], words, config.vocab_size - tokenizer_id_count(base_json),
                           config.min_frequency, config.max_token_length)
     data = extended_json(base_json, merges)
     roles = {role: getattr(base, role) for role in ROLES if getattr(base, role, None) is not None}
@@ -105,7 +99,7 @@ def extended_json(base_json: dict, merges: list[tuple[str, str]]) -> dict:
     """`base_json` with one new token per merge appended: ids after the base's, ranks after its merges."""
     data = json.loads(json.dumps(base_json))  # a deep copy that stays plain JSON
     model = data["model"]
-    next_id = base_size(base_json)
+    next_id = tokenizer_id_count(base_json)
     # Added tokens beyond the model's vocabulary (GPT-2's <|endoftext|>, Llama-3's 256 specials)
     # would leave a hole in the model's ids below the new ones; `tokenizers` gives a token added
     # later (transformers re-adds special roles) the id `model size`, which is then a new token's.
@@ -126,7 +120,7 @@ def learn_merges(
     model: dict[str, Any], words: Counter[str], budget: int, min_frequency: int = 2, max_length: int | None = None
 ) -> list[tuple[str, str]]:
     """Continue the BPE merge loop of a base `model` (tokenizer.json's model) on counted `words`;
-    returns the new merges in rank order (merge i creates the token `base_size + i`).
+    returns the new merges in rank order (merge i creates the token `tokenizer_id_count(base) + i`).
 
     Words are in the model's own alphabet (normalised and pre-tokenised by the base) and are
     first split by the base model itself. A merge joins two adjacent tokens into a token the

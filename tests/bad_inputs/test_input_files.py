@@ -250,7 +250,7 @@ def test_a_tokenizer_with_ids_past_the_embedding_rows_is_found_by_the_dry_run(tm
 ])
 def test_parts_problem_reads_headers_only(tmp_path: Path, config_vocab: int, rows: int, tokenizer_ids: int,
                                           embedding: str, problem: str | None) -> None:
-    from langadapt.run.base_model import parts_problem
+    from langadapt.inputs.model_folder import parts_problem
 
     _base_with_parts(tmp_path, config_vocab, rows, tokenizer_ids, embedding=embedding)
     found = parts_problem(tmp_path)
@@ -278,7 +278,7 @@ def test_a_tied_flag_or_special_id_the_weights_contradict(tmp_path: Path, config
     """A tie flag the tensors contradict silently swaps or randomises the output head when
     transformers loads the base; a special id past the rows indexes nothing. Headers (and 16 rows
     of a stored head) only."""
-    from langadapt.run.base_model import parts_problem
+    from langadapt.inputs.model_folder import parts_problem
 
     _base_with_parts(tmp_path, 64, 64, 60, sharded=sharded, head=head, **config_keys)
     found = parts_problem(tmp_path)

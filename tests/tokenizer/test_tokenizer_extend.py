@@ -14,8 +14,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import tokenizer_id_count
 from langadapt.recipe.tokenizer import TokenizerConfig
-from langadapt.tokenizer.extend import base_size, extended_json, extension_problem, learn_merges
+from langadapt.tokenizer.extend import extended_json, extension_problem, learn_merges
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.saving import save_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
@@ -49,7 +50,7 @@ def test_byte_fallback_pieces_and_unknown_are_never_merged():
 def test_extended_json_appends_after_every_base_id_and_merge():
     base = {"added_tokens": [{"id": 5, "content": "<|end|>"}],
             "model": bpe_model(["a", "b", "ab"], [("a", "b")])}
-    assert base_size(base) == 6  # the added token beyond the model vocabulary counts
+    assert tokenizer_id_count(base) == 6  # the added token beyond the model vocabulary counts
     data = extended_json(base, [("ab", "b"), ("abb", "a")])
     # The added token joins the model's vocabulary at its id, so no hole is left below the new ids.
     assert data["model"]["vocab"] == {"a": 0, "b": 1, "ab": 2, "<|end|>": 5, "abb": 6, "abba": 7}

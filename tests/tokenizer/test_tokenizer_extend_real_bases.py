@@ -17,8 +17,8 @@ import pytest
 from helpers.extension import expander
 from helpers.real_bases import BASES, build_tokenizer_folder
 
+from langadapt.inputs.model_folder import tokenizer_id_count
 from langadapt.recipe.tokenizer import TokenizerConfig
-from langadapt.tokenizer.extend import base_size
 from langadapt.tokenizer.loading import load_tokenizer
 from langadapt.tokenizer.train import train_tokenizer
 
@@ -44,7 +44,7 @@ def corpus(shared_texts) -> dict[str, list[str]]:
 def test_extension_keeps_the_base_and_only_coarsens_its_segmentation(name, corpus, shared_dir, tmp_path):
     base = load_tokenizer(build_tokenizer_folder(BASES[name], shared_dir, tmp_path / name))
     old = json.loads(base.backend_tokenizer.to_str())
-    size = base_size(old)
+    size = tokenizer_id_count(old)
     config = TokenizerConfig(kind="extend", vocab_size=size + NEW_TOKENS)
     extended = train_tokenizer(config, [("nb", t) for t in corpus["train"]], base)
     new = json.loads(extended.backend_tokenizer.to_str())

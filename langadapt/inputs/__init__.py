@@ -1,0 +1,1 @@
+"""Reading what users hand the toolkit: their model folders (`model_folder`)."""
