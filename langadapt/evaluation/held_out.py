@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from langadapt.data.documents import texts_by_lang
@@ -29,13 +28,12 @@ from langadapt.data.sources import format_of, iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.naming import split_named
 from langadapt.evaluation.suite import Suite, unmeasured
-from langadapt.ioerrors import input_problem, read_input_text
+from langadapt.ioerrors import input_problem
 from langadapt.recipe.data import SourceConfig
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.export import RECIPE_FILE
 from langadapt.recipe.paths import run_directory
-from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
-from langadapt.run.layout import RunLayout, owning_run_dir
+from langadapt.run.layout import RunLayout, owning_run_dir, recipe_tree
 
 log = logging.getLogger("langadapt")
 
@@ -122,20 +120,8 @@ def run_of(folder: Path) -> Path | None:
         candidate = run_directory(str(tree["run_root"]), str(tree["name"]))
     except (KeyError, LangadaptError):
         return None
-    named = recipe_tree(RunLayout(candidate).resolved_recipe).get("name")
+    named = RunLayout(candidate).recipe().get("name")
     return candidate if named == tree["name"] else None
-
-
-def recipe_tree(path: Path) -> dict[str, Any]:
-    """A recipe YAML as a mapping; {} when it is missing or not one (one over a recipe's size is
-    refused: it is read whole)."""
-    if not path.is_file():
-        return {}
-    try:
-        tree = yaml.safe_load(read_input_text(path, "recipe", MAX_FILE_BYTES))
-    except yaml.YAMLError:
-        return {}
-    return tree if isinstance(tree, dict) else {}
 
 
 def recipe_scoring(tree: dict[str, Any]) -> EvaluationConfig:
@@ -200,7 +186,7 @@ def eval_target(model_or_run: str, compare: list[str], name: str | None, suites:
     if name is not None and not is_model_folder(target):
         raise LangadaptError(f"--name {name}: names a model folder; a run's models are named base, init, stage1, adapted")
     origin = run_of(target) if is_model_folder(target) else target
-    tree = recipe_tree(RunLayout(origin).resolved_recipe) if origin is not None else exported_recipe(target)
+    tree = RunLayout(origin).recipe() if origin is not None else exported_recipe(target)
     candidates = [origin, *(Path(split_named(c)[1]) for c in compare)]
     data_dir = next((d for d in candidates if d is not None and RunLayout(d).data.valid.is_dir()), None)
     texts = {**held_out_texts(data_dir), **given.texts}

@@ -18,10 +18,9 @@ Inside the pipeline the models are the ones the recipe's enabled stages made (`c
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.evaluate import ModelSpec, evaluate_models, load_model
@@ -44,6 +43,8 @@ from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
 from langadapt.run.trackers import log_evaluation
 from langadapt.tokenizer.summary import vocabulary_shortfall
+
+log = logging.getLogger(__name__)
 
 
 def random_init_model(base: Path, init: Path, config: EvaluationConfig, seed: int):
@@ -155,13 +156,10 @@ def add_tokenizer_facts(results: dict[str, Any], layout: RunLayout) -> None:
 
 def _run_base_and_seed(run_dir: Path) -> tuple[str | None, int]:
     """The base model and seed of a finished run, from its manifests or resolved recipe."""
-    seed, base = 0, None
     layout = RunLayout(run_dir)
-    recipe = layout.resolved_recipe
-    if recipe.is_file():
-        tree = yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}
-        seed = int(tree.get("seed", 0))
-        base = (tree.get("base_model") or {}).get("path") if tree.get("init", "warm") == "warm" else None
+    tree = layout.recipe()
+    seed = int(tree.get("seed", 0))
+    base = (tree.get("base_model") or {}).get("path") if tree.get("init") == "warm" else None
     for stage in MODEL_STAGES.values():
         manifest = layout.manifest(stage)
         if manifest.is_file():

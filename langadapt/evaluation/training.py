@@ -19,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from langadapt.errors import LangadaptError
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
@@ -82,10 +80,7 @@ def _stage_flops(model: Path, settings: dict) -> float | None:
 
 def trained_run(name: str, layout: RunLayout) -> TrainedRun:
     """The training stages of the run at `layout` that logged at least one step."""
-    try:
-        recipe = yaml.safe_load(layout.resolved_recipe.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        recipe = {}
+    recipe = layout.recipe()
     records = []
     for stage in TRAINING_STAGES:
         paths = layout.trained(stage)

@@ -27,7 +27,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import yaml
 from huggingface_hub.constants import SAFETENSORS_SINGLE_FILE
+
+from langadapt.ioerrors import read_input_text
+from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 
 MARKER = "COMPLETE"
 MANIFEST = "manifest.json"
@@ -186,6 +190,18 @@ class ExportPaths:
         return self.model / "README.md"
 
 
+def recipe_tree(path: Path) -> dict[str, Any]:
+    """A recipe YAML (a run's resolved recipe, the one an export ships) as a mapping; {} when it is
+    missing or not one (one over a recipe's size is refused: it is read whole)."""
+    if not path.is_file():
+        return {}
+    try:
+        tree = yaml.safe_load(read_input_text(path, "recipe", MAX_FILE_BYTES))
+    except yaml.YAMLError:
+        return {}
+    return tree if isinstance(tree, dict) else {}
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """Every path of one run, defined once.
@@ -250,6 +266,14 @@ class RunLayout:
     @property
     def resolved_recipe(self) -> Path:
         return self.root / "recipe.resolved.yaml"
+
+    def recipe(self) -> dict[str, Any]:
+        """The recipe this run was made with, as a mapping: the one reader of recipe.resolved.yaml,
+        {} when the run has none. The file holds every field, defaults included, as the pipeline
+        resolved them, so no reader restates a default. Not validated again: a recipe's checks of
+        what its user wrote (`model_fields_set`, e.g. warm-up steps beyond a stage's steps) would
+        read every resolved default as written."""
+        return recipe_tree(self.resolved_recipe)
 
     @property
     def owner(self) -> Path:

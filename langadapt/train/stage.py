@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from langadapt.data.schedule import EpochCapError
 from langadapt.embeddings.row_plan import SharedRows
@@ -162,9 +161,7 @@ def tracker_setup(after_stage1: bool, stage_name: str, config: TrainStageConfig,
     """The trackers' step offset (stage 1's steps when this stage follows it: one axis for the
     run) and configuration (the resolved recipe the pipeline wrote; this stage's slice without one)."""
     offset = int(ctx.layout.stage_summary("stage1").get("steps") or 0) if after_stage1 else 0
-    recipe = ctx.layout.resolved_recipe
-    tree = yaml.safe_load(recipe.read_text(encoding="utf-8")) if recipe.is_file() else None
-    return offset, tree or {stage_name: config.model_dump(mode="json")}
+    return offset, ctx.layout.recipe() or {stage_name: config.model_dump(mode="json")}
 
 
 def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
