@@ -1,6 +1,6 @@
 """Runs the stages of a recipe in order inside its run directory, skipping finished ones.
 
-The stage table below is the only place that knows which recipe sections a stage receives;
+The stage table below (`stage_table`) is the only place that builds each stage's slice from the recipe;
 each stage's entry point gets its own slice and a `StageContext`, and nothing else couples them
 (they communicate through the run directory, whose paths `run.layout.RunLayout` names once).
 
@@ -90,8 +90,9 @@ class Entry:
 
     module: str
     slice: Any
-    """The stage's slice (`<stage package>.config.<Name>Slice`: its own section and whatever it
-    reads of the others, a frozen dataclass), built once from the recipe by `stage_table`."""
+    """The stage's slice (`recipe.<section>.<Name>Slice`, e.g. `recipe.train.TrainingSlice`: its own
+    section and whatever it reads of the others, a frozen dataclass), built once from the recipe by
+    `stage_table`."""
 
     def function(self) -> Callable[[Any, StageContext], dict[str, Any]]:
         return importlib.import_module(self.module).run

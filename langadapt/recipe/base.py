@@ -1,7 +1,8 @@
 """Base class for every component's config.
 
-Each component (data, tokenizer, embeddings, training, evaluation, export) owns a small config
-class derived from `Config`; `langadapt.recipe.Recipe` composes them. Strictness lives here so
+Each component (data, tokenizer, embeddings, training, evaluation, export) has a small config
+class derived from `Config`, in its module of this package (`recipe/data.py`, ...);
+`langadapt.recipe.Recipe` composes them. Strictness lives here so
 that every slice behaves the same: unknown keys are errors (the recipe loader turns them into
 "did you mean" messages) and the attribute docstrings become the field descriptions that
 `langadapt run --explain` prints.

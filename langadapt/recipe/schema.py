@@ -1,7 +1,8 @@
 """The recipe: one validated schema for every knob of a run (LitGPT / OLMo-core style).
 
-A recipe is a YAML file. Each top-level section is the config of one component, owned by that
-component's package, and each component only ever receives its own section. Loading is strict:
+A recipe is a YAML file. Each top-level section is the config of one component, declared in this
+package beside the others (`recipe/data.py`, `recipe/train.py`, ...: below every package it
+configures), and each component only ever receives its own slice. Loading is strict:
 unknown keys fail with "did you mean", errors name the file, line and dotted key, and
 `--set a.b.c=value` overrides are applied before validation so they are checked the same way.
 
