@@ -128,10 +128,13 @@ class TokenizerConfig(Config):
 
     @model_validator(mode="after")
     def _extension_keeps_the_base(self) -> TokenizerConfig:
-        """extend keeps the base's special tokens and pre-tokeniser: settings that change them are refused."""
+        """extend keeps the base's special tokens and pre-tokeniser: settings that change them are refused.
+        split_digits is checked against the base itself (`tokenizer.extend.extension_problem`): it may
+        restate the base's digit rule (Mistral-7B's tokenizer.model splits digits), not reverse it, and
+        true on a base whose rule is unknown keeps digits out of the new tokens."""
         if self.kind != "extend":
             return self
-        changed = [key for key in ("special_tokens", "split_digits") if getattr(self, key) is not None]
+        changed = ["special_tokens"] if self.special_tokens is not None else []
         changed += ["added_tokens"] if self.added_tokens else []
         if changed:
             raise ValueError(f"{changed[0]} cannot be set with kind extend: every base token, special token and "

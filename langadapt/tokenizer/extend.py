@@ -11,6 +11,12 @@ therefore tokenised into a coarsening of what the base produced, never a differe
 the base's rows keep meaning what they meant (Purason et al. 2025, "Teaching Old Tokenizers New
 Words"; code: taidopurason/tokenizer-extension).
 
+A SentencePiece base's own trainer rules (split_digits, split_by_unicode_script,
+max_sentencepiece_length, ...: read from its tokenizer.model, which tokenizer.json does not carry)
+bound the new tokens as they bounded the base's (`tokenizer.piece_rules`): every new token is one
+the base's trainer could have made, so Mistral-7B's `2023` stays `2 0 2 3` and no new token joins
+letters with punctuation.
+
 Why by hand: `tokenizers`' BpeTrainer always starts from single characters and cannot continue
 from a trained vocabulary (tokenizers #879). The PyPI package `bpe-continue` does continue, but
 it takes documents, not the language-weighted word counts every kind of this toolkit trains on
@@ -23,7 +29,9 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +41,19 @@ from langadapt.errors import LangadaptError
 from langadapt.inputs.model_folder import tokenizer_id_count
 from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.tokenizer.families import ROLES, Blueprint, family_of, usage_kwargs
+from langadapt.tokenizer.piece_rules import (
+    PieceRules,
+    base_piece_rules,
+    digit_rule,
+    is_byte_piece,
+    with_recipe_digits,
+)
 from langadapt.tokenizer.saving import convention_flags
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
+
+log = logging.getLogger("langadapt.tokenizer")
 
 
 class UnreachableCharacter(LangadaptError):
@@ -50,10 +67,12 @@ class UnreachableCharacter(LangadaptError):
             "vanish from the text; remove it in cleaning, or use tokenizer.kind=inherit for a new vocabulary")
 
 
-def extension_problem(tokenizer_json: dict, vocab_size: int) -> str | None:
+def extension_problem(tokenizer_json: dict, vocab_size: int, split_digits: bool | None = None,
+                      rules: PieceRules | None = None) -> str | None:
     """Why `tokenizer_json` cannot be extended to `vocab_size` ids (None: it can), as one line that
     starts with the recipe key to blame. One function for the library call and preflight, so both
-    refuse the same bases with the same line."""
+    refuse the same bases with the same line. `split_digits` is the recipe's, `rules` the base's
+    trainer rules (`base_piece_rules`): the recipe may restate the base's digit rule, not reverse it."""
     model = tokenizer_json.get("model", {})
     if model.get("type") != "BPE":
         return (f"tokenizer.kind: extend continues BPE merges, but the base tokenizer's model is {model.get('type')} "
@@ -66,6 +85,12 @@ def extension_problem(tokenizer_json: dict, vocab_size: int) -> str | None:
     if vocab_size <= size:
         return (f"tokenizer.vocab_size: {vocab_size:,} is not above the base's {size:,} ids: with kind extend it is "
                 f"the FINAL size (base + new tokens), e.g. {size + 8192:,} for 8,192 new tokens")
+    if split_digits is not None and (base := digit_rule(tokenizer_json, rules)) is not None and base != split_digits:
+        why = (f"its SentencePiece trainer split digits ({rules.origin})" if rules is not None and rules.split_digits
+               else "its pre-tokeniser puts every digit in a word of its own" if base
+               else "its vocabulary has tokens that join a digit with another character")
+        return (f"tokenizer.split_digits: {str(split_digits).lower()} reverses the base tokenizer's rule ({why}); "
+                "kind extend keeps every base token and rule: leave split_digits unset, or use kind inherit")
     return None
 
 
@@ -73,14 +98,19 @@ def extend_tokenizer(
     config: TokenizerConfig, words: Counter[str], base: PreTrainedTokenizerFast
 ) -> PreTrainedTokenizerFast:
     """The base tokenizer with `config.vocab_size - len(base)` tokens learned on counted `words`
-    (`counting`, cut by `word_rules`) appended."""
+    (`counting`, cut by `word_rules`) appended, each allowed by the base's piece rules (a
+    SentencePiece base's trainer spec, plus the recipe's `split_digits`)."""
     from transformers import PreTrainedTokenizerFast
 
     base_json = json.loads(base.backend_tokenizer.to_str())
-    if problem := extension_problem(base_json, config.vocab_size):
+    rules = base_piece_rules(base, base_json) if family_of(base_json, strict=False) == "sentencepiece_bpe" else None
+    if problem := extension_problem(base_json, config.vocab_size, config.split_digits, rules):
         raise LangadaptError(problem)
+    rules = with_recipe_digits(rules, config.split_digits)
+    if rules is not None:
+        log.info("tokenizer: new tokens follow the base's piece rules (%s; from %s)", rules.describe(), rules.origin)
     merges = learn_merges(base_json["model"], words, config.vocab_size - tokenizer_id_count(base_json),
-                          config.min_frequency, config.max_token_length)
+                          config.min_frequency, config.max_token_length, rules.allows if rules else None)
     data = extended_json(base_json, merges)
     roles = {role: getattr(base, role) for role in ROLES if getattr(base, role, None) is not None}
     return PreTrainedTokenizerFast(
@@ -117,7 +147,8 @@ def extended_json(base_json: dict, merges: list[tuple[str, str]]) -> dict:
 
 
 def learn_merges(
-    model: dict[str, Any], words: Counter[str], budget: int, min_frequency: int = 2, max_length: int | None = None
+    model: dict[str, Any], words: Counter[str], budget: int, min_frequency: int = 2, max_length: int | None = None,
+    allowed: Callable[[str], bool] | None = None,
 ) -> list[tuple[str, str]]:
     """Continue the BPE merge loop of a base `model` (tokenizer.json's model) on counted `words`;
     returns the new merges in rank order (merge i creates the token `tokenizer_id_count(base) + i`).
@@ -126,13 +157,14 @@ def learn_merges(
     first split by the base model itself. A merge joins two adjacent tokens into a token the
     vocabulary does not have yet; pairs with a byte-fallback piece (`<0xE5>`) or the unknown
     token are never merged (their concatenation is not a token spelling), nor pairs longer than
-    `max_length` characters. Ties in count go to the pair that sorts first, so the result is
-    the same on every machine.
+    `max_length` characters, nor pairs whose token `allowed` refuses (the base trainer's rules,
+    asked of each merge's result as SentencePiece's BPE trainer does, not of the words). Ties in
+    count go to the pair that sorts first, so the result is the same on every machine.
     """
     vocab: dict[str, int] = dict(model["vocab"])
     strings = {i: token for token, i in vocab.items()}
     splits, counts = _segment(model, words)
-    barred = {i for token, i in vocab.items() if _is_byte_piece(token)}
+    barred = {i for token, i in vocab.items() if is_byte_piece(token)}
     if model.get("unk_token") in vocab:
         barred.add(vocab[model["unk_token"]])
 
@@ -157,7 +189,8 @@ def learn_merges(
         if current < min_frequency:
             break
         token = left + right
-        if pair[0] in barred or pair[1] in barred or token in vocab or (max_length and len(token) > max_length):
+        if pair[0] in barred or pair[1] in barred or token in vocab or (max_length and len(token) > max_length) \
+                or (allowed is not None and not allowed(token)):
             del pair_counts[pair]  # never mergeable: drop it for good
             continue
         new = next_id + len(merges)
@@ -227,8 +260,3 @@ def _segment(model: dict, words: Counter[str]) -> tuple[list[list[int]], list[in
             splits.append(list(encoding.ids))
             counts.append(n)
     return splits, counts
-
-
-def _is_byte_piece(token: str) -> bool:
-    """SentencePiece's byte-fallback pieces `<0x00>`..`<0xFF>`."""
-    return len(token) == 6 and token.startswith("<0x") and token.endswith(">")
