@@ -272,17 +272,24 @@ tokenizer's tekken.json, a bilingual dictionary, a licence note): the largest re
 256k-vocabulary tokenizer file of about 35 MB; a config.json of gigabytes is not a config."""
 
 
-def read_input_text(path: Path | str, key: str, max_bytes: int = MAX_INPUT_TEXT_BYTES, errors: str = "strict") -> str:
-    """A whole input file as UTF-8 text (a BOM is dropped), through `open_input`: the one reader
-    of user files that are read whole. A file over `max_bytes` is refused from its size before
-    a byte is read (and, should it grow meanwhile, after `max_bytes + 1`, never whole).
-    `errors="replace"` for free-form notes, where a stray byte must not stop a run."""
+def read_input_bytes(path: Path | str, key: str, max_bytes: int = MAX_INPUT_TEXT_BYTES) -> bytes:
+    """A whole input file's bytes, through `open_input`: the one reader of user files that are read
+    whole (binary ones, e.g. a SentencePiece tokenizer.model, directly; text through
+    `read_input_text`). A file over `max_bytes` is refused from its size before a byte is read
+    (and, should it grow meanwhile, after `max_bytes + 1`, never whole)."""
     with open_input(path, key) as f:
         size = os.fstat(f.fileno()).st_size
         data = f.read(max_bytes + 1) if size <= max_bytes else b""
     if max(size, len(data)) > max_bytes:
         raise LangadaptError(f"{key}: {path} is {max(size, len(data)):,} bytes, more than the {max_bytes:,} such a "
                              "file may have (read whole): is it the right file?")
+    return data
+
+
+def read_input_text(path: Path | str, key: str, max_bytes: int = MAX_INPUT_TEXT_BYTES, errors: str = "strict") -> str:
+    """A whole input file as UTF-8 text (a BOM is dropped), read by `read_input_bytes`.
+    `errors="replace"` for free-form notes, where a stray byte must not stop a run."""
+    data = read_input_bytes(path, key, max_bytes)
     try:
         return data.decode("utf-8-sig", errors=errors)
     except UnicodeDecodeError as exc:  # the decoder counts from after a BOM; the user's editor does not

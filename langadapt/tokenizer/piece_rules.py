@@ -48,6 +48,7 @@ from typing import Any
 from tokenizers import Tokenizer, pre_tokenizers
 
 from langadapt.errors import LangadaptError
+from langadapt.ioerrors import read_input_bytes
 
 log = logging.getLogger("langadapt.tokenizer")
 SPACE = "\u2581"
@@ -145,8 +146,8 @@ def base_piece_rules(base: Any, base_json: dict) -> PieceRules | None:
     if path is None:
         return None
     try:
-        pieces, spec = read_sentencepiece_model(path.read_bytes())
-    except (OSError, ValueError, IndexError) as exc:
+        pieces, spec = read_sentencepiece_model(read_input_bytes(path, "base_model.path"))
+    except (ValueError, IndexError) as exc:
         raise LangadaptError(f"base_model.path: {path} is not a readable SentencePiece model ({exc}); "
                              "remove it or replace it with the base's own tokenizer.model") from None
     vocab = base_json.get("model", {}).get("vocab", {})
