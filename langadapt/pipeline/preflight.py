@@ -22,6 +22,7 @@ from huggingface_hub.constants import PYTORCH_WEIGHTS_NAME, SAFETENSORS_INDEX_FI
 from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
 from langadapt.inputs.model_folder import parts_problem, weights_problem
+from langadapt.inputs.tokenizer_json import tokenizer_json_problem
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_json
 from langadapt.pipeline.preflight_data import check_epochs, check_sources, check_vocab_size
 from langadapt.planning.models import architecture_config, complete_architecture
@@ -149,6 +150,9 @@ def _check_base_model(recipe: Recipe, report: Report, needs_model: bool) -> tupl
     tokenizer = None
     if "tokenizer.json" in present:
         tokenizer = _read_json(folder / "tokenizer.json", ("base_model", "path"), report, missing="")
+    if tokenizer is not None and (problem := tokenizer_json_problem(folder / "tokenizer.json", tokenizer)):
+        report.add(("base_model", "path"), problem)  # the tokenizer stage's loader would refuse it
+        tokenizer = None  # not read further (ids, vocab_size, extension) by checks that trust its shape
     if weights_sound and (problem := parts_problem(folder, config or {}, tokenizer or {})):
         report.add(("base_model", "path"), problem)  # config, weights and tokenizer disagree
     return config, tokenizer

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import irregular_files
+from langadapt.inputs.tokenizer_json import tokenizer_json_problem
+from langadapt.ioerrors import irregular_files, read_input_json
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -37,12 +38,17 @@ def is_fast(tokenizer: object) -> bool:
 
 
 def load_tokenizer(folder: Path | str, what: str = "tokenizer") -> PreTrainedTokenizerFast:
-    """The fast tokenizer of a model folder; `what` names the folder in the error (e.g. "base_model.path")."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    """The fast tokenizer of a model folder; `what` names the folder in the error (e.g. "base_model.path").
 
+    Its tokenizer.json is checked first (`inputs.tokenizer_json`, the preflight check's function): a
+    corrupt merge or two tokens on one id is one line naming the entry, not the `tokenizers`
+    loader's bare Exception from inside transformers."""
     path = Path(folder)
     if path.is_dir() and (irregular := irregular_files(path)):
         raise LangadaptError(f"{what} {path}: {irregular[0]}")
+    written = _checked_tokenizer_json(path / "tokenizer.json", what) if (path / "tokenizer.json").is_file() else None
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
     try:
         if (path / "tekken.json").is_file():
             if (path / "tokenizer.json").is_file():  # tokenizer_config.json's specials and flags still apply
@@ -51,9 +57,9 @@ def load_tokenizer(folder: Path | str, what: str = "tokenizer") -> PreTrainedTok
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise LangadaptError(f"{what} {path}: no loadable tokenizer ({exc})") from None
-    if is_fast(tokenizer) and _runs_the_files_pipeline(tokenizer, path / "tokenizer.json"):
+    if is_fast(tokenizer) and _runs_the_files_pipeline(tokenizer, written):
         return tokenizer
-    if (path / "tokenizer.json").is_file():
+    if written is not None:
         log.warning("%s %s: AutoTokenizer gives %s, which does not run the folder's tokenizer.json; "
                     "loading tokenizer.json as it is", what, path, type(tokenizer).__name__)
         return PreTrainedTokenizerFast.from_pretrained(path)
@@ -61,14 +67,20 @@ def load_tokenizer(folder: Path | str, what: str = "tokenizer") -> PreTrainedTok
                          "(tokenizers) tokenizer, and the folder has no tokenizer.json to load instead")
 
 
-def _runs_the_files_pipeline(tokenizer: PreTrainedTokenizerFast, file: Path) -> bool:
-    """Whether the loaded pipeline is the one in `file` (True when there is no file to compare)."""
-    if not file.is_file():
+def _checked_tokenizer_json(file: Path, what: str) -> dict:
+    """A model folder's tokenizer.json, parsed, when it is one the `tokenizers` library loads as
+    written; else a LangadaptError `what: FILE: entry: why`."""
+    written = read_input_json(file, what)
+    if problem := tokenizer_json_problem(file, written):
+        raise LangadaptError(f"{what}: {problem}")
+    return written
+
+
+def _runs_the_files_pipeline(tokenizer: PreTrainedTokenizerFast, written: dict | None) -> bool:
+    """Whether the loaded pipeline is the one in tokenizer.json, parsed: `written` (True when the
+    folder has none to compare)."""
+    if written is None:
         return True
-    try:
-        written = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return True  # AutoTokenizer read it; a file we cannot parse is not ours to second-guess
     loaded = json.loads(tokenizer.backend_tokenizer.to_str())
     model_type = (written.get("model") or {}).get("type")
     return loaded["model"].get("type") == model_type and all(
