@@ -168,7 +168,8 @@ def test_truncated_base_weights_are_found_by_the_dry_run(tmp_path: Path) -> None
     base = tmp_path / "base"
     base.mkdir()
     (base / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 128}))
-    (base / "tokenizer.json").write_text("{}")
+    (base / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {"</s>": 0}, "merges": []}}))
+    (base / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
     weights = safetensors_bytes({"embed": np.zeros((64, 32), np.float32), "head": np.ones((64, 32), np.float32)})
     (base / "model.safetensors").write_bytes(weights[: len(weights) - 1000])
     path = recipe(tmp_path, corpus, WARM)
@@ -194,9 +195,11 @@ def _base_with_parts(base: Path, config_vocab: int, rows: int, tokenizer_ids: in
         "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
         **config_keys}))
     vocab = {f"t{i}": i for i in range(tokenizer_ids - 2)}
-    added = [{"id": tokenizer_ids - 2 + i, "content": tok, "special": True} for i, tok in enumerate(("<s>", "</s>"))]
+    added = [{"id": tokenizer_ids - 2 + i, "content": tok, "special": True, "single_word": False, "lstrip": False,
+              "rstrip": False, "normalized": False} for i, tok in enumerate(("<s>", "</s>"))]  # loadable as written
     (base / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": []},
                                                      "added_tokens": added}))
+    (base / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
     tensors = {embedding: np.zeros((rows, 8), np.float32), "lm_head.weight": np.ones((rows, 8), np.float32)}
     if head is not None:
         tensors["lm_head.weight"] = head
