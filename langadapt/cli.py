@@ -218,11 +218,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Every argument is checked before torch loads (seconds of imports): the model or run, the
-    references, the suites, the texts, `--name`, whether the suites measure anything on the
-    held-out text found, the output folder and the run lock."""
+    references, the suites (and what their tasks read), the texts and their languages, `--name`,
+    whether the suites measure anything on the held-out text found, the output folder, the run
+    lock, and every model folder to be scored, as the run checks its base (`model_folder_problem`)."""
     from langadapt.evaluation.held_out import check_model_or_run, eval_target, read_given_texts
     from langadapt.evaluation.naming import RESULTS, split_named
-    from langadapt.evaluation.suite import load_suites
+    from langadapt.evaluation.suite import check_suite_inputs, load_suites
 
     suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
     check_model_or_run(args.model)
@@ -230,18 +231,60 @@ def cmd_eval(args: argparse.Namespace) -> int:
         name, path = split_named(entry)
         check_model_or_run(path, f"--compare {name}=" if name else "--compare ")
     loaded = load_suites(suites)
+    for suite in loaded:
+        check_suite_inputs(suite)
+    check_text_languages(args.texts)
     texts = read_given_texts(args.texts)
     out = Path(args.out) if args.out else default_eval_out(Path(args.model), args.name)
     with _run_lock_for(out):  # a `langadapt run` of the same run directory must not write at the same time
         if (out / RESULTS).exists() and not args.overwrite:
             raise LangadaptError(f"{out / RESULTS}: already exists; pass --overwrite to replace it (or choose another --out)")
         target = eval_target(args.model, args.compare, args.name, loaded, texts)  # reads the run's held-out split
+        for what, folder in eval_model_folders(args.model, args.compare):
+            refuse_model_folder(folder, what)
         from langadapt.evaluation import evaluate_cli
 
         results = evaluate_cli(args.model, suites, out, args.compare, name=args.name, texts=texts, target=target)
     print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
     print(f"evaluation written to {out}")
     return 0
+
+
+def check_text_languages(entries: list[str]) -> None:
+    """`--texts LANG=FILE`: LANG is a language code as a recipe's `lang` must be (`recipe.languages`),
+    so `Norwegian` or `xx` is refused as `lang: Norwegian` is, not scored and reported under that name."""
+    from langadapt.recipe.languages import language_problem
+
+    for entry in entries:
+        lang, sep, name = entry.partition("=")
+        if sep and lang and name and (problem := language_problem(lang)):
+            raise LangadaptError(f"--texts {entry}: {problem}")
+
+
+def eval_model_folders(model: str, compare: list[str]) -> list[tuple[str, Path]]:
+    """(how the command line named it, folder) of every model folder `langadapt eval` loads: the
+    folder given, or each model a run directory holds; each `--compare` folder, or the model of a
+    run it names (its final, as `evaluation.stage.compare_models` takes it)."""
+    from langadapt.evaluation.held_out import is_model_folder
+    from langadapt.evaluation.naming import split_named
+    from langadapt.run.layout import RunLayout
+
+    target = Path(model)
+    found = [("", target)] if is_model_folder(target) else [("", p) for p in RunLayout(target).models_on_disk().values()]
+    for entry in compare:
+        path = Path(split_named(entry)[1])
+        models = [path] if is_model_folder(path) else list(RunLayout(path).models_on_disk().values())[-1:]
+        found += [(f"--compare {entry}: ", p) for p in models]
+    return found
+
+
+def refuse_model_folder(folder: Path, what: str = "", weights: bool = True, tokenizer: bool = True) -> None:
+    """One line naming the folder when it cannot load as a model (`inputs.model_folder.model_folder_problem`,
+    the check the run makes of its base): headers and file names only, before torch is imported."""
+    from langadapt.inputs.model_folder import model_folder_problem
+
+    if problem := model_folder_problem(folder, weights=weights, tokenizer=tokenizer):
+        raise LangadaptError(f"{what}{problem}")
 
 
 def _run_lock_for(out: Path) -> contextlib.AbstractContextManager[object]:
@@ -292,15 +335,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         parse_checkpoint(args.checkpoint)
     layout = RunLayout(recipe.run_dir)
     require_trained(layout)
-    from langadapt.export.stage import (  # torch: after every refusal above
-        export_checkpoint,
-        verified_for_push,
-    )
-
     revision = args.revision
     if args.checkpoint:
+        base = resolve_base_model(recipe, fetch=False)  # its vocabulary files go into the folder
+        if base is not None:  # checked as the pipeline checks it (`resolve_base_model` with fetch=True)
+            refuse_model_folder(Path(base), "base_model.path: ", weights=False, tokenizer=False)
+        from langadapt.export.stage import export_checkpoint  # torch: after every refusal above
+
         paths = export_checkpoint(args.checkpoint, layout, recipe.export, RunFacts.from_recipe(recipe),
-                                  resolve_base_model(recipe, fetch=False), args.overwrite)
+                                  base, args.overwrite)
         revision = revision or paths.root.name  # never over the final model on main
         print(f"exported {args.checkpoint} to {paths.model}")
     else:
@@ -308,6 +351,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         planned = dict(run_pipeline(loaded, only="export", force=args.overwrite, dry_run=True))
         if planned["export"] in WORKING and paths.model.exists() and not args.overwrite:
             raise LangadaptError(f"{paths.model}: an export exists (its inputs changed since); pass --overwrite to replace it")
+        # the pipeline checks the base (`resolve_base_model`) before the export stage imports torch
         actions = dict(run_pipeline(loaded, only="export", force=args.overwrite, overwrite=args.overwrite))
         print(f"exported to {paths.model}" if actions["export"] in WORKING else f"export is up to date: {paths.model}")
         if (actions["export"] in WORKING and recipe.export.push_to_hub and recipe.export.repo_id == args.push_to_hub
@@ -315,6 +359,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(f"pushed to {args.push_to_hub} by the export stage (export.push_to_hub)")
             return 0
     if args.push_to_hub:
+        from langadapt.export.stage import verified_for_push  # torch
+
         verified_for_push(paths, layout, recipe.export)
         url = push(paths.model, args.push_to_hub, recipe.export.private, revision)
         print(f"pushed to {args.push_to_hub}{f' (branch {revision})' if revision else ''}: {url}")

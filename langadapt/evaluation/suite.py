@@ -10,11 +10,14 @@ A suite file looks like
 
 Relative data paths resolve against the suite file's folder, so a suite and its data move
 together and nothing depends on the working directory. Every problem is one line naming the
-suite file (with the line), the task and what is wrong.
+suite file (with the line), the task and what is wrong. `load_suite` checks files and names
+(the run's preflight, the evaluate stage and `langadapt eval` all call it); `check_suite_inputs`
+reads what a suite's tasks read, without torch, for `langadapt eval` before any import of it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
@@ -23,9 +26,12 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from langadapt.errors import LangadaptError
+from langadapt.evaluation.lm_eval_yaml import include_path_problem
+from langadapt.evaluation.task_data import read_minimal_pairs
 from langadapt.ioerrors import file_kind, input_problem
 from langadapt.recipe.base import Config
 from langadapt.recipe.errors import dotted, read_yaml_mapping, suggest, yaml_line
+from langadapt.recipe.hints import pip_install
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout that holds `eval/` (relative suite paths fall back to it)."""
@@ -204,7 +210,9 @@ def _load_task(path: Path, root: yaml.Node, index: int, raw: object) -> Task:
 
 
 def _resolve_paths(task: Task, base: Path, where: str) -> Task:
-    """Make data paths absolute (relative to the suite's folder) and check that they exist."""
+    """Make data paths absolute (relative to the suite's folder) and check that they exist; an
+    lm_eval task's `include_path` is read as lm-eval reads it (`lm_eval_yaml.include_path_problem`:
+    task YAMLs that parse, the tasks named there, their data files)."""
 
     def check(value: str) -> str:
         resolved = Path(value).expanduser()
@@ -220,7 +228,10 @@ def _resolve_paths(task: Task, base: Path, where: str) -> Task:
     if isinstance(task, BpbTask):
         return task.model_copy(update={"files": {k: [check(p) for p in v] for k, v in task.files.items()}})
     if isinstance(task, LmEvalTask) and task.include_path:
-        return task.model_copy(update={"include_path": check(task.include_path)})
+        folder = Path(check(task.include_path))
+        if problem := include_path_problem(folder, task.tasks, task.include_defaults):
+            raise LangadaptError(f"{where}: {problem}")
+        return task.model_copy(update={"include_path": str(folder)})
     return task
 
 
@@ -266,3 +277,15 @@ def load_suites(paths: list[str | Path]) -> list[Suite]:
             )
         seen[suite.name] = suite.source
     return suites
+
+
+def check_suite_inputs(suite: Suite) -> None:
+    """Raise LangadaptError for what the suite's tasks would find wrong after torch loaded: lm-eval
+    not installed where a task needs it (found without importing it), a minimal-pairs file that does
+    not read (its line named). The checks the run's preflight makes of a suite beyond `load_suite`."""
+    for task in suite.tasks:
+        if isinstance(task, LmEvalTask) and importlib.util.find_spec("lm_eval") is None:
+            raise LangadaptError(f"{suite.source}: task {task.name!r}: lm-eval tasks need lm-evaluation-harness, "
+                                 f"which is not installed; run: {pip_install('langadapt[eval]')}")
+        if isinstance(task, MinimalPairsTask):
+            read_minimal_pairs(task.path)

@@ -2,22 +2,31 @@
 safetensors weights whole, and do its parts (config.json, the embedding and head tensors,
 tokenizer.json, the special ids) agree with each other.
 
-The preflight check runs these on the base model before any stage; `run.base_model` on every
-folder it resolves. `tokenizer_id_count` is the one count of the ids a tokenizer.json uses (the
-tokenizer's extension, the export's vocabulary and the preflight's data checks call it).
+The preflight check runs these on the base model before any stage. `model_folder_problem` is the
+whole check of one folder (files there, weights whole, parts in agreement, a tokenizer to load):
+`run.base_model` runs it on every base folder it resolves (for `langadapt run` and `export`),
+`langadapt eval` on every model it scores, each before torch is imported. `tokenizer_id_count` is
+the one count of the ids a tokenizer.json uses (the tokenizer's extension, the export's vocabulary
+and the preflight's data checks call it).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub.constants import SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import input_problem, read_input_json
+from langadapt.ioerrors import input_problem, irregular_files, read_input_json
 
 SAFETENSORS, SAFETENSORS_INDEX = SAFETENSORS_SINGLE_FILE, SAFETENSORS_INDEX_FILE
+WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, "pytorch_model.bin", "pytorch_model.bin.index.json")
+"""What transformers loads a model's weights from (the sharded forms beside each single file)."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.json")
+"""The files a tokenizer loads from (vocab.json with its merges.txt); a folder with none of them
+ends in transformers' "install sentencepiece or tiktoken" after seconds of imports."""
 
 
 def weights_problem(folder: Path) -> str | None:
@@ -228,3 +237,64 @@ def parts_problem(folder: Path, config: dict[str, Any] | None = None,
                 f"{rows:,} rows: ids {rows:,}.. have no embedding; use the tokenizer saved with these "
                 "weights (or resize the embeddings and save the model again)")
     return None
+
+
+def tokenizer_files_problem(folder: Path) -> str | None:
+    """Why no tokenizer loads from `folder`, from its file names alone: none of `TOKENIZER_FILES`,
+    or only a vocabulary that needs a library (or transformers version) not installed here."""
+    present = [name for name in TOKENIZER_FILES if (folder / name).exists()]
+    if not present:
+        return (f"{folder} has no tokenizer files "
+                "(tokenizer.json, tokenizer.model, tekken.json, or vocab.json + merges.txt)")
+    if present == ["tokenizer.model"] and importlib.util.find_spec("sentencepiece") is None:
+        return (f"{folder} has only a SentencePiece tokenizer.model: "
+                "pip install sentencepiece (or save the tokenizer as tokenizer.json)")
+    if present == ["tekken.json"] and not _transformers_converts_tekken():
+        return (f"{folder} has only a Mistral tekken.json, which this transformers cannot convert: "
+                "pip install 'transformers>=5' (or save the tokenizer as tokenizer.json)")
+    return None
+
+
+def _transformers_converts_tekken() -> bool:
+    """Whether the installed transformers has its tekken.json converter (5.x), without importing it."""
+    spec = importlib.util.find_spec("transformers")
+    return spec is not None and spec.origin is not None and (
+        Path(spec.origin).parent / "integrations" / "mistral").is_dir()
+
+
+def model_folder_problem(folder: Path, weights: bool = True, tokenizer: bool = True) -> str | None:
+    """Why model folder `folder` cannot be loaded as one model, or None: the one check of a folder a
+    user hands over, from file names, JSON and safetensors headers alone (no torch, no tensor read).
+
+    In order: a folder with config.json (a JSON object) and no FIFO or other irregular file among its
+    files; with `weights`, weight files that exist (a folder used only for its tokenizer or config
+    passes False) and, wherever they exist, are whole (`weights_problem`); with `tokenizer`, a
+    tokenizer to load (`tokenizer_files_problem`, and a tokenizer.json that parses); then config,
+    weights and tokenizer in agreement (`parts_problem`). Each problem is one line naming the folder
+    or its file."""
+    if not folder.is_dir():
+        return f"{folder}: no such model folder" if not folder.exists() else f"{folder} is a file, not a model folder"
+    if irregular := irregular_files(folder):
+        return irregular[0]
+    if not (folder / "config.json").is_file():
+        return f"{folder} has no config.json: not a Hugging Face model folder"
+    try:
+        config = read_input_json(folder / "config.json", "config.json")
+    except LangadaptError as exc:
+        return str(exc).removeprefix("config.json: ")
+    if not isinstance(config, dict):
+        return f"{folder / 'config.json'}: expected a JSON object"
+    if weights and not any((folder / name).exists() for name in WEIGHT_FILES):
+        return f"{folder} has no weights ({' or '.join(WEIGHT_FILES[::2])})"
+    if problem := weights_problem(folder):
+        return problem
+    parsed = None
+    if tokenizer:
+        if problem := tokenizer_files_problem(folder):
+            return problem
+        if (folder / "tokenizer.json").is_file():
+            try:
+                parsed = read_input_json(folder / "tokenizer.json", "tokenizer.json")
+            except LangadaptError as exc:
+                return str(exc).removeprefix("tokenizer.json: ")
+    return parts_problem(folder, config, parsed if isinstance(parsed, dict) else None)

@@ -2,8 +2,8 @@
 
 The pipeline runs the base's own recipe first when its folder is missing (`base_build`), then
 resolves it before fingerprinting: a stage's fingerprint hashes the base model's
-files, so they must exist first (see `fingerprint`). Every folder resolved here is checked as the
-preflight check checks it (`inputs.model_folder`: weights from their headers, parts against each other).
+files, so they must exist first (see `fingerprint`). Every folder resolved here is checked by
+`inputs.model_folder.model_folder_problem`, the check `langadapt eval` and `export` run on theirs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.inputs.model_folder import parts_problem, weights_problem
+from langadapt.inputs.model_folder import model_folder_problem
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.hints import hub_model_download
 
@@ -31,10 +31,12 @@ def resolve_base_model(recipe: Recipe, fetch: bool) -> str | None:
     """A local folder for the base model: as given (built already by `base_build`'s run), or from the Hub.
 
     With fetch=False (dry runs, fingerprints) nothing is downloaded: None when it is not on this
-    machine yet. With fetch=True a missing folder is an error and a Hub id is downloaded, and the
-    weights found are checked (`weights_problem`)."""
+    machine yet. With fetch=True a missing folder is an error and a Hub id is downloaded, and what
+    the folder holds is checked (`model_folder_problem`: config.json, weights whole, parts in
+    agreement); which files a run needs there (weights for `init: warm`, a tokenizer) is the
+    preflight check's to say, for the stages it will run."""
     folder = _resolve(recipe, fetch)
-    if folder is not None and fetch and (problem := weights_problem(Path(folder)) or parts_problem(Path(folder))):
+    if folder is not None and fetch and (problem := model_folder_problem(Path(folder), weights=False, tokenizer=False)):
         raise LangadaptError(f"base_model.path: {problem}")
     return folder
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.model_folders import header_model
 
 from langadapt.evaluation.naming import RESULTS
 from langadapt.run.layout import RunLayout
@@ -60,7 +61,33 @@ def folders(tmp_path: Path) -> dict[str, Path]:
     (tmp_path / "fresh.yaml").write_text(  # the recipe of the run with nothing trained, for `export`
         f"name: fresh\nrun_root: {tmp_path}/runs\ninit: scratch\nbase_model:\n  architecture: {{model_type: llama}}\n"
         "data:\n  sources:\n    - {name: nb, path: nb.jsonl, lang: nb}\ntokenizer: {kind: byte_bpe, vocab_size: 300}\n")
-    return {"model": model, "run": run.root, "fresh": untrained.root, "tmp": tmp_path}
+    return {"model": model, "run": run.root, "fresh": untrained.root, "tmp": tmp_path,
+            **_issue_38_folders(tmp_path)}
+
+
+def _issue_38_folders(tmp_path: Path) -> dict[str, Path]:
+    """Model folders that load only as far as transformers' size check or tokenizer search (issue 38),
+    lm-eval task folders with a missing data file or a broken YAML, and trained runs to export."""
+    (tmp_path / "nb.txt").write_text("Dette er en tekst på norsk.\n", "utf-8")
+    good = header_model(tmp_path / "good")
+    header_model(tmp_path / "mismatch", vocab_size=80)
+    header_model(tmp_path / "notok", tokenizer_ids=None)
+    truncated = header_model(tmp_path / "truncated")
+    weights = (truncated / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(weights[:-100])
+    for name, task_yaml in (("nodata", "task: t\ndataset_path: json\ndataset_kwargs:\n  data_files: {test: gone.jsonl}\n"),
+                            ("badyaml", "task: t\ndataset_path: json\ndataset_kwargs:\n  data_files: [a.jsonl\n")):
+        (tmp_path / name / "tasks").mkdir(parents=True)
+        (tmp_path / name / "tasks" / "t.yaml").write_text(task_yaml, "utf-8")
+        (tmp_path / name / "suite.yaml").write_text(
+            "name: s\ntasks:\n  - {kind: lm_eval, tasks: [t], include_path: tasks, include_defaults: false}\n", "utf-8")
+    (tmp_path / "trained.yaml").write_text(  # a trained run whose base no longer agrees with its weights
+        f"name: trained\nrun_root: {tmp_path}/runs\ninit: warm\nbase_model: {{path: {tmp_path}/mismatch}}\n"
+        "data:\n  sources:\n    - {name: nb, path: nb.txt, lang: nb}\ntokenizer: {vocab_size: 300}\n", "utf-8")
+    layout = RunLayout(tmp_path / "runs" / "trained")
+    header_model(layout.stage2.model)
+    (layout.stage2.root / "COMPLETE").write_text("done\n", "utf-8")
+    return {"good": good}
 
 
 CASES = {
@@ -79,6 +106,28 @@ CASES = {
     "export: malformed --checkpoint": (["export", "{tmp}/fresh.yaml", "--checkpoint", "last"], "expected STAGE/STEP"),
     "export: --revision alone": (["export", "{tmp}/fresh.yaml", "--revision", "v1"], "only used with --push-to-hub"),
     "export: nothing trained": (["export", "{tmp}/fresh.yaml"], "nothing trained to export"),
+    # issue 38: what `run` refuses, `eval` and `export` refuse the same way
+    "--texts a language name": (["eval", "{model}", "--texts", "Norwegian={tmp}/nb.txt"],
+                                "--texts Norwegian={tmp}/nb.txt: 'Norwegian' is not a language code (ISO 639"),
+    "--texts an unregistered code": (["eval", "{model}", "--texts", "xx={tmp}/nb.txt"], "'xx' is not a language code"),
+    "model: vocab_size against the weights": (["eval", "{tmp}/mismatch", "--texts", "nb={tmp}/nb.txt"],
+                                              ("mismatch/config.json has vocab_size 80 but the weights' "
+                                               "model.embed_tokens.weight has 64 rows")),
+    "model: no tokenizer files": (["eval", "{tmp}/notok", "--texts", "nb={tmp}/nb.txt"],
+                                  "notok has no tokenizer files (tokenizer.json, tokenizer.model"),
+    "a run's model without weights": (["eval", "{run}", "--texts", "nb={tmp}/nb.txt"],
+                                      "stage2/model has no weights (model.safetensors or pytorch_model.bin)"),
+    "--compare: weights cut short": (["eval", "{good}", "--compare", "ref={tmp}/truncated", "--texts", "nb={tmp}/nb.txt"],
+                                     "--compare ref={tmp}/truncated: {tmp}/truncated/model.safetensors is truncated"),
+    "lm-eval: a data file missing": (["eval", "{good}", "--suite", "{tmp}/nodata/suite.yaml"],
+                                     ("nodata/suite.yaml:3: task #1 (lm_eval): lm-eval task 't' "
+                                      "({tmp}/nodata/tasks/t.yaml) reads data file {tmp}/gone.jsonl, which is missing")),
+    "lm-eval: a task YAML that does not parse": (["eval", "{good}", "--suite", "{tmp}/badyaml/suite.yaml"],
+                                                 "lm-eval task file {tmp}/badyaml/tasks/t.yaml:5:1: not valid YAML"),
+    "export: the base disagrees with its weights": (["export", "{tmp}/trained.yaml"],
+                                                    "base_model.path: {tmp}/mismatch/config.json has vocab_size 80"),
+    "export --checkpoint: the same base": (["export", "{tmp}/trained.yaml", "--checkpoint", "stage2/5"],
+                                           "base_model.path: {tmp}/mismatch/config.json has vocab_size 80"),
 }
 
 
@@ -86,6 +135,7 @@ CASES = {
 def test_each_refusal_is_one_line_exit_2_before_torch(case: str, folders: dict[str, Path]) -> None:
     argv, expected = CASES[case]
     err, report = _refuse([part.format(**folders) for part in argv], folders["tmp"])
+    expected = expected.format(**folders)
     assert report["rc"] == 2, err
     assert len(err.splitlines()) == 1 and err.startswith("langadapt: error: ") and expected in err, err
     assert report["heavy"] == [], f"{case}: refused only after importing {report['heavy']}"
