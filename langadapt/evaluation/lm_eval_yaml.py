@@ -25,7 +25,9 @@ from typing import Any
 
 import yaml
 
-from langadapt.ioerrors import file_kind
+from langadapt.errors import LangadaptError
+from langadapt.ioerrors import file_kind, read_input_bytes
+from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 
 IGNORED_FOLDERS = {"__pycache__", ".ipynb_checkpoints"}
 """Folders lm-eval's index does not walk into."""
@@ -76,7 +78,8 @@ def _load(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any] | None:
     try:
         if kind := file_kind(path.stat().st_mode):  # reading a FIFO would block
             raise _BadFile(f"{path} is not a regular file ({kind})")
-        config = yaml.load(path.read_bytes(), Loader=_loader(path.parent))  # lm-eval's loader (builds no objects)
+        text = read_input_bytes(path, "lm-eval task YAML", MAX_FILE_BYTES)
+        config = yaml.load(text, Loader=_loader(path.parent))  # lm-eval's loader (builds no objects)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
@@ -86,6 +89,8 @@ def _load(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any] | None:
         raise _BadFile(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
     except OSError as exc:
         raise _BadFile(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except LangadaptError as exc:  # unreadable or over a recipe's size (read whole)
+        raise _BadFile(str(exc)) from None
     if not isinstance(config, dict):
         return None
     includes = config.pop("include", None)

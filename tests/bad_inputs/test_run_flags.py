@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers.model_folders import header_model
 from helpers.recipes import scratch_recipe
 
 from langadapt.cli import main
 from langadapt.errors import LangadaptError
+from langadapt.pipeline import runner as pipeline
+from langadapt.pipeline.runner import RUN_AFRESH, STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
 from langadapt.run import layout as rundir
-from langadapt.pipeline import runner as pipeline
 from langadapt.run.lock import RunLock
-from langadapt.pipeline.runner import RUN_AFRESH, STAGES, Stage, run_pipeline
 from langadapt.runtime import signals
 
 
@@ -179,10 +180,9 @@ def test_from_and_until_the_same_stage_is_one_stage(stubs: Stubs) -> None:
 # --- 4. `langadapt eval` into a run folder takes the run lock --------------------------------------
 
 def _stub_trained_model(run_dir: Path) -> None:
-    """A stage 2 model folder (its config.json): eval refuses a run with nothing trained before the lock."""
-    model = rundir.RunLayout(run_dir).trained("stage2").model
-    model.mkdir(parents=True)
-    (model / "config.json").write_text("{}")
+    """A stage 2 model folder that passes eval's model-folder check (headers, no torch): eval refuses
+    a run with nothing trained before the lock."""
+    header_model(rundir.RunLayout(run_dir).trained("stage2").model)
 
 
 def test_eval_waits_for_no_one_but_refuses_while_a_run_holds_the_folder(stubs: Stubs, capsys, monkeypatch) -> None:
