@@ -24,9 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tiny Llama (helpers.synthetic)
+
+from helpers.synthetic import tiny_llama
 
 from langadapt.data.stream import document_positions
 from langadapt.planning.training import check_engine
@@ -34,7 +40,6 @@ from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.placement import DistInfo
 from langadapt.train.engines import build_engine
 from langadapt.train.policy import select_trainable
-from langadapt.train.synthetic import tiny_llama
 
 EOS, VOCAB = 1, 8192
 DEMO_SHAPE = {"hidden": 256, "layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4,

@@ -62,6 +62,7 @@ def peak_bytes(prof) -> int:
 def measure(side: str, shape: dict[str, int] = SHAPE, seq: int = SEQ) -> dict[str, float]:
     """In this process: build the side's engine, train STEPS steps, return measured and planned GB."""
     import torch
+    from helpers.synthetic import SyntheticStream, tiny_llama
     from torch.profiler import ProfilerActivity, profile
 
     from langadapt.planning.memory import memory_per_gpu
@@ -71,7 +72,6 @@ def measure(side: str, shape: dict[str, int] = SHAPE, seq: int = SEQ) -> dict[st
     from langadapt.runtime.distributed import DistInfo
     from langadapt.train.engines import base, build_engine
     from langadapt.train.policy import select_trainable
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     # The optimizer as a GPU runs it: build_optimizer picks the fused AdamW there, and foreach on CPU
     # (see its comment), whose full-size temporaries (8 bytes per trainable parameter at the step)
@@ -110,7 +110,8 @@ def measure(side: str, shape: dict[str, int] = SHAPE, seq: int = SEQ) -> dict[st
 def run_side(side: str, smoke: bool = False, seq: int | None = None) -> dict[str, float] | str:
     """One side in a fresh process (no allocator state or DeepSpeed globals shared between sides).
     `seq`: another sequence length than SEQ (the test's shorter one; the plan is asked for the same)."""
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "2",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}  # tests/: helpers.synthetic
     done = subprocess.run([sys.executable, __file__, "--worker", side, *(["--smoke"] if smoke else []),
                            *(["--seq", str(seq)] if seq else [])],
                           capture_output=True, text=True, env=env, check=False)

@@ -55,7 +55,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # tests/: the tiny Llama and the stream (helpers.synthetic)
+
+from helpers.synthetic import SyntheticStream, tiny_llama
 
 from langadapt.recipe.train import (
     CheckpointConfig,
@@ -70,7 +73,6 @@ from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.energy import energy_counter
 from langadapt.train.policy import select_trainable
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 TINY_EN_LLAMA = {"vocab_size": 8192, "hidden": 256, "layers": 6, "intermediate_size": 704,
                  "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32}

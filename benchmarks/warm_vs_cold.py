@@ -42,8 +42,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from langadapt.evaluation.cold_twin import equal_compute_stage2_steps, model_dims, run_flops, step_flops
-from langadapt.planning.models import ModelDims, dims_from_config
+from langadapt.evaluation.cold_twin import equal_compute_stage2_steps, run_flops, step_flops
+from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
 from langadapt.planning.training import global_batch
 from langadapt.recipe import Recipe, load_recipe
 
@@ -82,8 +82,9 @@ def variant_overrides(plan: dict[str, Any], variant: str, seed: int, default_see
 
 
 def recipe_dims(recipe: Recipe):
-    """The dims a run trains: its base model's config with its tokenizer's vocabulary size."""
-    return model_dims(REPO / recipe.base_model.path, recipe.tokenizer.vocab_size)
+    """The dims a run trains: its base model's config with its tokenizer's vocabulary size (what
+    `cold_twin_recipe` reads from the run's step-0 model)."""
+    return load_model_dims(REPO / recipe.base_model.path).with_vocab(recipe.tokenizer.vocab_size)
 
 
 def reference_recipe(plan: dict[str, Any]) -> Recipe:

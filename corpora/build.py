@@ -56,8 +56,7 @@ def build_pairs(out: Path, recipe: Path, cache: Path, deb: Path | None) -> int:
     """Write the handbook's nb/en pairs that `recipe` never trains on; returns how many."""
     data = load_recipe(recipe).recipe.data
     deb = deb or fetch_deb("debian-handbook", cache)
-    return write_pairs(handbook_pairs(deb, ("nb-NO", "en-US"), data.valid_fraction, data.cleaning,
-                                      split_by=data.split_by), out)
+    return write_pairs(handbook_pairs(deb, ("nb-NO", "en-US"), data), out)
 
 
 def main(argv: list[str] | None = None) -> int:

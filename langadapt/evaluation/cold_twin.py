@@ -16,12 +16,10 @@ reads it): stage 1 by default, stage 2 when its recipe narrows `trainable`.
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 
 from langadapt.planning.flops import flops_per_token
-from langadapt.planning.models import ModelDims, dims_from_config, load_model_dims
+from langadapt.planning.models import ModelDims, load_model_dims
 from langadapt.planning.training import global_batch, trainable_kind
 from langadapt.recipe import LoadedRecipe, Recipe, with_overrides
 from langadapt.recipe.paths import COLD_SUFFIX
@@ -49,12 +47,6 @@ def equal_compute_stage2_steps(budget_flops: float, dims: ModelDims, recipe: Rec
     """Stage-2 steps that make `recipe` (its own stage 1 included) spend `budget_flops`."""
     left = budget_flops - run_flops(dims, recipe, stage2_steps=0)
     return max(1, round(left / step_flops(dims, "stage2", recipe.stage2)))
-
-
-def model_dims(base_model: str | Path, vocab_size: int) -> ModelDims:
-    """The trained model's dims: the base model's config with the new tokenizer's vocabulary."""
-    config = json.loads((Path(base_model) / "config.json").read_text(encoding="utf-8"))
-    return dims_from_config(config, name=Path(base_model).name).with_vocab(vocab_size)
 
 
 def cold_twin_overrides(recipe: Recipe, dims: ModelDims) -> list[str]:

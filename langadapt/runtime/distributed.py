@@ -2,7 +2,8 @@
 
 Which rank and world this process has is decided in `placement` (torch-free, read by the CLI,
 the logger and the pipeline too); this module turns that answer into a torch.distributed or
-DeepSpeed process group, and tells child processes what not to inherit from it.
+DeepSpeed process group (`export_env` writes its layout into this process's environment for the
+libraries that read it there).
 """
 
 from __future__ import annotations
@@ -26,12 +27,6 @@ DEFAULT_TIMEOUT_S = 600.0
 """Ten minutes: longer than anything rank 0 does alone between collectives (publishing and pruning
 a checkpoint, exporting the model), far shorter than torch's gloo default of 30 minutes, which a
 job whose peer froze (a node off the network: no TCP reset) would spend holding every GPU."""
-
-EXPORTED_ENV_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_SIZE")
-"""What `export_env` writes into this process's environment. A child process started later
-inherits them, and would read its parent's place in the job (and its rendezvous port, still held
-by the parent's store) as its own: strip them from a child's environment unless it joins the job."""
-
 
 def collective_timeout(env: Mapping[str, str] | None = None) -> timedelta:
     """How long a collective waits for a missing peer: `LANGADAPT_DIST_TIMEOUT_S`, else ten minutes.

@@ -53,11 +53,11 @@ def test_every_entry_point_the_readme_names_exists() -> None:
 
 
 def test_fit_with_a_tokenizer_writes_a_folder_that_loads_alone(tmp_path: Path) -> None:
+    from helpers.synthetic import SyntheticStream, tiny_llama
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
     from langadapt import EngineConfig, TrainingJob, TrainStageConfig, checkpoint_model, fit
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

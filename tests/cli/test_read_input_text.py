@@ -28,7 +28,6 @@ OWN_FILES = {
     "data/shards.py": "the data stage's shard metadata in the run folder",
     "embeddings/mapping.py": "the vocabulary mapping the embeddings stage saved",
     "embeddings/row_plan.py": "the shared-row plan the embeddings stage saved",
-    "evaluation/cold_twin.py": "PENDING: the base model's config.json, read by preflight through read_input_text first",
     "evaluation/plots.py": "the run's metrics file",
     "evaluation/report.py": "the plots the report just drew",
     "evaluation/stage.py": "the run's resolved recipe and stage manifests",

@@ -127,9 +127,8 @@ def test_iterating_without_workers_advances_the_stream_for_resume(tokenizer, tmp
 
 
 def test_hf_trainer_trains_a_tiny_llama_on_the_dataset(tokenizer, tmp_path: Path) -> None:
+    from helpers.synthetic import tiny_llama
     from transformers import Trainer, TrainingArguments
-
-    from langadapt.train.synthetic import tiny_llama
 
     steps, batch = 4, 4
     stream = _stream(tokenizer, tmp_path / "tokens", total=steps * batch)
@@ -148,7 +147,7 @@ def test_hf_trainer_trains_a_tiny_llama_on_the_dataset(tokenizer, tmp_path: Path
 def test_document_masking_items_carry_positions_that_keep_documents_apart(tokenizer, tmp_path: Path) -> None:
     """With document masking the items carry position ids restarting after every EOS, and a HF
     model given them (and use_cache=False) scores each packed document as if it were alone."""
-    from langadapt.train.synthetic import tiny_llama
+    from helpers.synthetic import tiny_llama
 
     stream = stream_from_texts(_texts(80, seed=5), tokenizer, tmp_path, seq_len=64, total_samples=4, seed=1,
                                document_masking=True)

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.synthetic import tiny_llama
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from langadapt import cli
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.naming import derived_name, split_named, unique_names
-from langadapt.train.synthetic import tiny_llama
 
 TEXT = "Dette er en kort tekst på norsk bokmål om Debian og pakker, og den er ikke lang. " * 3
 

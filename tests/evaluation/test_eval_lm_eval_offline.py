@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.synthetic import tiny_llama
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -19,7 +20,6 @@ from langadapt import cli
 from langadapt.errors import LangadaptError
 from langadapt.evaluation import evaluate
 from langadapt.evaluation.suite import REPO_ROOT, LmEvalTask
-from langadapt.train.synthetic import tiny_llama
 
 pytest.importorskip("lm_eval")
 

@@ -7,13 +7,13 @@ import logging
 from pathlib import Path
 
 import pytest
+from helpers.synthetic import tiny_llama
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from langadapt.evaluation.lm_eval_bridge import quiet_harness, run_lm_eval
 from langadapt.evaluation.suite import REPO_ROOT, load_suite
 from langadapt.recipe.evaluation import EvaluationConfig
-from langadapt.train.synthetic import tiny_llama
 
 pytest.importorskip("lm_eval")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.synthetic import tiny_llama
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -30,7 +31,6 @@ from langadapt.recipe import load_recipe
 from langadapt.recipe.export import RECIPE_FILE
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
-from langadapt.train.synthetic import tiny_llama
 
 NB = ("Debian er et operativsystem som mange bruker på tjenere. For å installere en ny pakke må du "
       "bruke apt, og pakkene kommer fra et arkiv som speiles over hele verden. ")

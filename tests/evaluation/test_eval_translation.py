@@ -12,26 +12,33 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
+from helpers.synthetic import tiny_llama
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from langadapt.corpora.debian_docs import default_cache_dir
+from langadapt.data import stage as data_stage
+from langadapt.data.documents import iter_split, write_documents
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.evaluate import evaluate_models
 from langadapt.evaluation.parallel import (
     PairLimits,
     align_page,
     handbook_pairs,
+    handbook_source,
+    held_out_documents,
     held_out_pages,
     interleave_pages,
+    page_key,
     parallel_pages,
 )
 from langadapt.evaluation.suite import REPO_ROOT, TranslationTask, load_suite
 from langadapt.evaluation.translation import _LineDone, answer, build_prompt, corpus_scores, translate
 from langadapt.recipe import load_recipe
+from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.recipe.evaluation import EvaluationConfig
+from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
-from langadapt.train.synthetic import tiny_llama
 
 SHIPPED = REPO_ROOT / "eval" / "data" / "translation_nb_en.jsonl"
 DEMO = REPO_ROOT / "recipes" / "tiny_norwegian_warm.yaml"
@@ -80,23 +87,74 @@ def test_pages_match_by_name_across_locale_folders_and_keep_page_restricts():
     assert [r["page"] for r in parallel_pages(nb, en, ("nb", "en"), PairLimits(), {"b.html"})] == ["b.html"]
 
 
-def test_held_out_pages_need_every_language_held_out():
-    docs = {"nb": [{"id": f"x/nb-NO/p{i}.html", "text": f"side {i}"} for i in range(200)],
-            "en": [{"id": f"x/en-US/p{i}.html", "text": f"page {i}"} for i in range(200)]}
-    both = held_out_pages(docs, 0.3)
-    nb_only, en_only = held_out_pages({"nb": docs["nb"]}, 0.3), held_out_pages({"en": docs["en"]}, 0.3)
+def _docs(count: int = 200) -> dict[str, list[dict]]:
+    """A page and its translation per i, as `debian_docs` writes them (the id's file name shared)."""
+    return {"nb": [{"id": f"debian-handbook/html/nb-NO/p{i}.html", "text": f"side {i}"} for i in range(count)],
+            "en": [{"id": f"debian-handbook/html/en-US/p{i}.html", "text": f"page {i}"} for i in range(count)]}
+
+
+def _data(tmp_path: Path, **settings) -> DataConfig:
+    """A data section reading the two sources of `_docs` (nb the target, en replay) from tmp_path."""
+    return DataConfig(sources=[{"name": "nb", "path": str(tmp_path / "nb.jsonl.gz"), "lang": "nb", "role": "target"},
+                               {"name": "en", "path": str(tmp_path / "en.jsonl.gz"), "lang": "en", "role": "replay"}],
+                      **settings)
+
+
+def test_held_out_pages_need_every_language_held_out(tmp_path):
+    docs, data = _docs(), _data(tmp_path, valid_fraction=0.3)
+    both = held_out_pages(docs, data)
+    nb_only, en_only = held_out_pages({"nb": docs["nb"]}, data), held_out_pages({"en": docs["en"]}, data)
     assert both == nb_only & en_only and 20 < len(nb_only) < 100 and both < nb_only
-    assert held_out_pages(docs, 0.0) == set()
+    assert held_out_pages(docs, _data(tmp_path, valid_fraction=0.0, min_valid_documents=0)) == set()
 
 
-def test_held_out_pages_by_id_are_those_held_out_in_any_one_language():
+def test_held_out_pages_by_id_are_those_held_out_in_any_one_language(tmp_path):
     """`split_by: id` (the demo): a page and its translation share their fate, so every page held out
     in nb is held out in en too, unlike the text split above."""
-    docs = {"nb": [{"id": f"x/nb-NO/p{i}.html", "text": f"side {i}"} for i in range(200)],
-            "en": [{"id": f"x/en-US/p{i}.html", "text": f"page {i}"} for i in range(200)]}
-    both = held_out_pages(docs, 0.3, split_by="id")
-    assert both == held_out_pages({"nb": docs["nb"]}, 0.3, split_by="id") and 40 < len(both) < 100
-    assert len(both) > 2 * len(held_out_pages(docs, 0.3))
+    docs = _docs()
+    both = held_out_pages(docs, _data(tmp_path, valid_fraction=0.3, split_by="id"))
+    assert both == held_out_pages({"nb": docs["nb"]}, _data(tmp_path, valid_fraction=0.3, split_by="id"))
+    assert 40 < len(both) < 100 and len(both) > 2 * len(held_out_pages(docs, _data(tmp_path, valid_fraction=0.3)))
+
+
+def test_held_out_pages_keep_the_cap_of_max_valid_docs(tmp_path):
+    """Issue 39: the pairs' own copy of the split had no `max_valid_docs`: capped pages, trained by
+    the data stage, could give pairs."""
+    docs = _docs()
+    uncapped = held_out_pages(docs, _data(tmp_path, valid_fraction=0.3, split_by="id"))
+    capped = held_out_pages(docs, _data(tmp_path, valid_fraction=0.3, split_by="id", max_valid_docs=5))
+    assert len(capped) == 5 and capped < uncapped
+
+
+@pytest.mark.parametrize("settings", [
+    {"valid_fraction": 0.3},
+    {"valid_fraction": 0.3, "split_by": "id", "max_valid_docs": 7},
+    {"valid_fraction": 0.004, "split_by": "id", "min_valid_documents": 4},  # the floor tops up the target (nb) only
+    {"valid_fraction": 0.2, "max_valid_docs": 9, "cleaning": {"min_chars": 7}},  # cleaning drops the short pages
+], ids=["text", "id-capped", "id-floor", "text-capped-cleaned"])
+def test_the_pairs_hold_out_what_the_data_stage_holds_out(tmp_path, settings):
+    """The real data stage (`data.stage.run`) and the pair builder, on the same documents, hold out
+    the same documents of each source: the builder runs the stage's own split, not a copy."""
+    docs = _docs(120)
+    docs["nb"] += [dict(docs["nb"][3], id="debian-handbook/html/nb-NO/copy.html"), {"id": "x/nb-NO/e.html", "text": " "}]
+    data = _data(tmp_path, **settings)
+    for source in data.sources:
+        write_documents(Path(source.path), docs[source.name])
+    layout = RunLayout(tmp_path / "run")
+    data_stage.run(DataSlice(data), StageContext(layout.root, "data", seed=0))
+    stage_held = {name: {doc["text"] for doc in iter_split(layout.data.root, "valid") if doc["source"] == name}
+                  for name in docs}
+    builder_held = {name: {doc["text"] for doc in held} for name, held in held_out_documents(docs, data).items()}
+    assert builder_held == stage_held and all(stage_held.values())
+    by_page = {name: {page_key(d["id"]) for d in docs[name] if d["text"].strip() in held} for name, held in stage_held.items()}
+    assert held_out_pages(docs, data) == by_page["nb"] & by_page["en"]
+
+
+def test_the_handbook_source_of_a_language_is_the_recipes():
+    data = load_recipe(DEMO).recipe.data
+    assert (handbook_source(data, "nb"), handbook_source(data, "en")) == ("nb.debian-handbook", "en.debian-handbook")
+    with pytest.raises(LangadaptError, match="no source reads the debian-handbook in de"):
+        handbook_source(data, "de")
 
 
 def test_interleaved_pairs_take_turns_between_pages():
@@ -280,6 +338,5 @@ def test_the_shipped_pairs_are_rebuilt_identically():
         (REPO_ROOT / "corpora" / "cache").glob("debian-handbook_*.deb"))
     if not debs:
         pytest.skip("debian-handbook .deb not in the package cache (python corpora/build.py fetches it)")
-    data = load_recipe(DEMO).recipe.data
-    rows = handbook_pairs(debs[-1], ("nb-NO", "en-US"), data.valid_fraction, data.cleaning, split_by=data.split_by)
+    rows = handbook_pairs(debs[-1], ("nb-NO", "en-US"), load_recipe(DEMO).recipe.data)
     assert rows == [json.loads(line) for line in SHIPPED.read_text().splitlines()]

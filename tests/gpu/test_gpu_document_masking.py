@@ -9,10 +9,10 @@ import importlib.util
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.synthetic import tiny_llama
 
 from langadapt.data.stream import document_positions
 from langadapt.train.fastpath import CausalLMLoss, model_inputs
-from langadapt.train.synthetic import tiny_llama
 
 EOS, VOCAB = 0, 512
 KERNELS = ["sdpa", "flex_attention"] + (["flash_attention_2"] if importlib.util.find_spec("flash_attn") else [])

@@ -1,7 +1,7 @@
 """Every GPU default that has not run on a GPU since it changed (issue 32), in one short run.
 
 - Each (fast path, layout) pair that `engine.compile/fused_loss: auto` leaves off because RAN_ON_GPU
-  lacks it (`gpu_record.GPU_TEST_FOR`: the fused loss under ZeRO-3, compile and the fused loss under
+  lacks it (`helpers.gpu_suite.GPU_TEST_FOR`: the fused loss under ZeRO-3, compile and the fused loss under
   FSDP2), forced on and compared with the plain path in bf16: losses within bf16 rounding at every
   step, every weight finite and close, the fused kernel called every micro-step / dynamo's graphs
   compiled without a break.
@@ -13,7 +13,8 @@ The bodies are tests/helpers/fast_paths.py, which tests/train/test_fast_paths_cp
 and precision tests of tests/train) run on CPU in the normal suite. One GPU gives one rank to the
 in-process runs (ZeRO-3's and FSDP2's partition and gather hooks all run; no cross-rank reduction)
 and 2 gloo ranks sharing it to DDP. Estimated cost on an H100: ~2 min in all (see run.sh).
-When one passes, add its RAN_ON_GPU entry (langadapt/planning/gpu_record.py) with the RESULTS.md section.
+When one passes, add its RAN_ON_GPU entry (langadapt/planning/gpu_record.py) with the RESULTS.md section
+and move its pair from GPU_TEST_FOR to RECORDED_BY (tests/helpers/gpu_suite.py).
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fast_paths
-
-from langadapt.planning.gpu_record import GPU_TEST_FOR
+from helpers.gpu_suite import GPU_TEST_FOR
 
 
 @pytest.mark.parametrize(("path", "layout"), sorted(GPU_TEST_FOR), ids=lambda v: v)

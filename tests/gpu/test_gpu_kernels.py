@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.synthetic import SyntheticStream, tiny_llama
 
 from langadapt.recipe.train import CheckpointConfig, EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ = 512, 64
 

@@ -16,12 +16,15 @@ from pathlib import Path
 
 import torch
 
+if not __package__:  # run as a script (torchrun, srun): sys.path[0] is tests/helpers; `helpers` is in tests/
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
+from helpers.synthetic import SyntheticStream, tiny_llama
 from langadapt.planning.training import resolve_training
 from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.engines import build_engine
 from langadapt.train.policy import select_trainable
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from helpers import multiproc as mp
+from helpers.synthetic import SyntheticStream, tiny_llama
 from langadapt.planning.gpu_record import layout_name
 from langadapt.recipe.train import (
     CheckpointConfig,
@@ -34,7 +35,6 @@ from langadapt.recipe.train import (
 )
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ, HIDDEN, STEPS, LR = 256, 32, 64, 6, 1e-2
 
@@ -53,7 +53,7 @@ is lost gives exactly 1, one with a wrong gradient about that or more."""
 
 
 def engine_for(layout: str, **settings: object) -> EngineConfig:
-    """The engine of a FAST_PATH_LAYOUTS name, bf16, every ZeRO-3 tensor partitioned (by default
+    """The engine of a `gpu_suite.FAST_PATH_LAYOUTS` name, bf16, every ZeRO-3 tensor partitioned (by default
     ZeRO-3 keeps tensors under 100k elements whole: all of this tiny model's)."""
     kind = layout.split("-")[0]
     zero = int(layout.removeprefix("deepspeed-zero")) if kind == "deepspeed" else 0

@@ -3,7 +3,7 @@
     torchrun --nproc_per_node 2 fit_worker.py OUT --engine deepspeed --zero 2 --stage stage2
     torchrun --nproc_per_node 2 fit_worker.py OUT --engine fsdp --precision bf16 --activation-checkpointing
 
-The tiny Llama and the synthetic stream come from `langadapt.train.synthetic`: the same
+The tiny Llama and the synthetic stream come from `helpers.synthetic`: the same
 initial weights on every rank, and row i of the data depends on i only, so runs with different
 world sizes see the same global batches. `fit` itself picks up the rank layout from the
 launcher's environment (DistInfo), resumes from OUT/checkpoints/latest when it exists, and
@@ -22,11 +22,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
 import torch
 
+if not __package__:  # run as a script (torchrun, srun): sys.path[0] is tests/helpers; `helpers` is in tests/
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
+from helpers.synthetic import SyntheticStream, tiny_llama
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.recipe.train import (
     CheckpointConfig,
@@ -38,7 +43,6 @@ from langadapt.recipe.train import (
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ, GLOBAL_BATCH = 96, 16, 8
 SHARED_ROWS = SharedRows(VOCAB, tuple(range(0, VOCAB, 2)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,8 @@ import psutil
 import torch
 from safetensors.torch import load_file
 
-from langadapt.runtime.distributed import EXPORTED_ENV_VARS, free_port
+from helpers.job_env import inherited_env
+from langadapt.runtime.distributed import free_port
 
 HELPERS = Path(__file__).resolve().parent
 REPO = HELPERS.parents[1]
@@ -35,7 +35,7 @@ def env() -> dict[str, str]:
 
     An in-process DeepSpeed test earlier in this pytest process exported its own single-process
     layout (and the port its store still listens on); the workers must not inherit it."""
-    inherited = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}
+    inherited = inherited_env()
     accelerator = {} if torch.cuda.is_available() else {"DS_ACCELERATOR": "cpu"}
     return {**inherited, **accelerator, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 

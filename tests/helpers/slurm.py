@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
+from helpers.job_env import inherited_env
 from langadapt.errors import LangadaptError
 
 
@@ -15,10 +15,8 @@ def submit(script: str | Path) -> str:
     sbatch hands the submitter's environment to the job: a process that ran a training engine
     itself (a notebook, a test) carries RANK=0, WORLD_SIZE=1, MASTER_PORT=..., which the job's
     tasks would read as their own place (one rank each, never forming the group). Those are
-    left out (runtime.distributed.EXPORTED_ENV_VARS)."""
-    from langadapt.runtime.distributed import EXPORTED_ENV_VARS  # here: that module imports torch
-
-    env = {name: value for name, value in os.environ.items() if name not in EXPORTED_ENV_VARS}
+    left out (helpers.job_env.EXPORTED_ENV_VARS)."""
+    env = inherited_env()
     try:
         done = subprocess.run(
             ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=False, env=env

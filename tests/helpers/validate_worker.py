@@ -14,13 +14,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+if not __package__:  # run as a script (torchrun, srun): sys.path[0] is tests/helpers; `helpers` is in tests/
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
+from helpers.synthetic import SyntheticStream, tiny_llama
 from langadapt.recipe.train import CheckpointConfig, EngineConfig, TrainStageConfig, ValidationConfig
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import HeldOutSet, Validation
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ, GLOBAL_BATCH = 96, 16, 8
 

@@ -9,15 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.gpu_suite import FAST_PATH_LAYOUTS, GPU_DEFAULT_TESTS, GPU_TEST_FOR, RECORDED_BY
 
 from langadapt.planning import training as train_settings
-from langadapt.planning.gpu_record import (
-    FAST_PATH_LAYOUTS,
-    GPU_DEFAULT_TESTS,
-    GPU_TEST_FOR,
-    RAN_ON_GPU,
-    layout_name,
-)
+from langadapt.planning.gpu_record import RAN_ON_GPU, layout_name
 from langadapt.planning.training import check_engine
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 
@@ -36,8 +31,14 @@ def test_every_recorded_fast_path_is_a_passing_test_of_that_gpu_run(key: tuple[s
     body = _sections().get(run.section)
     assert body is not None, f"{key}: no section '{run.section}' in tests/gpu/RESULTS.md"
     assert body.strip().splitlines()[0].startswith(run.versions)
-    assert re.search(rf"^\| {re.escape(run.test)} \| passed \|", body, flags=re.MULTILINE), (key, run.test)
+    test = RECORDED_BY[key]  # the test suite's name for the run (tests/helpers/gpu_suite.py)
+    assert re.search(rf"^\| {re.escape(test)} \| passed \|", body, flags=re.MULTILINE), (key, test)
     assert key[1] in FAST_PATH_LAYOUTS
+
+
+def test_every_recorded_fast_path_names_its_test_and_no_other() -> None:
+    """RAN_ON_GPU (shipped) and RECORDED_BY (the test names, tests/helpers) hold the same pairs."""
+    assert set(RECORDED_BY) == set(RAN_ON_GPU)
 
 
 def _resolve(kind: str, zero: int) -> EngineConfig:
@@ -82,7 +83,9 @@ def test_one_gpu_run_settles_every_fast_path_and_default() -> None:
     settles all of them, and its RESULTS.md table names what to add to RAN_ON_GPU."""
     pairs = {(path, layout) for path in ("compile", "fused_loss") for layout in FAST_PATH_LAYOUTS}
     assert set(RAN_ON_GPU) | set(GPU_TEST_FOR) == pairs
-    assert set(GPU_TEST_FOR) - pairs == set()
+    assert set(GPU_TEST_FOR) - pairs == set() and not set(GPU_TEST_FOR) & set(RAN_ON_GPU)
+    assert {layout_name(kind, zero) for kind, zero in (("torch", 0), ("fsdp", 0), *(("deepspeed", z) for z in (1, 2, 3)))} \
+        == set(FAST_PATH_LAYOUTS)
     names = _gpu_suite_test_names()
     named = [*GPU_TEST_FOR.values(), *(test for tests in GPU_DEFAULT_TESTS.values() for test in tests)]
     assert [test for test in named if test not in names] == []

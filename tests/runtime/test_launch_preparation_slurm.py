@@ -10,13 +10,13 @@ whose `slurm` fixture this module uses.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.job_env import inherited_env
 
 from langadapt.recipe.cluster import PreparationConfig
 from langadapt.runtime.launch import write_launch
@@ -85,9 +85,7 @@ def _launch(tmp_path: Path, shared_dir: Path) -> tuple[Path, dict[Path, str]]:
 
 def _submit(files: dict[Path, str], **env: str) -> tuple[str, str]:
     """Run the launch's submit.sh (what a user runs); the two job ids it printed."""
-    from langadapt.runtime.distributed import EXPORTED_ENV_VARS  # here: that module imports torch
-
-    clean = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}
+    clean = inherited_env()
     submit = list(files)[-1]  # submission order: submit.sh last
     done = subprocess.run(["bash", str(submit)], capture_output=True, text=True, check=False, timeout=60,
                           env={**clean, **env})

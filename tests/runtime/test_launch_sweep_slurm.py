@@ -8,18 +8,17 @@ skipped or required exactly as in test_train_launch_slurm.py (its fixture is use
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.job_env import inherited_env
 from test_train_launch_slurm import CPU_NODE, _wait, slurm  # noqa: F401  (slurm is a fixture)
 
 from langadapt import cli
-from langadapt.run.layout import RunLayout
-from langadapt.runtime.distributed import EXPORTED_ENV_VARS
 from langadapt.experiments.sweep import SweepPoint, write_sweep
+from langadapt.run.layout import RunLayout
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +52,7 @@ def test_a_tiny_sweep_runs_each_configuration_and_reports_it(slurm: None, tmp_pa
                         run_dir=tmp_path / "runs" / "tiny", out_dir=tmp_path / "sweep", steps=12, warmup_steps=3,
                         preset=CPU_NODE, partition="debug", time="10", signal_seconds=60, workdir=tmp_path,
                         command=f"{sys.executable} -m langadapt.cli run")
-    env = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}  # as tests.helpers.slurm.submit does
+    env = inherited_env()  # as tests.helpers.slurm.submit does
     done = subprocess.run(["bash", str(sweep / "submit.sh")], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     jobs = dict(line.split(": job ") for line in done.stdout.splitlines())

@@ -10,6 +10,7 @@ import os
 
 import pytest
 import torch.distributed as dist
+from helpers.job_env import EXPORTED_ENV_VARS, inherited_env
 
 from langadapt.errors import LangadaptError
 from langadapt.runtime import distributed as D
@@ -162,7 +163,7 @@ def test_single_process_needs_no_group(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_init_distributed_single_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
     # A world of one still gets a real gloo group when asked for (DeepSpeed's case), on a free port.
-    for name in D.EXPORTED_ENV_VARS:
+    for name in EXPORTED_ENV_VARS:
         monkeypatch.setenv(name, "recorded")  # so teardown restores the original (absent) state
         monkeypatch.delenv(name)
     monkeypatch.setattr(D, "free_port", lambda: 29555)
@@ -178,6 +179,18 @@ def test_init_distributed_single_process_group(monkeypatch: pytest.MonkeyPatch) 
     assert info.master_port == 29555 and calls[0]["auto_mpi_discovery"] is False
     assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["MASTER_PORT"]) == ("0", "1", "29555")
     assert os.environ["LOCAL_SIZE"] == "1"
+
+
+def test_the_tests_strip_exactly_what_export_env_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """helpers.job_env.EXPORTED_ENV_VARS (test support, not shipped) is what `export_env` writes: a
+    new variable there would reach the tests' workers and submitted jobs unless added to it."""
+    before = {"PATH": "/bin", "SLURM_JOB_ID": "7"}
+    monkeypatch.setattr(D.os, "environ", dict(before))
+    monkeypatch.setattr(D.torch.cuda, "is_available", lambda: False)  # LOCAL_SIZE is written on CPU only
+    D.export_env(DistInfo(rank=1, local_rank=1, world_size=2, local_world_size=2, master_addr="n0", master_port=29500))
+    written = {name for name, value in D.os.environ.items() if before.get(name) != value}
+    assert written == set(EXPORTED_ENV_VARS)
+    assert inherited_env(D.os.environ) == before
 
 
 def test_requeue_code_is_distinct() -> None:

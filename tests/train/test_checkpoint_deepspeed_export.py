@@ -28,12 +28,12 @@ def assert_bit_equal(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]
 @pytest.mark.parametrize(("zero", "stage"), [(0, "stage2"), (1, "stage1"), (2, "stage2"), (2, "stage1")])
 def test_a_deepspeed_checkpoint_exports_the_engines_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             zero: int, stage: str) -> None:
+    from helpers.synthetic import SyntheticStream, tiny_llama
     from test_train_resume import SEQ, VOCAB, stage_config
 
     from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
     model = tiny_llama(VOCAB)

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers.shards import make_shards
+from helpers.synthetic import tiny_llama
 
 from langadapt.data.stream import build_stream, document_positions
 from langadapt.errors import LangadaptError
@@ -19,7 +20,6 @@ from langadapt.runtime.placement import DistInfo
 from langadapt.train.engines import build_engine
 from langadapt.train.fastpath import CausalLMLoss, check_document_masking, model_inputs
 from langadapt.train.policy import select_trainable
-from langadapt.train.synthetic import tiny_llama
 
 EOS, VOCAB = 0, 64
 CPU_ATTENTION = ["eager", "sdpa"]

@@ -18,12 +18,12 @@ import pytest
 def test_fit_frees_the_engine_its_optimizer_and_the_fp32_masters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   zero: int) -> None:
     import deepspeed
+    from helpers.synthetic import SyntheticStream, tiny_llama
     from test_train_resume import SEQ, VOCAB, stage_config
 
     from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
     built: dict[str, weakref.ref] = {}
@@ -54,12 +54,12 @@ def test_fit_frees_the_engine_its_optimizer_and_the_fp32_masters(tmp_path: Path,
 def test_after_release_a_second_engine_in_the_same_process_trains(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Release clears process-wide ZeRO-3 state (a module stack, a memo): the next engine must not miss it."""
+    from helpers.synthetic import SyntheticStream, tiny_llama
     from test_train_resume import SEQ, VOCAB, stage_config
 
     from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
     losses = []

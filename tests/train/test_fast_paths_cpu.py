@@ -4,7 +4,7 @@ only the device differs on a GPU. What CPU cannot show is the kernels: liger's T
 stand-in with its access pattern runs here), inductor's GPU code, NCCL.
 
 Each case is one (fast path, engine layout) pair that auto leaves off on GPUs because it has not
-run on one (`langadapt.planning.gpu_record.GPU_TEST_FOR`), forced on with `engine.<path>: true` and
+run on one (`helpers.gpu_suite.GPU_TEST_FOR`), forced on with `engine.<path>: true` and
 compared with the plain path in bf16; and DeepSpeed bf16's fp32 gradients against the torch engine.
 The DDP bucket-view and exact-gradient twins are tests/train/test_train_ddp_buckets.py and
 tests/train/test_train_deepspeed_precision.py (same bodies, 2 CPU ranks).
@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import fast_paths
-
-from langadapt.planning.gpu_record import GPU_TEST_FOR
+from helpers.gpu_suite import GPU_TEST_FOR
 
 SLOW = pytest.mark.slow  # a DeepSpeed or FSDP2 setup each, and compile: 8-25 s per case on 2 cores
 

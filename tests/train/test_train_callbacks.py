@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.synthetic import SyntheticStream, tiny_llama
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe.train import CheckpointConfig, EngineConfig, TrainStageConfig
@@ -16,7 +17,6 @@ from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
 from langadapt.train.monitoring.defaults import default_callbacks
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ = 64, 16
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.synthetic import tiny_llama
 
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import check_engine
@@ -19,7 +20,6 @@ from langadapt.train.engines.deepspeed_engine import deepspeed_config
 from langadapt.train.flops import flops_per_token
 from langadapt.train.lr import lr_at
 from langadapt.train.policy import param_groups, select_trainable
-from langadapt.train.synthetic import tiny_llama
 
 
 def test_normistral_stage1_schedule_is_constant_after_ten_warmup_steps() -> None:

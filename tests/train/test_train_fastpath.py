@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.synthetic import tiny_llama
 
 from langadapt.errors import LangadaptError
 from langadapt.planning import training as train_settings
 from langadapt.planning.training import check_engine
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, repeated_blocks, use_fused_loss
-from langadapt.train.synthetic import tiny_llama
 
 
 def test_auto_resolves_off_on_cpu_and_on_for_gpus(monkeypatch) -> None:

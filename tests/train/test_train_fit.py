@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.monitoring import drive
+from helpers.synthetic import SyntheticStream, tiny_llama
 from safetensors.torch import load_file
 
 from langadapt.errors import LangadaptError
@@ -25,7 +26,6 @@ from langadapt.train.checkpoint import Checkpointer, TrainState
 from langadapt.train.engines.base import Engine
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ = 128, 16
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.synthetic import SyntheticStream, tiny_llama
 
 from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError
@@ -21,7 +22,6 @@ from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.validation import HeldOutSet, Validation, load_held_out
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ = 128, 16
 

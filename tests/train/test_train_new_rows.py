@@ -14,6 +14,7 @@ import pytest
 import torch
 from helpers import fit_worker
 from helpers import multiproc as mp
+from helpers.synthetic import SyntheticStream, tiny_llama
 
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
@@ -28,7 +29,6 @@ from langadapt.train.engines.base import build_optimizer
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
 from langadapt.train.policy import select_trainable
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 REPO = Path(__file__).resolve().parents[2]
 VOCAB, SEQ, STEPS = fit_worker.VOCAB, 16, 4

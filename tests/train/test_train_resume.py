@@ -20,8 +20,6 @@ from pathlib import Path
 
 import torch
 
-from langadapt.runtime.distributed import EXPORTED_ENV_VARS
-
 REPO = Path(__file__).resolve().parents[2]
 VOCAB, SEQ, MICRO, ACCUM = 128, 16, 2, 2
 
@@ -39,10 +37,11 @@ def stage_config(steps: int):
 
 def train(out: Path, steps: int, kind: str, zero: int) -> dict:
     """One (possibly resumed) run; returns where the stream started and how much it served."""
+    from helpers.synthetic import SyntheticStream, tiny_llama
+
     from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     class RecordingStream(SyntheticStream):
         first_position: int | None = None
@@ -76,7 +75,9 @@ def logged_step(out: Path) -> int:
 def run_worker(out: Path, steps: int, kind: str, zero: int, stop_at: int | None = None,
                sig: int = signal.SIGKILL, timeout: float = 240) -> tuple[int, dict | None]:
     """Start a worker; send `sig` once it has logged step `stop_at`; returns (exit code, stream record)."""
-    env = {k: v for k, v in os.environ.items() if k not in EXPORTED_ENV_VARS}
+    from helpers.job_env import inherited_env  # here: run as a script, this file finds tests/ later
+
+    env = inherited_env()
     env["OMP_NUM_THREADS"] = "1"
     before = set(out.glob("stream_*.json")) if out.exists() else set()
     cmd = [sys.executable, __file__, str(out), str(steps), kind, str(zero)]
@@ -145,5 +146,5 @@ if __name__ == "__main__":
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    sys.path.insert(0, str(REPO))
+    sys.path[:0] = [str(REPO), str(REPO / "tests")]  # tests/: helpers.synthetic
     train(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))

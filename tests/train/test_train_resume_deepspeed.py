@@ -43,12 +43,12 @@ def test_deepspeed_sigkill_then_resume_is_bit_identical(tmp_path: Path, zero: in
 
 
 def test_deepspeed_stage1_keeps_the_frozen_body_bit_identical(tmp_path: Path) -> None:
+    from helpers.synthetic import SyntheticStream, tiny_llama
     from test_train_resume import stage_config
 
     from langadapt.recipe.train import EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     model = tiny_llama(VOCAB)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -62,13 +62,13 @@ def test_deepspeed_stage1_keeps_the_frozen_body_bit_identical(tmp_path: Path) ->
 
 @pytest.mark.parametrize("zero", [0, 1])
 def test_deepspeed_skips_a_nan_step_without_touching_weights_or_moments(tmp_path: Path, zero: int) -> None:
+    from helpers.synthetic import SyntheticStream, tiny_llama
     from test_train_fit import nan_on_steps
     from test_train_resume import stage_config
 
     from langadapt.recipe.train import CheckpointConfig, EngineConfig
     from langadapt.train.job import TrainingJob
     from langadapt.train.loop import fit
-    from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
     model = tiny_llama(VOCAB)
     nan_on_steps(model, {2}, accum=ACCUM)

@@ -7,12 +7,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from helpers.synthetic import SyntheticStream, tiny_llama
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ = 64, 8
 

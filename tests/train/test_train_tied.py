@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.synthetic import SyntheticStream, tiny_llama
 from safetensors import safe_open
 
 from langadapt.recipe.train import (
@@ -21,7 +22,6 @@ from langadapt.recipe.train import (
 )
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
-from langadapt.train.synthetic import SyntheticStream, tiny_llama
 
 VOCAB, SEQ, HIDDEN = 128, 16, 32
 ENGINES = {"torch": EngineConfig(), "fsdp": EngineConfig(kind="fsdp"),

@@ -1,5 +1,11 @@
 """A synthetic token stream and tiny Llama models: smoke tests, benchmarks, multi-process checks.
 
+Test support, not shipped in `langadapt` (issue 39: only runtime code ships; nothing under
+langadapt/ uses it). It lives here, not in benchmarks/, because both import it from here: tests
+have tests/ on sys.path (tests/conftest.py's folder, pytest's `prepend` mode) and import
+`helpers.synthetic`; the benchmarks put tests/ on sys.path as they do for `helpers.real_bases`
+(benchmarks/tokenizer_extension.py), and so do the worker scripts of this folder when run alone.
+
 `SyntheticStream` follows the same protocol as `langadapt.data.stream.PackedStream`
 (`next_batch`, `position_ids`, `state_dict`, `load_state_dict`), so the training loop cannot tell them apart.
 Row i of the global sequence of rows depends only on (seed, i): any rank, any resume point and
@@ -54,11 +60,11 @@ def tiny_llama(vocab_size: int = 256, hidden: int = 32, layers: int = 2, seed: i
     from transformers import LlamaConfig, LlamaForCausalLM
 
     heads = max(1, hidden // 32)
-    fields = dict(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=int(hidden * 2.75) // 8 * 8,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
-        max_position_embeddings=2048, tie_word_embeddings=False, attn_implementation="sdpa",
-    )
+    fields: dict[str, Any] = {
+        "vocab_size": vocab_size, "hidden_size": hidden, "intermediate_size": int(hidden * 2.75) // 8 * 8,
+        "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 2),
+        "max_position_embeddings": 2048, "tie_word_embeddings": False, "attn_implementation": "sdpa",
+    }
     fields.update(overrides)
     torch.manual_seed(seed)
     return LlamaForCausalLM(LlamaConfig(**fields))
