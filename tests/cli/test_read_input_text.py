@@ -30,7 +30,7 @@ OWN_FILES = {
     "embeddings/row_plan.py": "the shared-row plan the embeddings stage saved",
     "evaluation/plots.py": "the run's metrics file",
     "evaluation/report.py": "the plots the report just drew",
-    "evaluation/stage.py": "the run's resolved recipe and stage manifests",
+    "evaluation/stage.py": "the run's stage manifests",
     "evaluation/token_cost.py": "the tokenizer stage's metrics in the run folder",
     "evaluation/training.py": "the run's manifests, resolved recipe and metrics",
     "experiments/frontier.py": "the results and manifests of the runs it launched",
@@ -44,12 +44,10 @@ OWN_FILES = {
     "run/layout.py": "run folder pointers, manifests and markers",
     "run/lock.py": "the run lock",
     "run/trackers.py": "the run's tracker ids",
-    "tokenizer/loading.py": "tokenizer.json, after the tokenizers library loaded the same file whole",
     "tokenizer/saving.py": "the tokenizer_config.json save_pretrained just wrote",
     "train/checkpoint.py": "the trainer state a checkpoint saved",
     "train/monitoring/energy.py": "the kernel's RAPL counters under /sys",
     "train/monitoring/metrics.py": "the run's metrics file",
-    "train/stage.py": "the run's resolved recipe",
 }
 
 
