@@ -10,28 +10,18 @@ vocabulary lacks, two tokens on one id, or anything else the `tokenizers` loader
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import run_cli_probing_torch
 
 from langadapt.errors import LangadaptError
 from langadapt.inputs.tokenizer_json import tokenizer_json_problem
 from langadapt.tokenizer.stage import load_base_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
-CLI_PROBE = """
-import atexit, os, sys
-atexit.register(lambda: open(os.environ["LANGADAPT_TEST_PROBE"], "w").write(str("torch" in sys.modules)))
-from langadapt.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-"""`python -m langadapt.cli`, writing at exit whether torch was imported (a preflight refusal is not)."""
-
 RECIPE = """\
 name: warm
 run_root: {root}/runs
@@ -95,17 +85,6 @@ def _corrupt_base(tmp_path: Path, tiny_en_llama: Path, corruption: str) -> Path:
     return base
 
 
-def _langadapt(*args: str) -> tuple[subprocess.CompletedProcess, bool]:
-    """The CLI as a user runs it, and whether it imported torch."""
-    probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"langadapt-probe-{os.getpid()}"
-    probe.unlink(missing_ok=True)
-    result = subprocess.run([sys.executable, "-c", CLI_PROBE, *args], check=False, cwd=REPO, capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "LANGADAPT_TEST_PROBE": str(probe)})
-    imported_torch = probe.read_text() == "True"
-    probe.unlink()
-    return result, imported_torch
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
 def test_a_corrupt_base_tokenizer_is_one_line_at_the_dry_run(tmp_path: Path, tiny_en_llama: Path,
@@ -116,7 +95,7 @@ def test_a_corrupt_base_tokenizer_is_one_line_at_the_dry_run(tmp_path: Path, tin
     _, kind, expected = CORRUPTIONS[corruption]
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(RECIPE.format(root=tmp_path, corpus=corpus, kind=kind, size=SIZES[kind]))
-    result, imported_torch = _langadapt("run", str(recipe), "--dry-run")
+    result, imported_torch = run_cli_probing_torch("run", str(recipe), "--dry-run")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and "panicked" not in result.stderr, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("langadapt: error:")]

@@ -14,12 +14,12 @@ import gzip
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zstandard
+from helpers.cli import run_cli_probing_torch
 from safetensors.numpy import save as safetensors_bytes
 
 from langadapt.errors import LangadaptError
@@ -28,17 +28,6 @@ from langadapt.evaluation.suite import load_suite
 from langadapt.recipe.evaluation import EvaluationConfig
 
 REPO = Path(__file__).resolve().parents[2]
-CLI_PROBE = """
-import atexit, os, sys
-atexit.register(lambda: open(os.environ["LANGADAPT_TEST_PROBE"], "w").write(str("torch" in sys.modules)))
-from langadapt.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-"""The CLI as `python -m langadapt.cli` runs it, writing at exit whether torch was imported: a
-preflight refusal comes before any stage, and every stage that trains or evaluates imports torch
-(~3 CPU s). Earlier this was a CPU-time bound (2 s), which measured the neighbours on a loaded
-2-core machine as much as the refusal (1.0-1.5 s quiet, 2.1-2.4 s under load)."""
-
 SCRATCH = """\
 name: bad
 run_root: {root}/runs
@@ -77,13 +66,7 @@ TEXTS = [f"Dokument {i}: dette er en setning om fjell og fjorder, nummer {i}." f
 
 def langadapt(*args: str) -> tuple[subprocess.CompletedProcess, bool]:
     """The CLI as a user runs it, and whether it imported torch; a hang (the FIFO) fails at the timeout."""
-    probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"langadapt-probe-{os.getpid()}"
-    probe.unlink(missing_ok=True)
-    result = subprocess.run([sys.executable, "-c", CLI_PROBE, *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "LANGADAPT_TEST_PROBE": str(probe)})
-    imported_torch = probe.read_text() == "True"
-    probe.unlink()
-    return result, imported_torch
+    return run_cli_probing_torch(*args)
 
 
 def jsonl(texts: list[str]) -> bytes:
