@@ -22,10 +22,26 @@ nor deepspeed and touches no CUDA state (tests/cli/test_library_api.py checks it
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-__version__ = version("langadapt")  # one version, pyproject.toml's
+
+def _checkout_version() -> str:
+    """pyproject.toml's version for a checkout used without installing (PYTHONPATH, as tests/gpu/setup.sh does)."""
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        return tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "0+unknown"
+
+
+try:
+    __version__ = version("langadapt")  # one version, pyproject.toml's
+except PackageNotFoundError:
+    __version__ = _checkout_version()
 
 _EXPORTS = {
     "TokenizerConfig": "langadapt.recipe.tokenizer",

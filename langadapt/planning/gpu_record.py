@@ -38,6 +38,7 @@ def layout_name(kind: str, zero_stage: int) -> str:
 
 _H100_1122 = "2026-11-22 19:02 UTC, NVIDIA H100 80GB HBM3"
 _H100_1123 = "2026-11-23 01:13 UTC, NVIDIA H100 80GB HBM3"
+_H200_1128 = "2026-11-28 16:19 UTC, NVIDIA H200"
 _VERSIONS = "torch 2.11.0+cu130 (CUDA 13.0, HIP None), transformers 5.17.0, deepspeed 0.19.8, liger-kernel 0.8.5"
 
 RAN_ON_GPU: dict[tuple[FastPath, str], GpuRun] = {
@@ -47,10 +48,14 @@ RAN_ON_GPU: dict[tuple[FastPath, str], GpuRun] = {
     ("fused_loss", "deepspeed-zero1"): GpuRun(_H100_1122, _VERSIONS),
     ("compile", "deepspeed-zero2"): GpuRun(_H100_1122, _VERSIONS),
     ("fused_loss", "deepspeed-zero2"): GpuRun(_H100_1122, _VERSIONS),
-    # The fused loss was off under ZeRO-3 when these ran; it is CPU-tested only (a stand-in kernel).
     ("compile", "deepspeed-zero3"): GpuRun(_H100_1123, _VERSIONS),
+    # Forced on and compared with the plain path in bf16 (tests/gpu/test_gpu_fast_paths.py, one rank).
+    ("fused_loss", "deepspeed-zero3"): GpuRun(_H200_1128, _VERSIONS),
+    ("compile", "fsdp"): GpuRun(_H200_1128, _VERSIONS),
+    ("fused_loss", "fsdp"): GpuRun(_H200_1128, _VERSIONS),
 }
-"""(fast path, layout) -> the GPU run that recorded it passing. FSDP2 has never run on a GPU."""
+"""(fast path, layout) -> the GPU run that recorded it passing. FSDP2's and ZeRO-3's ran on one rank only:
+their partition and gather hooks ran, no cross-rank reduction did."""
 
 
 def ran_on_gpu(path: FastPath, kind: str, zero_stage: int) -> GpuRun | None:

@@ -10,6 +10,8 @@ over. Three test folders share them, so they live in tests/helpers/.
 
 from __future__ import annotations
 
+from langadapt.planning.gpu_record import RAN_ON_GPU
+
 FAST_PATH_LAYOUTS = ("torch", "deepspeed-zero1", "deepspeed-zero2", "deepspeed-zero3", "fsdp")
 """Every layout a fast path can run under (`gpu_record.layout_name`'s values)."""
 
@@ -28,12 +30,18 @@ RECORDED_BY: dict[tuple[str, str], str] = {
 
 _FORCED = "test_forced_fast_path_on_gpu_trains_as_the_plain_path[{path}-{layout}]"
 
+FORCED_ON_GPU: tuple[tuple[str, str], ...] = (("fused_loss", "deepspeed-zero3"), ("compile", "fsdp"), ("fused_loss", "fsdp"))
+"""The (fast path, layout) pairs tests/gpu/test_gpu_fast_paths.py forces on and compares with the plain
+path (and tests/train/test_fast_paths_cpu.py on CPU): the pairs whose first GPU run was that test. They
+stay in the suite after they pass, so the next torch or DeepSpeed version is checked the same way."""
+
+RECORDED_BY.update({pair: _FORCED.format(path=pair[0], layout=pair[1]) for pair in FORCED_ON_GPU
+                    if pair in RAN_ON_GPU})
+
 GPU_TEST_FOR: dict[tuple[str, str], str] = {
-    (path, layout): _FORCED.format(path=path, layout=layout)
-    for path, layout in (("fused_loss", "deepspeed-zero3"), ("compile", "fsdp"), ("fused_loss", "fsdp"))
-}
-"""(fast path, layout) -> the tests/gpu test (as RESULTS.md names it) that forces it on and compares it with
-the plain path, for the pairs that have never run on a GPU; its CPU twin is tests/train/test_fast_paths_cpu.py."""
+    pair: _FORCED.format(path=pair[0], layout=pair[1]) for pair in FORCED_ON_GPU if pair not in RAN_ON_GPU}
+"""(fast path, layout) -> the tests/gpu test (as RESULTS.md names it) that forces it on, for the pairs that
+have never run on a GPU (empty since the H200 run of 2026-11-28: every pair has run)."""
 
 GPU_DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "DeepSpeed bf16 accumulates and reduces gradients in fp32 (engines.deepspeed_engine.FP32_GRADIENTS)": (
@@ -42,5 +50,6 @@ GPU_DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "DDP keeps its gradients as views into its buckets (engines.torch_engine, gradient_as_bucket_view)": (
         "test_ddp_gradients_on_gpu_are_bucket_views",),
 }
-"""The other GPU defaults that changed without a GPU run (issue 32), and the tests/gpu tests that check them.
-Not gated like the fast paths (they are how the engines are built, not an optional kernel)."""
+"""The other GPU defaults that changed without a GPU run (issue 32), and the tests/gpu tests that check them
+(all passed on an H200, tests/gpu/RESULTS.md 2026-11-28 16:19 and 16:25 UTC). Not gated like the fast
+paths (they are how the engines are built, not an optional kernel)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import os
 import subprocess
 import sys
 import time
@@ -34,10 +35,13 @@ def env() -> dict[str, str]:
     suite's workers need); LOCAL_SIZE is left to init_distributed on purpose.
 
     An in-process DeepSpeed test earlier in this pytest process exported its own single-process
-    layout (and the port its store still listens on); the workers must not inherit it."""
+    layout (and the port its store still listens on); the workers must not inherit it. The checkout
+    goes first on PYTHONPATH and what was there stays after it: on the GPU machine the packages it
+    lacks come from a --target folder on PYTHONPATH (tests/gpu/setup.sh)."""
     inherited = inherited_env()
     accelerator = {} if torch.cuda.is_available() else {"DS_ACCELERATOR": "cpu"}
-    return {**inherited, **accelerator, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    python_path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
+    return {**inherited, **accelerator, "PYTHONPATH": python_path, "OMP_NUM_THREADS": "1"}
 
 
 def torchrun_cmd(out: Path, *args: str, nproc: int = 2, nnodes: int = 1, node_rank: int = 0,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.gpu_suite import FAST_PATH_LAYOUTS, GPU_DEFAULT_TESTS, GPU_TEST_FOR, RECORDED_BY
+from helpers.gpu_suite import FAST_PATH_LAYOUTS, FORCED_ON_GPU, GPU_DEFAULT_TESTS, GPU_TEST_FOR, RECORDED_BY
 
 from langadapt.planning import training as train_settings
 from langadapt.planning.gpu_record import RAN_ON_GPU, layout_name
@@ -56,9 +56,20 @@ def test_auto_on_a_gpu_turns_on_exactly_what_ran_there(kind: str, zero: int, mon
         assert getattr(engine, path) is recorded, (path, layout)
         said = f"engine.{path}: auto leaves it off under {layout}" in caplog.text
         assert said is not recorded  # off is never silent: the warning names the opt-in
-    assert (engine.compile, engine.fused_loss) == {"torch": (True, True), "deepspeed-zero2": (True, True),
-                                                   "deepspeed-zero3": (True, False), "fsdp": (False, False)}.get(
-        layout, (engine.compile, engine.fused_loss))
+    assert (engine.compile, engine.fused_loss) == (True, True)  # every layout has run both (H200, 2026-11-28)
+
+
+def test_auto_leaves_off_and_says_so_a_pair_that_has_not_run(monkeypatch, caplog) -> None:
+    """Every pair has run today; a new layout or fast path starts unrecorded, and auto must say why it is off."""
+    from langadapt.planning import gpu_record
+
+    monkeypatch.setattr(train_settings, "liger_available", lambda: True)
+    monkeypatch.setattr(gpu_record, "RAN_ON_GPU", {k: v for k, v in RAN_ON_GPU.items() if k != ("compile", "fsdp")})
+    with caplog.at_level(logging.WARNING, logger="langadapt.train"):
+        engine = _resolve("fsdp", 0)
+    assert (engine.compile, engine.fused_loss) == (False, True)
+    assert "engine.compile: auto leaves it off under fsdp" in caplog.text
+    assert "engine.fused_loss: auto leaves it off" not in caplog.text
 
 
 def test_true_opts_in_where_auto_would_not(monkeypatch) -> None:
@@ -87,5 +98,6 @@ def test_one_gpu_run_settles_every_fast_path_and_default() -> None:
     assert {layout_name(kind, zero) for kind, zero in (("torch", 0), ("fsdp", 0), *(("deepspeed", z) for z in (1, 2, 3)))} \
         == set(FAST_PATH_LAYOUTS)
     names = _gpu_suite_test_names()
-    named = [*GPU_TEST_FOR.values(), *(test for tests in GPU_DEFAULT_TESTS.values() for test in tests)]
+    forced = [f"test_forced_fast_path_on_gpu_trains_as_the_plain_path[{path}-{layout}]" for path, layout in FORCED_ON_GPU]
+    named = [*forced, *GPU_TEST_FOR.values(), *(test for tests in GPU_DEFAULT_TESTS.values() for test in tests)]
     assert [test for test in named if test not in names] == []

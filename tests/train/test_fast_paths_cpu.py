@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import fast_paths
-from helpers.gpu_suite import GPU_TEST_FOR
+from helpers.gpu_suite import FORCED_ON_GPU
 
 SLOW = pytest.mark.slow  # a DeepSpeed or FSDP2 setup each, and compile: 8-25 s per case on 2 cores
 
 
 @SLOW
-@pytest.mark.parametrize(("path", "layout"), sorted(GPU_TEST_FOR), ids=lambda v: v)
+@pytest.mark.parametrize(("path", "layout"), sorted(FORCED_ON_GPU), ids=lambda v: v)
 def test_forced_fast_path_trains_as_the_plain_path(path: str, layout: str, tmp_path: Path, monkeypatch) -> None:
     worst = fast_paths.check_fast_path(path, layout, tmp_path, monkeypatch)
     print(f"{path} under {layout}: worst relative differences {worst}")
