@@ -36,7 +36,8 @@ def write_documents(path: Path, documents: Iterable[dict], mode: int | None = No
         mode = path.stat().st_mode & 0o777
     with DocumentFile(path, mode=mode) as out:
         for doc in documents:
-            out.write(document_line(doc), len(doc["text"]))
+            line = document_line(doc)
+            out.write(line.encode("utf-8"), len(line), len(doc["text"]))
     return out.count
 
 
@@ -64,8 +65,11 @@ class DocumentFile:
     """A data-stage .jsonl.gz being written: lines in, complete gzip members of `BLOCK_CHARS` out.
 
     Why members and not one gzip stream: a block compresses on its own, so `threads` blocks compress
-    at once (zlib releases the GIL) and the writing process is no bottleneck for many cleaning
-    workers; any gzip reader reads concatenated members as one stream. Level 1, not gzip's 9: the
+    at once on threads beside the one that writes lines (zlib releases the GIL), and compressing is
+    not the writing process's serial work: with cleaning workers on every core, that process's one
+    thread is the stage's bottleneck (compression was 2/3 of its CPU). Any gzip reader reads
+    concatenated members as one stream. `threads=0` compresses on the writing thread (one core:
+    nothing beside it to overlap with). Level 1, not gzip's 9: the
     files are an intermediate read a few times by the next stages; level 9 cost 92 CPU-s per GB of
     text (10.9 MB/s) for files 19% smaller than level 1's (68 MB/s). The bytes depend only on the
     lines written (blocks are cut by size, headers carry no time), so the file is the same for any
@@ -73,15 +77,15 @@ class DocumentFile:
     `abort()` (or an exception inside `with`) nothing is left. `mode`: its permission bits
 (`derived_mode` of what it is made from)."""
 
-    def __init__(self, path: Path, threads: int = 1, mode: int | None = None) -> None:
+    def __init__(self, path: Path, threads: int = 0, mode: int | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._mode = mode
         self.path, self._tmp = path, path.with_name(path.name + ".tmp")
         self._file = open(self._tmp, "wb")  # noqa: SIM115 - closed by close()/abort()
-        self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        self._pool = ThreadPoolExecutor(threads) if threads > 0 else None
         self._pending: deque[Future[bytes]] = deque()
         self._threads = max(1, threads)
-        self._buffer: list[str] = []
+        self._buffer: list[bytes] = []
         self._buffered = 0
         self.count = 0
         self.chars = 0
@@ -92,17 +96,19 @@ class DocumentFile:
     def __exit__(self, kind: object, *rest: object) -> None:
         self.abort() if kind is not None else self.close()
 
-    def write(self, line: str, chars: int) -> None:
-        """Append one document line (`document_line`); `chars` is its text's length, for the summary."""
+    def write(self, line: bytes, line_chars: int, chars: int) -> None:
+        """Append one document line (`document_line`), UTF-8 encoded (by whoever made it: a cleaning
+        worker, not the writing process); `line_chars` is the line's length in characters, which cuts
+        the blocks (so the bytes stay those of every earlier run), `chars` its text's, for the summary."""
         self._buffer.append(line)
-        self._buffered += len(line)
+        self._buffered += line_chars
         self.count += 1
         self.chars += chars
         if self._buffered >= BLOCK_CHARS:
             self._flush_block()
 
     def _flush_block(self) -> None:
-        data = "".join(self._buffer).encode("utf-8")
+        data = b"".join(self._buffer)
         self._buffer, self._buffered = [], 0
         if self._pool is None:
             self._file.write(_gzip_member(data))

@@ -35,7 +35,7 @@ from langadapt.data.bounded import Bound
 from langadapt.data.cleaning import Deduplicator, DocumentFilter, hash_fraction, text_hash
 from langadapt.data.documents import DocumentFile, derived_mode, document_line
 from langadapt.data.held_out_floor import FloorCandidates, move_to_valid, shortfall_warning
-from langadapt.data.pieces import Piece, plan_pieces
+from langadapt.data.pieces import PIECE_BYTES, Piece, plan_pieces
 from langadapt.data.sources import format_of, read_piece, resolve_paths
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, SourceConfig
@@ -49,6 +49,12 @@ IN_PROCESS_BYTES = 32 << 20
 interpreter each) costs more than they save on a corpus this small (the demo's is 3 MB)."""
 _BATCH_CHARS = 1 << 20
 """Characters of cleaned lines per batch a worker sends back."""
+AHEAD_BATCHES = PIECE_BYTES // _BATCH_CHARS + 1
+"""Batches a worker may clean ahead of the writing process (`workers.ordered_batches`' `ahead`): a
+whole piece, so that the other workers finish their pieces while the parent writes the one it is
+at. With 4 (until session 16) a worker waited for the parent after 4 MB of its 64 MB piece and 2
+workers took turns: 1.07x faster than one. Costs up to a piece of cleaned lines per worker
+(~64 MB, held in the worker)."""
 
 
 @dataclass(frozen=True)
@@ -66,14 +72,18 @@ class Cleaned(NamedTuple):
 
     `reason` is why the length filters dropped it; "" marks no document, only `counts` (decode
     problems after a piece's last document). `counts` holds the reader's counters (decode errors,
-    NULs stripped) that moved since the previous entry, None when none did."""
+    NULs stripped) that moved since the previous entry, None when none did. `line` is the document's
+    line already UTF-8 encoded, `line_chars` its length in characters (`DocumentFile.write`): the
+    workers encode, and bytes cross between processes at memcpy speed where a str is decoded again,
+    so the writing process does no work per byte but compressing (on its own threads)."""
 
     reason: str | None
     digest: bytes = b""
     key: bytes = b""
     has_id: bool = False
     lang_ok: bool = True
-    line: str = ""
+    line: bytes = b""
+    line_chars: int = 0
     chars: int = 0
     signature: bytes | None = None
     counts: dict[str, int] | None = None
@@ -86,10 +96,11 @@ def write_stats(summary: dict[str, Any], input_bytes: int, ctx: StageContext) ->
 
 
 def merge(config: DataConfig, jobs: list[Job], stream: Iterator[tuple[int, Any]], ctx: StageContext,
-          writer_threads: int = 1) -> tuple[dict[str, Any], float]:
+          workers: int = 1) -> tuple[dict[str, Any], float]:
     """Everything that depends on earlier documents, over `clean_piece`'s batches in job order
     (`stream`: (job index, batch), from workers or from files another engine wrote): dedup, the
-    held-out split, writing each source's files. Returns the stats and the cleaning CPU seconds."""
+    held-out split, writing each source's files. Returns the stats and the cleaning CPU seconds.
+    `workers`: how many clean (`compress_threads`)."""
     ctx.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"valid_fraction": config.valid_fraction, "split_by": config.split_by, "sources": {}}
     dedup = Deduplicator(config.cleaning, ctx.out)
@@ -98,8 +109,8 @@ def merge(config: DataConfig, jobs: list[Job], stream: Iterator[tuple[int, Any]]
     try:
         for index, source in enumerate(config.sources):
             pieces = sum(1 for job in jobs if job.source == index)
-            ctx.log.info("data: reading source %s (%d piece(s), %d worker(s))", source.name, pieces, writer_threads)
-            stats = _process_source(index, source, config, feed, dedup, ctx.out, writer_threads)
+            ctx.log.info("data: reading source %s (%d piece(s), %d worker(s))", source.name, pieces, workers)
+            stats = _process_source(index, source, config, feed, dedup, ctx.out, workers)
             summary["sources"][source.name] = stats
             ctx.log.info(
                 "data: %s kept %d train / %d held-out documents, dropped %s",
@@ -128,6 +139,13 @@ def plan_jobs(config: DataConfig) -> tuple[list[Job], int]:
             total += sum(f.stat().st_size for f in files if source.format != "hf_hub" and f.is_file())
             jobs.extend(Job(index, part, piece) for piece in plan_pieces(source, files, format_of))
     return jobs, total
+
+
+def compress_threads(workers: int) -> int:
+    """Threads compressing each output file beside the writing thread: none with one worker (one
+    core), else half the workers. Compression (zlib level 1, ~14 CPU-s/GB) costs about half of
+    cleaning (~27 CPU-s/GB in the workers), so half as many threads keep pace with the workers."""
+    return 0 if workers <= 1 else max(1, workers // 2)
 
 
 def worker_count(requested: int | None, input_bytes: int) -> int:
@@ -188,7 +206,7 @@ def _process_source(
 ) -> dict[str, Any]:
     counts: Counter = Counter()
     mode = derived_mode(job.piece.path for job in feed.jobs if job.source == index)
-    files = _Writers(out, source.name, max(1, workers // 4), mode)
+    files = _Writers(out, source.name, compress_threads(workers), mode)
     floored = source.valid_path is None and source.role == "target" and config.valid_fraction > 0
     candidates = FloorCandidates(config.min_valid_documents if floored else 0)
     kept = _Kept(source, dedup, counts)
@@ -197,9 +215,9 @@ def _process_source(
         if source.valid_path is not None:
             # Held-out file first: its texts enter the dedup memory, so copies in train are dropped.
             for entry in kept.filter(feed, index, "valid"):
-                files.valid.write(entry.line, entry.chars)
+                files.valid.write(entry.line, entry.line_chars, entry.chars)
             for entry in kept.filter(feed, index, "train"):
-                files.train.write(entry.line, entry.chars)
+                files.train.write(entry.line, entry.line_chars, entry.chars)
         else:
             _split_by_hash(kept.filter(feed, index, "split"), config, counts, files, candidates)
         failed = False
@@ -319,18 +337,18 @@ def _split_by_hash(
         fraction = hash_fraction(entry.key)
         if fraction >= config.valid_fraction:
             candidates.offer(entry.key, train.count)
-            train.write(entry.line, entry.chars)
+            train.write(entry.line, entry.line_chars, entry.chars)
         elif config.max_valid_docs is None:
-            valid.write(entry.line, entry.chars)
+            valid.write(entry.line, entry.line_chars, entry.chars)
         else:
             # The number only separates identical documents (dedup off), whose order is immaterial.
             heapq.heappush(capped, (-fraction, entry.key, entry.digest, number, entry))
             if len(capped) > config.max_valid_docs:
                 _, pushed_key, *_, pushed = heapq.heappop(capped)
                 candidates.offer(pushed_key, train.count)
-                train.write(pushed.line, pushed.chars)
+                train.write(pushed.line, pushed.line_chars, pushed.chars)
     for *_, entry in sorted(capped, key=lambda item: (-item[0], item[1], item[2])):
-        valid.write(entry.line, entry.chars)
+        valid.write(entry.line, entry.line_chars, entry.chars)
 
 
 _WORKER: dict[str, Any] = {}
@@ -369,8 +387,8 @@ def clean_piece(job: Job) -> Iterator[list[Cleaned] | float]:
                   "source": source.name, "role": source.role}
         line = document_line(record)
         batch.append(Cleaned(None, digest, split_digest(digest, raw.id, config.split_by), bool(raw.id),
-                             cleaner.language_ok(text, source.lang, check_lang), line, len(text),
-                             cleaner.signature(text), moved))
+                             cleaner.language_ok(text, source.lang, check_lang), line.encode("utf-8"), len(line),
+                             len(text), cleaner.signature(text), moved))
         batch_chars += len(line)
         if batch_chars >= _BATCH_CHARS:
             yield batch

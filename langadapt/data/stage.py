@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from langadapt.data.preparation import clean_piece, init_worker, merge, plan_jobs, worker_count, write_stats
+from langadapt.data.preparation import (
+    AHEAD_BATCHES,
+    clean_piece,
+    init_worker,
+    merge,
+    plan_jobs,
+    worker_count,
+    write_stats,
+)
 from langadapt.data.workers import ordered_batches
 from langadapt.recipe.data import DataSlice
 from langadapt.run.context import StageContext
@@ -34,7 +42,7 @@ def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
         jobs, input_bytes = plan_jobs(config)
     workers = worker_count(config.num_workers, input_bytes)
     stream = ordered_batches(jobs, clean_piece, workers, describe=lambda job: job.piece.describe(),
-                             initializer=init_worker, initargs=(config,))
+                             initializer=init_worker, initargs=(config,), ahead=AHEAD_BATCHES)
     try:
         with parts.measure("clean_dedup_write"):
             summary, worker_cpu = merge(config, jobs, stream, ctx, workers)

@@ -6,7 +6,11 @@ the corpus in memory; and a job's result arrives whole, where one piece of a sou
 gigabytes of documents. Here each job yields batches, each worker has its own bounded queue, and
 job `i` goes to worker `i % workers` (a fixed plan, so the parent knows which queue holds the next
 batch): the parent drains the queue of the job it is at while the other workers run ahead until
-their queues are full. Memory is bounded by workers x `QUEUE_BATCHES` batches, whatever the corpus.
+their queues are full. Memory is bounded by workers x `ahead` batches, whatever the corpus. How far
+ahead is the caller's choice, and it decides the speed-up: a worker whose queue fills before its job
+ends waits for the parent to reach that job, so with a queue much smaller than a job the workers
+take turns instead of running side by side (the data stage's 4 batches of 1 MB against pieces of
+64 MB: 2 workers 1.07x faster than one).
 
 With one worker the jobs run in this process, lazily, with the same function: the results are the
 same by construction, and nothing is read ahead of need.
@@ -32,7 +36,7 @@ Job = TypeVar("Job")
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 QUEUE_BATCHES = 4
-"""Batches a worker may have waiting for the parent."""
+"""Batches a worker may have waiting for the parent, unless the caller says (`ordered_batches`' `ahead`)."""
 _POLL_SECONDS = 2.0
 _BATCH, _END, _ERROR = "batch", "end", "error"
 
@@ -44,11 +48,14 @@ def ordered_batches(
     describe: Callable[[Job], str] = str,
     initializer: Callable[..., None] | None = None,
     initargs: tuple = (),
+    ahead: int = QUEUE_BATCHES,
 ) -> Iterator[tuple[int, Any]]:
     """(job index, batch) for every batch `work(job)` yields, in job order then batch order.
 
     `work`, `initializer` and the jobs must be picklable (module-level functions) when workers > 1;
-    the initializer runs once per worker process (spawned, not forked: the parent may hold threads)."""
+    the initializer runs once per worker process (spawned, not forked: the parent may hold threads).
+    `ahead`: batches each worker may have waiting for the parent (about one job's worth keeps every
+    worker busy: see the module's docstring)."""
     workers = max(1, min(workers, len(jobs)))
     if workers == 1:
         if initializer is not None:
@@ -58,7 +65,7 @@ def ordered_batches(
                 yield index, batch
         return
     context = multiprocessing.get_context("spawn")
-    queues = [context.Queue(QUEUE_BATCHES) for _ in range(workers)]
+    queues = [context.Queue(max(1, ahead)) for _ in range(workers)]
     processes = [
         context.Process(target=_worker, args=(w, workers, jobs, work, queues[w], initializer, initargs), daemon=True)
         for w in range(workers)
