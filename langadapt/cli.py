@@ -246,6 +246,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         results = evaluate_cli(args.model, suites, out, args.compare, name=args.name, texts=texts, target=target)
     print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
+    if results.get("held_out_run"):
+        print(f"held-out text: the valid split of {results['held_out_run']}")
     print(f"evaluation written to {out}")
     return 0
 

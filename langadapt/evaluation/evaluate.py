@@ -14,6 +14,9 @@ Results shape (stable; `models` and per-language `bits_per_byte` are read by oth
      "task_deltas": {"SUITE/TASK": {MODEL: {metric: delta}}},
      "tokenizers": {"used_by": {TOKENIZER: [MODEL, ...]}, "metrics": compare_tokenizers(...)},
      "samples": {MODEL: {LANG: [{"prompt", "text"}]}},
+     "translations": {"SUITE/TASK": {"copy_source": {DIRECTION: {"chrf", "bleu"}},
+                                     "outputs": {MODEL: {DIRECTION: [{"doc_id", "source", "reference",
+                                                                      "hypothesis", "chrf"}]}}}},
      "suites": {SUITE: {"source", "description", "langs", "tasks"}},
      "langs": {LANG: {"documents", "bytes", "source"}},
      "windows": {MODEL: {"window", "stride"}},   the ones used (capped at each model's context length)
@@ -22,7 +25,9 @@ Results shape (stable; `models` and per-language `bits_per_byte` are read by oth
 The evaluate stage adds "target_langs" (its run's `role: target` languages) and "tokens_per_byte"
 (its tokenizer stage's held-out tokens per byte, the run's tokenizer and the base's:
 `langadapt.evaluation.token_cost`), and `write_report` adds "tradeoff" ({MODEL: target gain and
-largest forgetting}, `langadapt.evaluation.tradeoff`).
+largest forgetting}, `langadapt.evaluation.tradeoff`). `write_report` also writes each model's
+translations (`outputs`) as JSONL files, one per model and direction, and results.json keeps their
+paths and a few examples in their place (`report.write_translations`).
 """
 
 from __future__ import annotations
@@ -43,10 +48,10 @@ from langadapt.evaluation.bpb import bits_per_byte, scoring_window
 from langadapt.evaluation.lm_eval_bridge import run_lm_eval
 from langadapt.evaluation.preparation import Plan, bpb_langs, plan_suites
 from langadapt.evaluation.progress import EvalProgress, Scorer, Unit, headline
-from langadapt.evaluation.suite import Suite
+from langadapt.evaluation.suite import Suite, TranslationTask
 from langadapt.evaluation.tables import STDERR, flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
-from langadapt.evaluation.translation import translation_scores
+from langadapt.evaluation.translation import copy_source_scores, translation_scores
 from langadapt.recipe.evaluation import EvaluationConfig
 
 log = logging.getLogger("langadapt")
@@ -122,10 +127,10 @@ def score_units(plan: Plan, config: EvaluationConfig, results: dict, name: str) 
             lambda model, tok, lm_task=lm_task, manager=manager: run_lm_eval(model, tok, lm_task, config, manager))))
     for key, (tr_task, rows) in plan.translation.items():
         results["tasks"].setdefault(key, {"kind": "translation"})
-        units.append(Unit(key, ", ".join(tr_task.directions), _task_unit(
-            "translation", results["tasks"][key], name,
-            lambda model, tok, tr_task=tr_task, rows=rows: translation_scores(
-                model, tok, tr_task, rows, config.batch_size))))
+        if key not in results["translations"]:
+            results["translations"][key] = {"copy_source": copy_source_scores(tr_task, rows), "outputs": {}}
+        units.append(Unit(key, ", ".join(tr_task.directions), _translation_unit(
+            tr_task, rows, config, results, key, name)))
     if plan.prompts:
         units.append(Unit("samples", ", ".join(plan.prompts), _task_unit(
             "samples", results["samples"], name,
@@ -140,6 +145,20 @@ def _bpb_unit(lang: str, texts: list[str], config: EvaluationConfig, results: di
         result = bits_per_byte(model, tok, texts, config.window, config.effective_stride, config.batch_size)
         results["models"][name][lang] = result
         return headline("bpb", result)
+
+    return score
+
+
+def _translation_unit(task: TranslationTask, rows: list[dict[str, str]], config: EvaluationConfig,
+                      results: dict, key: str, name: str) -> Scorer:
+    """A translation task on one model: scores under results["tasks"][key][name], the model's
+    translations under results["translations"][key]["outputs"][name] (`report` writes them out)."""
+
+    def score(model: Any, tok: Any) -> str:
+        scores, outputs = translation_scores(model, tok, task, rows, config.batch_size)
+        results["tasks"][key][name] = scores
+        results["translations"][key]["outputs"][name] = outputs
+        return headline("translation", scores)
 
     return score
 
@@ -202,6 +221,7 @@ def evaluate_models(
         "task_deltas": {},
         "tokenizers": {},
         "samples": {},
+        "translations": {},
         "windows": {},
         "notes": plan.notes,
     }

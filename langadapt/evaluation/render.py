@@ -24,6 +24,10 @@ TRAINING_NOTE = (
 """What the training table's measures mean (under the table)."""
 SAMPLE_HEADER = ["model", "continuation"]
 """Header of the sample tables (their text cells are set in a monospace font)."""
+TEXT_HEADER = ["", "text"]
+"""Header of the translation example tables (source, reference, each model's translation)."""
+TEXT_TABLES = (SAMPLE_HEADER, TEXT_HEADER)
+"""Tables whose second column is text to read, not a number: monospace, left-aligned in HTML."""
 
 
 def _capped_note(meta: dict) -> str:
@@ -42,6 +46,8 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
     blocks.append(("p", f"{'Models' if len(models) > 1 else 'Model'}: {', '.join(models)}.{against}"
                         + (f" Window {meta.get('window')} tokens{_capped_note(meta)}, stride {meta.get('stride')}."
                            if meta.get("window") is not None and results.get("langs") else "")))
+    if road := tables.tokenizer_road(results):
+        blocks.append(("p", road))
     changes = tables.verdicts(results) if head else []
     if changes:
         blocks += [("h2", f"What changed: {head} vs {ref}"), ("ul", changes)]
@@ -58,6 +64,7 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
     if task_table is not None:
         blocks += [("h2", "Tasks"), ("table", *task_table)]
         blocks += [("p", note) for note in tables.task_notes(results)]
+        blocks += _translation_blocks(results)
     blocks += _tokenizer_blocks(results)
     blocks += _training_blocks(results, figures)
     blocks += _sample_blocks(results)
@@ -116,6 +123,23 @@ def _tokenizer_blocks(results: dict) -> list[Block]:
     return [("h2", "Tokenizers"), *blocks] if blocks else []
 
 
+def _translation_blocks(results: dict) -> list[Block]:
+    """The first pairs of each translation direction with every model's translation beside the
+    source and reference: what a chrF of 12 looks like. The files named hold all of them."""
+    blocks: list[Block] = []
+    for key, task in (results.get("translations") or {}).items():
+        for direction, examples in (task.get("examples") or {}).items():
+            files = sorted({per[direction] for per in task.get("files", {}).values() if direction in per})
+            where = files[0].rsplit("/", 1)[0] + "/" if files else "translations/"
+            blocks.append(("h3", f"Translations: {key}, {direction} (the first {len(examples)}; "
+                                 f"every one in {where})"))
+            for example in examples:
+                rows = [["source", visible(example["source"])], ["reference", visible(example["reference"])]]
+                rows += [[model, visible(text)] for model, text in example["hypotheses"].items()]
+                blocks.append(("table", TEXT_HEADER, rows))
+    return blocks
+
+
 def _sample_blocks(results: dict) -> list[Block]:
     """One small table per prompt, a row per model, so the continuations of a prompt sit together."""
     by_prompt: dict[tuple[str, str], list[list[str]]] = {}
@@ -153,7 +177,9 @@ def _data_blocks(results: dict) -> list[Block]:
     blocks: list[Block] = [("h2", "Held-out data and method" if rows else "Method")]
     if rows:
         blocks += [("table", ["lang", "documents", "bytes", "source"], rows),
-                   ("p", f"At most {meta.get('max_bytes_per_lang') or 'all'} bytes per language.")]
+                   ("p", f"At most {meta.get('max_bytes_per_lang') or 'all'} bytes per language."
+                         + (f" Run data: the held-out (valid) split of {results['held_out_run']}."
+                            if results.get("held_out_run") else ""))]
     blocks.append(("p", f"langadapt {meta.get('langadapt')}, torch {meta.get('torch')}, {meta.get('seconds', 0):.0f} s."))
     speed = tables.throughput_rows(results)
     if speed is not None:
@@ -210,9 +236,9 @@ def render_html(results: dict, images: dict[str, str], title: str) -> str:
             body.append("<ul>" + "".join(f'<li class="{c}">{esc(t)}</li>' for t, c in block[1]) + "</ul>")
         elif kind == "table":
             head = "".join(f"<th>{esc(h)}</th>" for h in block[1])
-            cell = '<td class="text">{}</td>' if block[1] == SAMPLE_HEADER else "<td>{}</td>"
+            cell = '<td class="text">{}</td>' if block[1] in TEXT_TABLES else "<td>{}</td>"
             rows = "".join("<tr>" + "".join(cell.format(esc(c)) for c in row) + "</tr>" for row in block[2])
-            css = ' class="samples"' if block[1] == SAMPLE_HEADER else ""
+            css = ' class="samples"' if block[1] in TEXT_TABLES else ""
             body.append(f"<table{css}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif kind == "img" and block[1] in images:
             body.append(f'<img src="{images[block[1]]}" alt="{esc(block[2])}">')

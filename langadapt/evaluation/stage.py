@@ -34,6 +34,7 @@ from langadapt.evaluation.held_out import (
     recipe_target_langs,
 )
 from langadapt.evaluation.naming import split_named, unique_names
+from langadapt.evaluation.preparation import RUN_DATA
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.token_cost import token_costs
@@ -138,6 +139,7 @@ def run(slice_: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     ctx.log.info("evaluate: %s on %s", ", ".join(models), ", ".join(s.name for s in suites))
     results = evaluate_models(models, suites, held_out_texts(ctx.run_dir), config)
     results["target_langs"] = target_langs(ctx.layout)
+    name_held_out_run(results, ctx.run_dir)
     add_tokenizer_facts(results, ctx.layout)
     write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
                  planned_energy=planned_energy(ctx.layout, slice_.planning))
@@ -145,11 +147,22 @@ def run(slice_: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     return _summary(results)
 
 
+def name_held_out_run(results: dict[str, Any], run_dir: Path | None) -> None:
+    """results["held_out_run"]: the run directory whose data stage's valid split was scored, when
+    any language was (not those given as files). `langadapt eval` takes it from the model's run, a
+    run an export names, or the first `--compare` run, so the report must say which."""
+    if run_dir is not None and any(info.get("source") == RUN_DATA for info in results.get("langs", {}).values()):
+        results["held_out_run"] = str(run_dir)
+
+
 def add_tokenizer_facts(results: dict[str, Any], layout: RunLayout) -> None:
-    """What the run's tokenizer stage measured, for the report and results.json: tokens per byte
-    (the run's tokenizer and the base's) and, when the vocabulary stopped short of vocab_size, the
+    """What the run's tokenizer stage made and measured, for the report and results.json: its
+    `tokenizer.kind` (the road: keep_base, extend or a new tokenizer), tokens per byte (the run's
+    tokenizer and the base's) and, when the vocabulary stopped short of vocab_size, the
     line that says so (said on the console, in `plan` and the card; the report used to omit it)."""
     results["tokens_per_byte"] = token_costs(layout)
+    if kind := layout.stage_summary("tokenizer").get("kind") or layout.recipe().get("tokenizer", {}).get("kind"):
+        results.setdefault("tokenizers", {})["kind"] = kind  # the report names the road near its top
     if shortfall := vocabulary_shortfall(layout.stage_summary("tokenizer")):
         results.setdefault("tokenizers", {})["shortfall"] = shortfall
 
@@ -204,10 +217,13 @@ def evaluate_cli(
                               reference=next(iter(references), None), given=given.sources,
                               missing_note=_missing_note(target.path, target.origin, target.data_dir, target.tree))
     results["model_paths"] = {key: str(spec) for key, spec in models.items() if isinstance(spec, Path)}
+    name_held_out_run(results, target.data_dir)
     results["target_langs"] = (target_langs(RunLayout(target.data_dir)) if target.data_dir is not None
                                else recipe_target_langs(target.tree))
     if target.origin is not None:
         add_tokenizer_facts(results, RunLayout(target.origin))
+    elif kind := (target.tree.get("tokenizer") or {}).get("kind"):  # an export away from its run: its recipe
+        results.setdefault("tokenizers", {})["kind"] = kind
     write_report(results, out, trained_runs(models), title=f"langadapt evaluation: {next(iter(models))}",
                  planned_energy=planned_energy(RunLayout(target.origin)) if target.origin is not None else None)
     return results

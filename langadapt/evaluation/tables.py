@@ -6,7 +6,7 @@ import math
 
 BPB_NOTE = (
     "bits per byte = -(sum of log-likelihoods)/(UTF-8 bytes)/ln 2, as lm-evaluation-harness computes it; "
-    "comparable across tokenizers. Lower is better."
+    "comparable across tokenizers. Lower is better: a negative Δ is a gain."
 )
 
 
@@ -30,6 +30,26 @@ def fmt(value: object, spec: str = ".3f") -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return format(value, spec) if isinstance(value, float) else "–"
+
+
+ROADS = {
+    "keep_base": "the base model's own tokenizer, unchanged (continual pretraining only)",
+    "extend": "the base tokenizer with the target language's tokens appended (every base id, merge and "
+              "embedding row kept; only the new tokens' rows are initialised)",
+}
+"""What each `tokenizer.kind` road means; every other kind trains a new tokenizer (`tokenizer_road`)."""
+
+
+def tokenizer_road(results: dict) -> str | None:
+    """The sentence naming the run's tokenizer road (`tokenizer.kind`), None when not known (a
+    folder evaluated away from any run or recipe). The road decides what a bpb change means: with
+    keep_base every token and row is the base's, with a new tokenizer none is."""
+    kind = (results.get("tokenizers") or {}).get("kind")
+    if not kind:
+        return None
+    meaning = ROADS.get(kind, "a new tokenizer trained on the run's data, replacing the base's vocabulary; "
+                              "every embedding row is initialised for it")
+    return f"Tokenizer road: {kind}: {meaning}."
 
 
 def bpb_rows(results: dict) -> tuple[list[str], list[list[str]]]:
@@ -106,7 +126,8 @@ def task_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
         label = f"{key} ({', '.join(about)})" if about else key
         metrics = [m for m in first if m.rsplit("/", 1)[-1] not in HIDDEN_METRICS and not m.endswith(STDERR)]
         for metric in metrics:
-            row = [label, metric, *(_task_cell(flatten(per_model.get(m) or {}), metric) for m in models)]
+            row = [label, metric + ARROW.get(better(metric), ""),
+                   *(_task_cell(flatten(per_model.get(m) or {}), metric) for m in models)]
             if head:
                 ref_value = flatten(per_model.get(ref) or {}).get(metric)
                 delta = (results.get("task_deltas", {}).get(key, {}).get(head) or {}).get(metric)
@@ -115,6 +136,25 @@ def task_rows(results: dict) -> tuple[list[str], list[list[str]]] | None:
     if not rows:
         return None
     return ["task", "metric", *models] + ([f"Δ {head} vs {ref}"] if head else []), rows
+
+
+HIGHER_IS_BETTER = {"accuracy", "acc", "acc_norm", "chrf", "bleu", "f1", "mcc", "exact_match", "em"}
+"""Scores (minimal pairs' accuracy, translation's chrF and BLEU, lm-eval's usual metrics)."""
+LOWER_IS_BETTER = {"bits_per_byte", "ter"}
+"""Costs besides perplexities (any metric named `*perplexity*` is one)."""
+ARROW = {"higher": " ↑", "lower": " ↓"}
+"""How a task table's metric says which way is better."""
+
+
+def better(metric: str) -> str | None:
+    """"higher" or "lower": which way `metric` improves, from its name's last known part (lm-eval
+    keys carry a task and a filter around it: `ncb/exact_match/strict-match`); None when unknown."""
+    for part in reversed(metric.split("/")):
+        if part in HIGHER_IS_BETTER:
+            return "higher"
+        if part in LOWER_IS_BETTER or "perplexity" in part:
+            return "lower"
+    return None
 
 
 def _task_cell(flat: dict[str, float], metric: str) -> str:
@@ -142,7 +182,14 @@ def _task_delta(metric: str, value: object, ref_value: object, delta: object) ->
 def task_notes(results: dict) -> list[str]:
     """How to read the task table, for the kinds of task it holds."""
     keys = " ".join(results.get("tasks", {}))
-    notes = []
+    head = headline_model(results)
+    notes = ["↑: higher is better, ↓: lower is better."
+             + (f" Δ is {head} minus {results.get('reference')}: a gain is a positive Δ on ↑ rows and a "
+                "negative Δ on ↓ rows." if head else "")]
+    if any(task.get("kind") == "translation" for task in results.get("tasks", {}).values()):
+        notes.append("translation: chrF and BLEU (0-100, higher is better) of greedy few-shot translations of "
+                     "held-out parallel paragraphs, as lm-eval aggregates them (sacrebleu corpus scores).")
+        notes += translation_verdicts(results)
     if "minimal_pairs" in keys:
         notes.append("minimal_pairs accuracy = share of pairs where the grammatical sentence gets the higher "
                      "log-likelihood (chance 0.5); higher is better. ± is its standard error, "
@@ -152,6 +199,34 @@ def task_notes(results: dict) -> list[str]:
         notes.append("Perplexities are compared as a ratio (below 1 = better), and only within a factor of "
                      f"{MAX_RATIO:g}; bits per byte is the measure to compare across tokenizers.")
     return notes
+
+
+TRANSLATION_EXAMPLES = 3
+"""Pairs per direction the report shows with every model's translation (all are in translations/)."""
+
+
+def translation_verdicts(results: dict) -> list[str]:
+    """Per translation task, one sentence: whether any model translates, judged against copying the
+    source unchanged (`translation.copy_source_scores`). A chrF at or below that floor shows no
+    translation, however far above 0 it is; at this floor small models usually sit."""
+    models = list(results["models"])
+    lines = []
+    for key, task in (results.get("translations") or {}).items():
+        floor = task.get("copy_source") or {}
+        scores = results.get("tasks", {}).get(key, {})
+        above = [f"{model} in {direction} (chrF {scores[model][direction]['chrf']:.1f})"
+                 for model in models for direction, copied in floor.items()
+                 if isinstance(scores.get(model), dict) and direction in scores[model]
+                 and scores[model][direction]["chrf"] > copied["chrf"]]
+        floors = ", ".join(f"{direction} {copied['chrf']:.1f}" for direction, copied in floor.items())
+        if not floors:
+            continue
+        if above:
+            lines.append(f"{key}: above the chrF of copying the source unchanged ({floors}): {'; '.join(above)}.")
+        else:
+            lines.append(f"{key}: no model translates: every chrF is at or below what copying the source "
+                         f"unchanged scores ({floors}), which needs no model at all.")
+    return lines
 
 
 def flatten(metrics: dict, prefix: str = "") -> dict[str, float]:

@@ -107,16 +107,43 @@ def translate(model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: in
     return out
 
 
+def scored_rows(task: TranslationTask, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows a model translates: after the `num_fewshot` examples, at most `limit` of them."""
+    return rows[task.num_fewshot:][: task.limit]
+
+
+def copy_source_scores(task: TranslationTask, rows: list[dict[str, str]]) -> dict[str, dict[str, float]]:
+    """{direction: {"chrf", "bleu"}} of the source copied unchanged as its own translation.
+
+    The floor the report judges models against: copying needs no model, yet scores well above 0
+    (names, numbers, cognates and punctuation are shared; between close languages far more), so a
+    chrF at or below it shows no ability to translate, whatever its absolute size."""
+    scored = scored_rows(task, rows)
+    return {direction: corpus_scores([row[direction.split("-")[0]] for row in scored],
+                                     [row[direction.split("-")[1]] for row in scored])
+            for direction in task.directions}
+
+
 def translation_scores(
     model: Any, tokenizer: Any, task: TranslationTask, rows: list[dict[str, str]], batch_size: int | None
-) -> dict[str, dict[str, float | int]]:
-    """{direction: {"chrf", "bleu", "pairs"}} for every direction of `task` on this model."""
-    examples = rows[: task.num_fewshot]
-    scored = rows[task.num_fewshot:][: task.limit]
+) -> tuple[dict[str, dict[str, float | int]], dict[str, list[dict[str, Any]]]]:
+    """({direction: {"chrf", "bleu", "pairs"}}, {direction: outputs}) for every direction of `task`
+    on this model. The outputs are what lm-eval's `--log_samples` keeps, one per scored row: its
+    index among the file's pairs (`doc_id`, examples counted), source, reference, the model's translation and that sentence's chrF
+    (to find the few translations worth reading among many)."""
+    import sacrebleu
+
+    examples, scored = rows[: task.num_fewshot], scored_rows(task, rows)
     results: dict[str, dict[str, float | int]] = {}
+    outputs: dict[str, list[dict[str, Any]]] = {}
     for direction in task.directions:
         src, tgt = direction.split("-")
         prompts = [build_prompt(examples, row, src, tgt, task.names) for row in scored]
         hypotheses = translate(model, tokenizer, prompts, task.max_new_tokens, batch_size or GENERATION_BATCH)
         results[direction] = {**corpus_scores(hypotheses, [row[tgt] for row in scored]), "pairs": len(scored)}
-    return results
+        outputs[direction] = [
+            {"doc_id": task.num_fewshot + i, "source": row[src], "reference": row[tgt], "hypothesis": hyp,
+             "chrf": sacrebleu.sentence_chrf(hyp, [row[tgt]]).score}
+            for i, (row, hyp) in enumerate(zip(scored, hypotheses))
+        ]
+    return results, outputs

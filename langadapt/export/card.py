@@ -84,8 +84,11 @@ def vocabulary_text(tokenizer: dict, embeddings: dict) -> str:
     if kind == "keep_base":
         return f"keeping its own {vocab}-token tokenizer (`keep_base`): every embedding row is the base's."
     if kind == "extend":
+        base = tokenizer.get("base_vocab_size")
+        added = (f"{vocab - base:,} new tokens learned on the target language appended to the base's {base:,}"
+                 if isinstance(base, int) and isinstance(vocab, int) else "the new tokens appended")
         return (f"with its tokenizer extended to {vocab} tokens (`extend`: BPE training continued on the target "
-                "language, every base token and merge kept at its id and rank, the new tokens appended); the base's "
+                f"language, every base token and merge kept at its id and rank, {added}); the base's "
                 f"embedding and LM-head rows are kept, the new tokens' rows were initialised with `{method}`.")
     return (f"with a new {vocab}-token tokenizer (`{kind}`) trained on the target language; its input embeddings "
             f"and LM head were initialised for the new vocabulary with the `{method}` embedding transfer method.")

@@ -69,6 +69,7 @@ def run(slice_: TokenizerSlice, ctx: StageContext) -> dict[str, Any]:
         "kind": config.kind,
         "vocab_size": len(tokenizer),
         "vocab_size_requested": config.vocab_size if config.kind != "keep_base" else len(tokenizer),
+        "base_vocab_size": len(base) if base is not None else None,  # extend: the ids it kept, not learned
         "fertility": {name: {lang: m["fertility"] for lang, m in per.items() if "fertility" in m}
                       for name, per in metrics["tokenizers"].items()},
         "train_tokens": sum(meta["num_tokens"] for meta in shards["sources"].values()),

@@ -30,4 +30,4 @@ def test_a_shortfall_is_in_the_results_and_the_report(tmp_path: Path) -> None:
 def test_a_full_vocabulary_adds_no_note(tmp_path: Path) -> None:
     results: dict = {}
     add_tokenizer_facts(results, _tokenizer_stage(tmp_path / "full", 8192, 8192))
-    assert "tokenizers" not in results and results["tokens_per_byte"] == {}
+    assert results["tokenizers"] == {"kind": "inherit"} and results["tokens_per_byte"] == {}

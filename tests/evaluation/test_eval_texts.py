@@ -119,6 +119,8 @@ def test_an_export_far_from_its_run_with_texts_gives_the_stages_bits_per_byte(ru
     assert len(results["notes"]) == 1, results["notes"]
     assert "no held-out text for 'nn'" in results["notes"][0] and "--texts LANG=FILE" in results["notes"][0]
     assert "run demo (run_root runs)" in results["notes"][0]
+    # every text scored came from a file: no run directory is named as its source
+    assert "held_out_run" not in results and "held-out text:" not in capsys.readouterr().out
 
 
 def test_an_export_finds_its_runs_held_out_data_by_itself(run_dir, tmp_path, monkeypatch, capsys):
@@ -129,6 +131,8 @@ def test_an_export_finds_its_runs_held_out_data_by_itself(run_dir, tmp_path, mon
     assert inside["models"]["demo/export"]["nb"]["bits_per_byte"] == pytest.approx(stage["nb"], abs=1e-4)
     assert inside["models"]["demo/export"]["nn"]["bits_per_byte"] == pytest.approx(stage["nn"], abs=1e-4)
     assert inside["notes"] == [] and inside["langs"]["nn"]["source"] == "run data (valid)"
+    assert Path(inside["held_out_run"]).resolve() == run_dir.resolve()  # which run's valid split, said
+    assert f"held-out text: the valid split of {inside['held_out_run']}" in capsys.readouterr().out
 
     copy = tmp_path / "copy"
     shutil.copytree(RunLayout(run_dir).export.model, copy)

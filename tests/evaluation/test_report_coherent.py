@@ -26,7 +26,7 @@ def test_an_lm_eval_only_report_has_no_empty_section_and_no_pointer_to_missing_n
     markdown = write_report(lm_eval_only(), tmp_path)["markdown"].read_text()
     assert "What changed" not in markdown and "Held-out bits per byte" not in markdown
     assert "notes" not in markdown.lower() and "Reference" not in markdown and "Window" not in markdown
-    assert "| lm_eval_offline/minimal_pairs | nb_minimal_pairs_mc/acc | 0.708 |" in markdown  # no "()"
+    assert "| lm_eval_offline/minimal_pairs | nb_minimal_pairs_mc/acc ↑ | 0.708 |" in markdown  # no "()"
     headings = [line for line in markdown.splitlines() if line.startswith("#")]
     for heading, following in zip(headings, [*headings[1:], None]):  # every heading has a body
         body = markdown.split(heading, 1)[1].split(following, 1)[0] if following else markdown.split(heading, 1)[1]
@@ -43,8 +43,8 @@ def test_perplexities_are_compared_as_bounded_ratios_scores_as_differences(tmp_p
                                                             "t/byte_perplexity": -2.0, "t/acc": 0.333}}}}
     markdown = write_report(results, tmp_path)["markdown"].read_text()
     rows = {line.split(" | ")[1]: line for line in markdown.splitlines() if line.startswith("| wiki/rolling")}
-    assert rows["t/word_perplexity"].endswith("| 7.658e+09 | 11.500 | – |")  # a ratio of 1.5e-9: not printed
-    assert rows["t/byte_perplexity"].endswith("| x0.5 |") and rows["t/acc"].endswith("| +0.333 |")
+    assert rows["t/word_perplexity ↓"].endswith("| 7.658e+09 | 11.500 | – |")  # a ratio of 1.5e-9: not printed
+    assert rows["t/byte_perplexity ↓"].endswith("| x0.5 |") and rows["t/acc ↑"].endswith("| +0.333 |")
     assert "7658196468" not in markdown and "Perplexities are compared as a ratio" in markdown
 
 
