@@ -195,6 +195,8 @@ class Recipe(Config):
 
 
 _INDEXED = re.compile(r"^(.+)\[(\d+)\]$")
+_BRACKETED = re.compile(r"\[([^\]]*)\]?$|\]")
+"""A key with something bracketed that `_INDEXED` did not take: a negative, empty or named index."""
 
 
 def _index(digits: str) -> int:
@@ -213,6 +215,8 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
         last = i == len(keys) - 1
         if not isinstance(node, dict):
             raise LangadaptError(f"--set {shorten(dotted_key)}: '{'.'.join(keys[:i])}' is not a section")
+        if index is None and (bad := _BRACKETED.search(key)):
+            raise _bad_index(dotted_key, key[:bad.start()], key[bad.start():], node.get(key[:bad.start()]))
         if index is None:
             if last:
                 node[name] = value
@@ -228,6 +232,18 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
             items[index] = value
         else:
             node = items[index]
+
+
+def _bad_index(dotted_key: str, name: str, written: str, items: Any) -> LangadaptError:
+    """The error for `sources[-1]`, `sources[]` or `sources[first]`: the index is the problem, so it
+    is named with the positions there are (read as a key, it used to end in "unknown key; did you
+    mean sources?"). Only positions counted from 0 are taken: the list a recipe inherits can grow,
+    and an index from the end would then silently change which entry it sets."""
+    count = len(items) if isinstance(items, list) else 0
+    there = f"{name} has {count} entr{'y' if count == 1 else 'ies'}" + (f": [0] to [{count - 1}]" if count > 1 else
+                                                                      ": [0]" if count == 1 else "")
+    return LangadaptError(f"--set {shorten(dotted_key)}: {shorten(written)} is not a list index; write a position "
+                          f"counted from 0 ({there})")
 
 
 def parse_set_value(key: str, raw: str) -> Any:
