@@ -39,18 +39,18 @@ def test_plan_reports_what_training_resolves(recipe_file: str, engine: str) -> N
 
 def test_the_plan_counts_the_logits_exactly_when_training_materialises_them() -> None:
     """Without the fused loss the fp32 logits of a micro batch exist whole: 4 bytes x 4 x 4096 x
-    32,768 = 2.15 GB per GPU (the plan once left them out). Under ZeRO-3 and FSDP2 the fused loss is
-    opt-in (it has not run on a GPU there: planning.gpu_record), so auto plans the logits and `true`
-    plans none, as training would run them."""
+    32,768 = 2.15 GB per GPU (the plan once left them out). auto turns the fused loss on where it has
+    run on a GPU (planning.gpu_record: every layout since 2026-11-28), so auto plans no logits, as
+    training runs it, and `false` plans them."""
     def stage2(*sets: str) -> dict:
         return plan_recipe(load_recipe(REPO / "recipes/norwegian_warm.yaml", list(sets)).recipe)["stages"][1]
 
-    auto = stage2("engine.zero_stage=3")
-    fused, fsdp = stage2("engine.zero_stage=3", "engine.fused_loss=true"), stage2("engine.kind=fsdp", "engine.fused_loss=true")
-    assert auto["settings"]["fused_loss"] is False
-    assert fused["settings"]["fused_loss"] is fsdp["settings"]["fused_loss"] is True
-    assert fused["memory_gb"]["zero3"]["activations"] == pytest.approx(fsdp["memory_gb"]["fsdp"]["activations"])
-    extra = auto["memory_gb"]["zero3"]["activations"] - fused["memory_gb"]["zero3"]["activations"]
+    auto, fsdp = stage2("engine.zero_stage=3"), stage2("engine.kind=fsdp")
+    plain = stage2("engine.zero_stage=3", "engine.fused_loss=false")
+    assert auto["settings"]["fused_loss"] is fsdp["settings"]["fused_loss"] is True
+    assert plain["settings"]["fused_loss"] is False
+    assert auto["memory_gb"]["zero3"]["activations"] == pytest.approx(fsdp["memory_gb"]["fsdp"]["activations"])
+    extra = plain["memory_gb"]["zero3"]["activations"] - auto["memory_gb"]["zero3"]["activations"]
     assert extra == pytest.approx(4 * 4 * 4096 * 32768 / 1e9, rel=0.01)
 
 
