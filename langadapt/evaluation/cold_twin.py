@@ -62,7 +62,7 @@ def cold_twin_overrides(recipe: Recipe, dims: ModelDims) -> list[str]:
 
 def cold_twin_recipe(recipe: Recipe, base_model: str | None) -> LoadedRecipe | None:
     """The twin's recipe when `evaluation.cold_baseline` asks for one, else None; the pipeline
-    runs it before this run's evaluate stage (`pipeline.runner.Dependency`)."""
+    runs it before this run's evaluate stage (`pipeline.stages.Dependency`)."""
     if not (recipe.wants_cold_twin and base_model):
         return None
     from langadapt.run.layout import RunLayout

@@ -334,5 +334,5 @@ class EvaluateSlice:
     planning: Recipe | None = None
     """The recipe `langadapt plan` estimates each training stage's energy from (the report's
     planned column beside the measured one); None: no estimate. The stage table fingerprints the
-    parts planning reads (`pipeline.runner.PLANNING_KEYS`), so `--set cluster.hardware=...` re-runs
+    parts planning reads (`pipeline.stages.PLANNING_KEYS`), so `--set cluster.hardware=...` re-runs
     evaluate instead of leaving a report planned for the old hardware."""

@@ -38,7 +38,7 @@ class StageContext:
     overwrite: bool = False
     """The user allowed replacing output a person may have edited (`--overwrite`)."""
     needed: dict[str, Path] = field(default_factory=dict)
-    """What the runs this stage depends on produced, by role (`pipeline.runner.Dependency`): the cold
+    """What the runs this stage depends on produced, by role (`pipeline.stages.Dependency`): the cold
     twin's model for evaluate. Empty for every other stage."""
     dist: DistInfo = field(default_factory=DistInfo.from_env)
     """This process's place in the job, read once by the pipeline (only training stages run on

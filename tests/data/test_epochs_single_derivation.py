@@ -22,7 +22,7 @@ from langadapt.data.epochs import stage_plan
 from langadapt.data.schedule import MixPlan
 from langadapt.errors import LangadaptError
 from langadapt.pipeline.preflight_data import check_epochs as preflight_epochs
-from langadapt.pipeline.runner import stage_table
+from langadapt.pipeline.stages import stage_table
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
 from langadapt.recipe.errors import Report

@@ -9,7 +9,7 @@ import pytest
 
 from langadapt.errors import LangadaptError
 from langadapt.export.provenance import RunFacts
-from langadapt.pipeline.runner import stage_table
+from langadapt.pipeline.stages import stage_table
 from langadapt.recipe.schema import load_recipe
 from tests.helpers.recipes import scratch_recipe
 
