@@ -47,7 +47,7 @@ def stage_plan(mixture: Mapping[str, Mapping[str, Any]], num_tokens: Mapping[str
     `seq_len` tokens, `samples` being the stage's steps x its global batch (`planning.training.global_batch`).
 
     The one derivation behind `langadapt plan` (`planning.recipe_plan`), the preflight check
-    (`pipeline.preflight_data.check_epochs`) and the training stream (`data.stream.plan_stream`):
+    (`pipeline.preflight_data.report_estimated_epochs`) and the training stream (`data.stream.plan_stream`):
     `mixture` is the stage's `recipe.replay.stage_mixture`, `num_tokens` each source's unique tokens
     (its shard's count once the tokenizer stage has run), `force` the recipe's `data.force_epochs`.
     Raises EpochCapError (a LangadaptError) when a source would pass the epoch cap and `force` is off."""

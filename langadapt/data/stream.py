@@ -214,7 +214,7 @@ def plan_stream(tokens_dir: Path, mixture: dict[str, dict] | None, seq_len: int,
 
     `mixture` maps source -> {"weight": w} or {"epochs": e} (optionally "max_epochs"); raises
     LangadaptError above 16 epochs unless `force`. `build_stream` plans through it, and so does the
-    check of every training stage before the first one trains (`train.stage.check_epochs`): the
+    check of every training stage before the first one trains (`train.stage.plan_epochs_on_shards`): the
     epochs refused before stage 1 are the ones stage 2 would refuse.
     """
     if seq_len < 1 or total_samples < 1:

@@ -24,7 +24,7 @@ from langadapt.errors import LangadaptError
 from langadapt.inputs.model_folder import parts_problem, weights_problem
 from langadapt.inputs.tokenizer_json import tokenizer_json_problem
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_json
-from langadapt.pipeline.preflight_data import check_epochs, check_sources, check_vocab_size
+from langadapt.pipeline.preflight_data import check_sources, check_vocab_size, report_estimated_epochs
 from langadapt.planning.models import architecture_config, complete_architecture
 from langadapt.planning.training import resolve_training
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
@@ -89,7 +89,7 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if training:
         world = world_size or training_world_size(recipe.cluster.world_size)
         with report.guard():
-            check_epochs(recipe, training, world, report)
+            report_estimated_epochs(recipe, training, world, report)
         for name in training:  # the engine refusals that do not depend on this machine's device
             with report.guard():
                 resolve_training(name, getattr(recipe, name), recipe.engine, world, "cuda", have_liger=True)

@@ -153,7 +153,7 @@ def _texts(sources: list[SourceConfig], files: dict[str, list[Path]]) -> Iterato
         yield from iter_texts(source, files[source.name], "replace", Counter())
 
 
-def check_epochs(recipe: Recipe, stages: list[str], world_size: int, report: Report) -> None:
+def report_estimated_epochs(recipe: Recipe, stages: list[str], world_size: int, report: Report) -> None:
     """Epochs per source as training will compute them (`data.epochs.stage_plan`), before any training."""
     from langadapt.planning.recipe_plan import measured_tokens
 

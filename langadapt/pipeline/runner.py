@@ -196,15 +196,15 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
 
 
 def _check_training_epochs(actions: list[tuple[Stage, str]], ctx: StageContext) -> None:
-    """Every training stage about to run plans its epochs on the token shards (`train.stage.check_epochs`,
+    """Every training stage about to run plans its epochs on the token shards (`train.stage.plan_epochs_on_shards`,
     the plan training streams with) as soon as they exist: after the tokenizer stage, before the
     embeddings stage and stage 1. Preflight had only estimates where the shards were still to be
     written, and a cap that only the real counts cross used to stop stage 2 after stage 1 trained."""
-    from langadapt.train.stage import check_epochs
+    from langadapt.train.stage import plan_epochs_on_shards
 
     for stage, action in actions:
         if stage.name in TRAINING_STAGES and action in WORKING and isinstance(stage.run, Entry):
-            check_epochs(stage.run.slice, ctx)
+            plan_epochs_on_shards(stage.run.slice, ctx)
 
 
 def prepare_base_model(recipe: Recipe, world_size: int = 1) -> str | None:

@@ -9,7 +9,7 @@ base (`RunLayout.embeddings.shared_rows`) and keeps them (langadapt.train.rows).
 
 Both read the token shards in tokenizer/tokens through `langadapt.data.stream.build_stream` and
 save the tokenizer beside the final model, so `<stage>/model` loads on its own in transformers.
-`check_epochs` plans a stage's stream on those shards without training: the pipeline calls it for
+`plan_epochs_on_shards` plans a stage's stream on those shards without training: the pipeline calls it for
 every training stage as soon as the tokenizer stage has written them, before stage 1 trains.
 Rerunning a stage that was interrupted resumes from its latest complete checkpoint.
 """
@@ -128,7 +128,7 @@ def stream_budget(slice_: TrainingSlice, batch: int) -> tuple[dict[str, dict] | 
     return mixture, slice_.config.steps * batch
 
 
-def check_epochs(slice_: TrainingSlice, ctx: StageContext) -> None:
+def plan_epochs_on_shards(slice_: TrainingSlice, ctx: StageContext) -> None:
     """Plan training stage `slice_.name`'s stream on the real token shards, as `run` will
     (`data.stream.plan_stream`, which `build_stream` plans with), without loading a model or training.
 

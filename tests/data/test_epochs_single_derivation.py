@@ -1,8 +1,8 @@
 """`langadapt plan`, the preflight check and the training stream plan a stage's mixture with one
 call (`data.epochs.stage_plan`): for the same recipe and token shards they get the same MixPlan.
 
-Each path is run as the product runs it (plan_recipe, preflight's check_epochs, the training
-stage's check_epochs on the stage table's slice); a spy on the name each module calls records the
+Each path is run as the product runs it (plan_recipe, preflight's report_estimated_epochs, the training
+stage's plan_epochs_on_shards on the stage table's slice); a spy on the name each module calls records the
 plan it got. The recipe makes the inputs that used to be assembled three times matter: a stage-1
 source above the 16-epoch cap (only `data.force_epochs` lets it plan), a stage-2 replay share, and
 a global batch with gradient accumulation.
@@ -21,7 +21,7 @@ import langadapt.planning.recipe_plan
 from langadapt.data.epochs import stage_plan
 from langadapt.data.schedule import MixPlan
 from langadapt.errors import LangadaptError
-from langadapt.pipeline.preflight_data import check_epochs as preflight_epochs
+from langadapt.pipeline.preflight_data import report_estimated_epochs as preflight_epochs
 from langadapt.pipeline.stages import stage_table
 from langadapt.planning.recipe_plan import plan_recipe
 from langadapt.recipe import load_recipe
@@ -29,7 +29,7 @@ from langadapt.recipe.errors import Report
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
 from langadapt.runtime.placement import DistInfo
-from langadapt.train.stage import check_epochs as training_epochs
+from langadapt.train.stage import plan_epochs_on_shards as training_epochs
 from tests.helpers.shards import make_shards
 
 RECIPE = """\

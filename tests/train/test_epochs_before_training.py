@@ -18,7 +18,7 @@ from langadapt.recipe.data import MAX_EPOCHS
 from langadapt.recipe.train import EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MARKER, RunLayout
-from langadapt.train.stage import check_epochs, stream_budget
+from langadapt.train.stage import plan_epochs_on_shards, stream_budget
 
 RECIPE = """\
 name: capped
@@ -99,7 +99,7 @@ def test_check_epochs_refuses_exactly_what_the_training_stream_refuses(tmp_path:
                         EngineConfig(), {"nb": {"weight": 1.0}})
     mixture, samples = stream_budget(job, 100)
     outcomes = []
-    for attempt in (lambda: check_epochs(job, ctx),
+    for attempt in (lambda: plan_epochs_on_shards(job, ctx),
                     lambda: build_stream(ctx.layout.tokenizer.tokens, mixture, 64, samples, seed=0)):
         try:
             attempt()
@@ -111,4 +111,4 @@ def test_check_epochs_refuses_exactly_what_the_training_stream_refuses(tmp_path:
         assert outcomes[0].startswith(f"stage2.steps: {outcomes[1]}; or lower stage2.steps (17)")
         assert "source nb: 17.0 epochs is above 16" in outcomes[0]
     disabled = TrainingSlice("stage2", TrainStageConfig(steps=1000, seq_len=64, enabled=False), EngineConfig())
-    check_epochs(disabled, ctx)  # a stage that will not run plans nothing
+    plan_epochs_on_shards(disabled, ctx)  # a stage that will not run plans nothing
