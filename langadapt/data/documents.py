@@ -67,15 +67,15 @@ class DocumentFile:
     Why members and not one gzip stream: a block compresses on its own, so `threads` blocks compress
     at once on threads beside the one that writes lines (zlib releases the GIL), and compressing is
     not the writing process's serial work: with cleaning workers on every core, that process's one
-    thread is the stage's bottleneck (compression was 2/3 of its CPU). Any gzip reader reads
-    concatenated members as one stream. `threads=0` compresses on the writing thread (one core:
-    nothing beside it to overlap with). Level 1, not gzip's 9: the
-    files are an intermediate read a few times by the next stages; level 9 cost 92 CPU-s per GB of
-    text (10.9 MB/s) for files 19% smaller than level 1's (68 MB/s). The bytes depend only on the
-    lines written (blocks are cut by size, headers carry no time), so the file is the same for any
-    number of threads or cleaning workers. Written to `<name>.tmp` and renamed by `close()`; after
-    `abort()` (or an exception inside `with`) nothing is left. `mode`: its permission bits
-(`derived_mode` of what it is made from)."""
+    thread is the stage's bottleneck (compressing was 14 of its ~19 CPU-s per GB). `threads=0`
+    compresses on the writing thread (one core: nothing beside it to overlap with). Any gzip reader
+    reads concatenated members as one stream. Level 1, not gzip's 9: the files are an intermediate
+    read a few times by the next stages; level 9 cost 92 CPU-s per GB of text (10.9 MB/s) for files
+    19% smaller than level 1's (68 MB/s). The bytes depend only on the lines written (blocks are cut
+    by size in characters, headers carry no time), so the file is the same for any number of threads
+    or cleaning workers. Written to `<name>.tmp` and renamed by `close()`; after `abort()` (or an
+    exception inside `with`) nothing is left. `mode`: its permission bits (`derived_mode` of what it
+    is made from)."""
 
     def __init__(self, path: Path, threads: int = 0, mode: int | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -141,11 +141,19 @@ def plan_jobs(config: DataConfig) -> tuple[list[Job], int]:
     return jobs, total
 
 
+COMPRESS_THREADS_MAX = 4
+"""The most threads compressing one file: more would wait for the writing thread, which takes the
+batches back, deduplicates and splits at ~4 CPU-s/GB (~250 MB/s) where one thread compresses at
+~14 CPU-s/GB (~70 MB/s) (measured in session 16). That thread is also what bounds the stage on a
+big node: past ~8 workers they clean faster than it decides."""
+
+
 def compress_threads(workers: int) -> int:
     """Threads compressing each output file beside the writing thread: none with one worker (one
-    core), else half the workers. Compression (zlib level 1, ~14 CPU-s/GB) costs about half of
-    cleaning (~27 CPU-s/GB in the workers), so half as many threads keep pace with the workers."""
-    return 0 if workers <= 1 else max(1, workers // 2)
+    core: nothing to overlap with), else half the workers, at most `COMPRESS_THREADS_MAX`.
+    Compression (zlib level 1, ~14 CPU-s/GB) costs about half of cleaning (~27 CPU-s/GB in the
+    workers), so half as many threads keep pace with the workers."""
+    return 0 if workers <= 1 else min(COMPRESS_THREADS_MAX, max(1, workers // 2))
 
 
 def worker_count(requested: int | None, input_bytes: int) -> int:
