@@ -22,8 +22,7 @@ from langadapt.evaluation.suite import (
     TranslationTask,
     unmeasured,
 )
-from langadapt.evaluation.task_data import cap_bytes, read_minimal_pairs, read_texts
-from langadapt.evaluation.translation import read_translation
+from langadapt.evaluation.task_data import cap_bytes, read_minimal_pairs, read_texts, read_translation
 from langadapt.recipe.evaluation import EvaluationConfig
 
 RUN_DATA = "run data (valid)"
@@ -96,7 +95,7 @@ def plan_suites(
             elif isinstance(task, LmEvalTask):
                 plan.lm_eval[key] = (task, prepare_lm_eval(task, f"{suite.source}: task {task.name!r}"))
             elif isinstance(task, TranslationTask):
-                plan.translation[key] = (task, read_translation(task, f"{suite.source}: task {task.name!r}"))
+                plan.translation[key] = (task, read_translation(task.path, task.langs(), task.num_fewshot, f"{suite.source}: task {task.name!r}"))
             elif isinstance(task, GenerateTask):
                 for lang, prompts in task.prompts.items():
                     plan.prompts.setdefault(lang, []).extend(prompts)

@@ -6,6 +6,7 @@ under a second, and the evaluation reads them once before the first model loads.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from langadapt.data.bounded import FIXED_BOUND, iter_lines, read_whole_text
@@ -40,7 +41,11 @@ def _jsonl_rows(path: Path, required: tuple[str, ...]):
 
 def _rows(path: Path, required: tuple[str, ...]):
     for number, _, raw in iter_lines(path, "evaluation data", FIXED_BOUND):
-        line = raw.decode("utf-8")
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:  # Latin-1 and other 8-bit files: say where, as a data file's errors do
+            raise LangadaptError(f"{path}:{number}: invalid UTF-8 at byte {exc.start} of the line "
+                                 f"({raw[exc.start:exc.start + 1]!r}); save the file as UTF-8") from None
         if not line.strip():
             continue
         row = parse_json(line, f"{path}:{number}: malformed JSON")
@@ -78,10 +83,36 @@ def read_minimal_pairs(path: str | Path) -> list[tuple[str, str]]:
     return pairs
 
 
+MAX_TRANSLATION_CHARS = 20_000
+"""The longest side of a translation row: sentences and paragraphs are what the task scores (WMT's
+are under 1,000 characters); a longer one would fill the prompt past a small model's context and be
+cut without a word, so it is refused naming its line."""
+
+
 def read_parallel(path: str | Path, langs: list[str]) -> list[dict[str, str]]:
     """Parallel rows ({lang: text} for `langs`; other keys ignored) from a JSONL file; a line
-    without a string for every language raises naming file:line."""
-    rows = [{lang: row[lang] for lang in langs} for _, row in _jsonl_rows(Path(path), required=tuple(langs))]
+    without a non-empty string for every language, or with one over MAX_TRANSLATION_CHARS, raises
+    naming file:line."""
+    rows = []
+    for number, row in _jsonl_rows(Path(path), required=tuple(langs)):
+        for lang in langs:
+            if not row[lang].strip():
+                raise LangadaptError(f"{path}:{number}: {lang} is empty; every row needs a text in each language")
+            if len(row[lang]) > MAX_TRANSLATION_CHARS:
+                raise LangadaptError(f"{path}:{number}: {lang} is {len(row[lang]):,} characters, over the "
+                                     f"{MAX_TRANSLATION_CHARS:,} a translation row may have (a sentence or a paragraph)")
+        rows.append({lang: row[lang] for lang in langs})
     if not rows:
         raise LangadaptError(f"{path}: no parallel rows in file")
+    return rows
+
+
+def read_translation(path: str | Path, langs: list[str], num_fewshot: int, where: str) -> list[dict[str, str]]:
+    """A translation task's rows, checked when the suite is read (preflight, and planning the evaluate
+    stage, before any model loads): sacrebleu installed, every row whole, more rows than examples."""
+    if importlib.util.find_spec("sacrebleu") is None:
+        raise LangadaptError(f"{where}: the translation task needs sacrebleu; run: pip install sacrebleu")
+    rows = read_parallel(path, langs)
+    if len(rows) <= num_fewshot:
+        raise LangadaptError(f"{where}: {path} has {len(rows)} pair(s), none left to score after num_fewshot={num_fewshot}")
     return rows

@@ -25,29 +25,13 @@ from typing import Any
 import torch
 from transformers import StoppingCriteria
 
-from langadapt.errors import LangadaptError
 from langadapt.evaluation.bpb import context_length, model_device
 from langadapt.evaluation.suite import TranslationTask
-from langadapt.evaluation.task_data import read_parallel
 from langadapt.evaluation.tasks import left_padded
 
 GENERATION_BATCH = 8
 """Prompts per `generate` call when `evaluation.batch_size` is unset (its CPU default, 1, suits scoring
 full windows; generation steps are one token long, so batching them amortises each step's overhead)."""
-
-
-def read_translation(task: TranslationTask, where: str) -> list[dict[str, str]]:
-    """The task's rows, checked at planning time: sacrebleu importable, more rows than examples."""
-    try:
-        import sacrebleu  # noqa: F401
-    except ImportError:
-        raise LangadaptError(f"{where}: the translation task needs sacrebleu; run: pip install sacrebleu") from None
-    rows = read_parallel(task.path, task.langs())
-    if len(rows) <= task.num_fewshot:
-        raise LangadaptError(
-            f"{where}: {task.path} has {len(rows)} pair(s), none left to score after num_fewshot={task.num_fewshot}"
-        )
-    return rows
 
 
 def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:

@@ -269,8 +269,14 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
 
 def _check_suites(recipe: Recipe, report: Report) -> None:
     """Suite files exist, parse and name known task kinds; lm_eval tasks need lm-eval installed."""
-    from langadapt.evaluation.suite import LmEvalTask, MinimalPairsTask, load_suite, unmeasured
-    from langadapt.evaluation.task_data import read_minimal_pairs
+    from langadapt.evaluation.suite import (
+        LmEvalTask,
+        MinimalPairsTask,
+        TranslationTask,
+        load_suite,
+        unmeasured,
+    )
+    from langadapt.evaluation.task_data import read_minimal_pairs, read_translation
 
     for i, path in enumerate(recipe.evaluation.suites):
         try:
@@ -283,11 +289,13 @@ def _check_suites(recipe: Recipe, report: Report) -> None:
         if any(isinstance(t, LmEvalTask) for t in suite.tasks) and importlib.util.find_spec("lm_eval") is None:
             report.add(("evaluation", "suites", i), f"{path} has lm_eval tasks: pip install 'langadapt[eval]'")
         for task in suite.tasks:  # read now, not after training: a bad row names its file and line
-            if isinstance(task, MinimalPairsTask):
-                try:
+            try:
+                if isinstance(task, MinimalPairsTask):
                     read_minimal_pairs(task.path)
-                except LangadaptError as exc:
-                    report.add(("evaluation", "suites", i), str(exc))
+                elif isinstance(task, TranslationTask):
+                    read_translation(task.path, task.langs(), task.num_fewshot, f"{path}: task {task.name!r}")
+            except LangadaptError as exc:
+                report.add(("evaluation", "suites", i), str(exc))
 
 
 def check_licence(recipe: Recipe, will: Collection[str]) -> None:

@@ -207,6 +207,35 @@ def test_a_malformed_minimal_pairs_file_is_refused_before_training(warm, tmp_pat
     assert_refused(result, tmp_path, "evaluation.suites[0]", "pairs.jsonl:2", "key(s) bad")
 
 
+@pytest.mark.parametrize(("rows", "directions", "shots", "fragments"), [
+    (['{"nb": "Hei.", "en": "Hi."}', '{"nb": "Takk."}'], "[nb-en]", 0, ("pairs.jsonl:2", "key(s) en")),
+    (['{"nb": "Hei.", "en": "Hi."}'], "[nb-de]", 0, ("pairs.jsonl:1", "key(s) de")),
+    (['{"nb": "Hei.", "en": "Hi."}', '{"nb": "Takk.", "en": "Thanks."}'], "[nb-en]", 2,
+     ("has 2 pair(s), none left to score after num_fewshot=2",)),
+    (['{"nb": "Hei.", "en": ""}'], "[nb-en]", 0, ("pairs.jsonl:1", "en is empty")),
+    (['{"nb": "' + "ord " * 6000 + '", "en": "Hi."}'], "[nb-en]", 0, ("pairs.jsonl:1", "24,000 characters")),
+], ids=["missing-side", "language-not-in-file", "fewshot-takes-all", "empty-side", "one-huge-row"])
+def test_a_bad_translation_file_is_refused_before_training(warm, tmp_path: Path, rows: list[str], directions: str,
+                                                          shots: int, fragments: tuple[str, ...]) -> None:
+    """Translation pairs were read after torch loaded, in the evaluate stage: now at preflight, as minimal pairs are."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"tasks:\n  - {{kind: translation, name: tr, path: {pairs}, directions: {directions}, "
+                     f"num_fewshot: {shots}}}\n")
+    result = langadapt("run", str(warm()), "--set", f"evaluation.suites=[{suite}]")
+    assert_refused(result, tmp_path, "evaluation.suites[0]", *fragments)
+
+
+def test_a_latin1_translation_file_names_its_line_and_byte(warm, tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_bytes('{"nb": "Hei.", "en": "Hi."}\n{"nb": "Blåbær.", "en": "Blueberries."}\n'.encode("latin-1"))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"tasks:\n  - {{kind: translation, name: tr, path: {pairs}, directions: [nb-en], num_fewshot: 0}}\n")
+    result = langadapt("run", str(warm()), "--set", f"evaluation.suites=[{suite}]")
+    assert_refused(result, tmp_path, "pairs.jsonl:2: invalid UTF-8 at byte 10", "save the file as UTF-8")
+
+
 def test_a_share_alike_source_without_export_license_is_refused_before_training(warm, tmp_path: Path,
                                                                                shared_dir: Path) -> None:
     """The sources' licence notes are known before any stage: `export.license` was asked for after all training."""
