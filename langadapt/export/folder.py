@@ -70,6 +70,16 @@ def backend_json(tokenizer: Any | None) -> dict | None:
     return None if tokenizer is None else json.loads(tokenizer.backend_tokenizer.to_str())
 
 
+def _same_mode_as_the_folder(folder: Path) -> None:
+    """The weights get the mode every other file of the folder got (the umask's: 0644 usually).
+
+    safetensors (0.8) writes its files 0600 through a private temporary file, so an exported folder
+    shared with a group or copied to a Hub upload node had readable configs and unreadable weights."""
+    mode = (folder / "config.json").stat().st_mode & 0o777
+    for weights in folder.glob("*.safetensors"):
+        weights.chmod(mode)
+
+
 def _portable_tokenizer_config(folder: Path) -> None:
     """transformers 5 names a tokenizer that is only a tokenizer.json `TokenizersBackend`, a class
     transformers 4 lacks (AutoTokenizer fails); `PreTrainedTokenizerFast` is the same tokenizer
@@ -127,6 +137,7 @@ def write_model_folder(model: torch.nn.Module, tokenizer_source: Path, base_fold
     carried = carry_vocabulary_files(backend_json(tokenizer), backend_json(base), base_folder, folder)
     _portable_tokenizer_config(folder)
     _portable_model_config(folder)
+    _same_mode_as_the_folder(folder)
     shards = sorted(p.name for p in folder.glob("*.safetensors"))
     return {"model_max_length": length, "chat_template": template is not None, "shards": len(shards),
             "index": (folder / "model.safetensors.index.json").is_file(), **carried}
