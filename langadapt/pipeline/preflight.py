@@ -13,6 +13,7 @@ waits for every other to pass.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from langadapt.recipe.hints import hub_dataset_fetch
 from langadapt.run.base_model import hub_cached, hub_offline, hub_reachable, hub_repo_id, not_cached_line
 from langadapt.run.layout import STAGES
 from langadapt.runtime.placement import training_world_size
+
+log = logging.getLogger("langadapt")
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 """Where Hugging Face configs keep the context length (Llama/Mistral, GPT-2, others)."""
@@ -93,6 +96,7 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
         for name in training:  # the engine refusals that do not depend on this machine's device
             with report.guard():
                 resolve_training(name, getattr(recipe, name), recipe.engine, world, "cuda", have_liger=True)
+            _warn_all_warmup(name, getattr(recipe, name))
     if "evaluate" in will:
         with report.guard():
             _check_suites(recipe, report)
@@ -102,6 +106,16 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
         with report.guard():  # last, and only on an otherwise valid recipe: it imports transformers (seconds)
             architecture_config(recipe.base_model.architecture)
     return report
+
+
+def _warn_all_warmup(name: str, stage: Any) -> None:
+    """A stage whose warm-up, as the user set it, lasts all its steps never trains at its peak LR nor
+    decays: legal, but said, since it is rarely what a recipe means. The schema refuses a longer one;
+    the default 10 is left alone like there (a 3-step test stage did not ask for it)."""
+    warmup = stage.schedule.warmup_steps
+    if stage.enabled and "warmup_steps" in stage.schedule.model_fields_set and warmup >= stage.steps > 0:
+        log.warning("%s: schedule.warmup_steps %d covers all %d steps: the LR rises for the whole stage and "
+                    "reaches optimizer.lr only at its last step", name, warmup, stage.steps)
 
 
 def _transformers_converts_tekken() -> bool:

@@ -236,6 +236,16 @@ def test_a_latin1_translation_file_names_its_line_and_byte(warm, tmp_path: Path)
     assert_refused(result, tmp_path, "pairs.jsonl:2: invalid UTF-8 at byte 10", "save the file as UTF-8")
 
 
+def test_a_stage_that_is_all_warm_up_is_said(warm, tmp_path: Path) -> None:
+    """20 steps with 20 warm-up steps never train at the peak LR: legal, but said at preflight."""
+    result = langadapt("run", str(warm()), "--set", "stage2.steps=20", "--set", "stage2.schedule.warmup_steps=20",
+                       "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "stage2: schedule.warmup_steps 20 covers all 20 steps" in result.stderr
+    fine = langadapt("run", str(warm()), "--set", "stage2.steps=20", "--set", "stage2.schedule.warmup_steps=5", "--dry-run")
+    assert fine.returncode == 0 and "covers all" not in fine.stderr, fine.stderr
+
+
 def test_a_share_alike_source_without_export_license_is_refused_before_training(warm, tmp_path: Path,
                                                                                shared_dir: Path) -> None:
     """The sources' licence notes are known before any stage: `export.license` was asked for after all training."""
