@@ -112,7 +112,10 @@ LAYOUT_SPEED = {"zero0": 1.00, "zero1": 0.955, "zero2": 0.955, "zero3": 0.62, "f
 2026-11-23: torch 73,975 tok/s; DeepSpeed ZeRO-2 72,117 with compile + fused loss; FSDP2 73,074;
 ZeRO-3 45,719, which ran without compile and the fused loss). ZeRO-3 has run both since 2026-11-25
 (not yet measured on a GPU: its figure is the older, lower one until it is). ZeRO-1 was not
-measured: it runs the same fast path as ZeRO-2 and is given its figure."""
+measured: it runs the same fast path as ZeRO-2 and is given its figure. At Mistral-7B's layer shapes
+on an H200 (2026-11-28, fp32 gradient accumulation, langadapt's default since 2026-11-25) ZeRO-2 ran
+0.79x the torch engine; not adopted while FSDP2 and ZeRO-3 are unmeasured at that shape: one figure
+from another shape would tilt the choice between layouts measured on different footing."""
 LAYOUT_TRAFFIC = {"zero0": 1.0, "zero1": 1.0, "zero2": 1.0, "zero3": 1.5, "fsdp": 1.5}
 """Gradient/parameter traffic per step relative to DDP's all-reduce (ZeRO paper, Rajbhandari et al.
 2020, sec. 7: ZeRO-1/2 move as much as DDP, sharded parameters 1.5x). One GPU cannot measure it, so

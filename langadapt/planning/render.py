@@ -33,7 +33,7 @@ def _table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> l
 def render_plan(plan: dict[str, Any]) -> str:
     """The plan as readable tables: compute and energy, data per source and per language, memory per GPU."""
     sections = [_header(plan), _compute(plan), render_preparation(plan["preparation"]) if plan.get("preparation") else [],
-                _data(plan), _languages(plan), _memory(plan), _recommendation(plan.get("recommendation") or {}),
+                _data(plan), _languages(plan), _memory(plan), _recommendation(plan.get("recommendation") or {}, plan["hardware"]["mfu"]),
                 _warnings(plan)]
     return "\n\n".join("\n".join(section) for section in sections if section)
 
@@ -85,12 +85,16 @@ def _memory(plan: dict[str, Any]) -> list[str]:
                            rows, text_columns=2)]
 
 
-def _recommendation(rec: dict[str, Any]) -> list[str]:
-    """The engine settings the planner would pick, as --set flags, or why nothing fits."""
+def _recommendation(rec: dict[str, Any], mfu: float) -> list[str]:
+    """The engine settings the planner would pick, as --set flags, or why nothing fits. Its GPU-hours
+    differ from the table's total, and the line says why: the table gives every layout the same MFU,
+    the recommendation each layout's measured speed (planning.plan.LAYOUT_SPEED)."""
     if rec.get("engine"):
         speed = rec["speedup_vs_recipe"]
         verdict = "the recipe's settings" if abs(speed - 1) < 1e-9 else f"{speed:.2f}x faster than the recipe's settings"
-        return [f"Recommended ({rec['gpu_hours']:,.0f} GPU-h, {verdict}):", "  " + " ".join("--set " + s for s in rec["set"]),
+        return [f"Recommended ({verdict}):", "  " + " ".join("--set " + s for s in rec["set"]),
+                f"  {rec['gpu_hours']:,.0f} GPU-h with each layout at its measured speed (the table above runs "
+                f"every layout at {mfu:.0%} MFU)",
                 *textwrap.wrap(f"why: {rec['reason']}", 110, initial_indent="  ", subsequent_indent="    ")]
     if rec:
         return textwrap.wrap(f"Recommended: nothing fits: {rec['reason']}", 110, subsequent_indent="  ")

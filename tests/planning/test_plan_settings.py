@@ -105,3 +105,18 @@ def test_the_extension_recipe_plans_the_final_vocabulary() -> None:
     model = plan_recipe(recipe)["model"]
     assert recipe.tokenizer.kind == "extend" and model["vocab"] == 40192 == 32000 + 8192 and model["vocab"] % 64 == 0
     assert model["embedding_params"] == 2 * 40192 * 4096  # untied: input matrix and head
+
+
+def test_the_plan_says_why_its_two_gpu_hour_totals_differ() -> None:
+    """The table's total runs every layout at the recipe's MFU; the recommendation at each layout's
+    measured speed (LAYOUT_SPEED): the plan printed both without saying so (issue 38)."""
+    from langadapt.planning.plan import LAYOUT_SPEED
+    from langadapt.planning.render import render_plan
+
+    plan = plan_recipe(load_recipe(REPO / "recipes" / "norwegian_warm.yaml").recipe)
+    text = render_plan(plan)
+    measured = sum(s["gpu_hours"] / LAYOUT_SPEED[s["memory_layout"]] for s in plan["stages"])
+    assert plan["recommendation"]["gpu_hours"] == pytest.approx(measured)
+    assert f"  {measured:,.0f} GPU-h with each layout at its measured speed (the table above runs every layout at " \
+           f"{plan['hardware']['mfu']:.0%} MFU)" in text
+    assert f"{plan['total']['gpu_hours']:,.0f}" in text
