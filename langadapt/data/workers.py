@@ -4,8 +4,11 @@ Why not `multiprocessing.Pool.imap`: it sends every job at once and keeps every 
 until the parent asks for it, so a parent slower than its workers (writing, deduplicating) holds
 the corpus in memory; and a job's result arrives whole, where one piece of a source may be
 gigabytes of documents. Here each job yields batches, each worker has its own bounded queue, and
-job `i` goes to worker `i % workers` (a fixed plan, so the parent knows which queue holds the next
-batch): the parent drains the queue of the job it is at while the other workers run ahead until
+a worker takes the next job not yet taken as soon as it has queued its last one's batches, writing
+its number beside the job in a shared table (so the parent knows which queue holds the next batch,
+and a worker with short jobs takes more of them, where a fixed plan, job `i` to worker
+`i % workers`, hands out jobs whatever their sizes: a 64 MB piece counted as much as a 128 MB gzip
+file): the parent drains the queue of the job it is at while the other workers run ahead until
 their queues are full. Memory is bounded by workers x `ahead` batches, whatever the corpus. How far
 ahead is the caller's choice, and it decides the speed-up: a worker whose queue fills before its job
 ends waits for the parent to reach that job, so with a queue much smaller than a job the workers
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -66,15 +70,18 @@ def ordered_batches(
         return
     context = multiprocessing.get_context("spawn")
     queues = [context.Queue(max(1, ahead)) for _ in range(workers)]
+    next_job = context.Value("i", 0)  # its lock also guards `taken`
+    taken = context.Array("i", [-1] * len(jobs), lock=False)  # the worker that took each job
     processes = [
-        context.Process(target=_worker, args=(w, workers, jobs, work, queues[w], initializer, initargs), daemon=True)
+        context.Process(target=_worker, args=(w, jobs, work, queues[w], next_job, taken, initializer, initargs),
+                        daemon=True)
         for w in range(workers)
     ]
     for process in processes:
         process.start()
     try:
         for index, job in enumerate(jobs):
-            owner = index % workers
+            owner = _owner(taken, index, processes, describe(job))
             while True:
                 kind, payload = _next(queues[owner], processes[owner], describe(job))
                 if kind == _END:
@@ -150,12 +157,35 @@ def _next(worker_queue: Any, process: Any, where: str) -> tuple[str, Any]:
                                          "nothing of this run was marked complete") from None
 
 
-def _worker(me: int, workers: int, jobs: Sequence[Any], work: Callable[[Any], Iterator[Any]], out: Any,
-            initializer: Callable[..., None] | None, initargs: tuple) -> None:
+def _owner(taken: Any, index: int, processes: list[Any], where: str) -> int:
+    """The worker that took job `index`, once one has (jobs are taken in order, so by the time the
+    parent is at a job, every worker is at it or past it, or about to take it)."""
+    while (owner := taken[index]) < 0:
+        if not any(process.is_alive() for process in processes):
+            raise LangadaptError(f"data: every worker stopped before reading {where}; nothing of this run "
+                                 "was marked complete")
+        time.sleep(0.005)
+    return owner
+
+
+def _take(me: int, next_job: Any, taken: Any) -> int:
+    """The next job not yet taken, now `me`'s (len(taken) when none is left)."""
+    with next_job.get_lock():
+        index = next_job.value
+        if index < len(taken):
+            taken[index] = me
+            next_job.value = index + 1
+    return index
+
+
+def _worker(me: int, jobs: Sequence[Any], work: Callable[[Any], Iterator[Any]], out: Any, next_job: Any,
+            taken: Any, initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    ready = False
     try:
-        if initializer is not None:
-            initializer(*initargs)
-        for index in range(me, len(jobs), workers):
+        while (index := _take(me, next_job, taken)) < len(jobs):
+            if not ready and initializer is not None:  # after taking a job: its failure is that job's error
+                initializer(*initargs)
+            ready = True
             for batch in work(jobs[index]):
                 out.put((_BATCH, batch))
             out.put((_END, None))

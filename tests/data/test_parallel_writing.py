@@ -1,10 +1,11 @@
 """What lets the data stage use every core without changing a byte it writes.
 
-Two things (session 16): the workers run a whole piece ahead of the process that writes (else they
-take turns), and the writing process compresses on threads beside the one that decides dedup and
-the split (else its one thread is the bottleneck). Neither may change the files: the bytes below
-are those the data stage wrote before either existed, and the run fingerprints and the demo's
-golden losses are computed from them.
+Three things (session 16): the workers run a whole piece ahead of the process that writes (else they
+take turns), a worker that is free takes the next piece (else one may get more than its share), and
+the writing process compresses on threads beside the one that decides dedup and the split (else its
+one thread is the bottleneck). None may change the files: the bytes below are those the data stage
+wrote before any of them existed, and the run fingerprints and the demo's golden losses are
+computed from them.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def test_document_files_keep_the_bytes_of_earlier_runs_whatever_compresses_them(
 
 def _job(job: tuple[int, int, str]):
     index, batches, folder = job
+    (Path(folder) / f"{index}.taken").touch()
+    if index == 0:  # keeps its worker here until another worker has taken job 1
+        assert _appears(Path(folder) / "1.taken", 60)
     for number in range(batches):
         yield index, number
     (Path(folder) / f"{index}.done").touch()
@@ -90,3 +94,18 @@ def test_a_worker_finishes_its_job_while_the_parent_is_still_at_an_earlier_one(
         stream.close()
     assert batches == [(index, number) for index in range(2) for number in range(5)]
     assert (tmp_path / "1.done").exists()
+
+
+def _long_first(job: tuple[int, str]):
+    index, folder = job
+    if index == 0:  # a long piece: the other worker reads all the short ones meanwhile
+        assert _appears(Path(folder) / "2.done", 60), "job 2 waited for the worker of job 0"
+    yield index
+    (Path(folder) / f"{index}.done").touch()
+
+
+@pytest.mark.slow
+def test_a_free_worker_takes_the_next_job_whoever_took_the_previous_ones(tmp_path: Path) -> None:
+    # A fixed plan (job i to worker i % 2) would leave job 2 to the worker still in job 0.
+    jobs = [(index, str(tmp_path)) for index in range(4)]
+    assert [batch for _, batch in ordered_batches(jobs, _long_first, 2, ahead=8)] == [0, 1, 2, 3]
