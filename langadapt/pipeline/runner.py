@@ -139,12 +139,14 @@ def _start_action(name: str, layout: RunLayout, fingerprint: str, force: bool) -
 
 def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | None = None,
                  until: str | None = None, force: bool | None = None, dry_run: bool = False,
-                 overwrite: bool = False) -> list[tuple[str, str]]:
+                 overwrite: bool = False, wait_for_lock: bool = False) -> list[tuple[str, str]]:
     """Run (or with dry_run, only plan) the selected stages; returns (stage, action) pairs.
 
     `force` None: --only and --from re-run their stages even when complete, as the CLI says;
     False keeps a complete stage (`langadapt export` re-uses a finished export). `overwrite`
-    lets a stage replace output a person may have edited (the exported model card)."""
+    lets a stage replace output a person may have edited (the exported model card).
+    `wait_for_lock`: another process of this host running this recipe is waited for, not refused
+    (a dependency run: `run.lock.RunLock`)."""
     recipe = loaded.recipe
     layout = RunLayout(recipe.run_dir)
     selected = select_stages(list(STAGES), only, start, until)
@@ -159,7 +161,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     place = DistInfo.from_env()
     main, world = place.is_main, place.world_size
     # One writer per run directory; the ranks of one multi-rank job are that one writer.
-    with _labelled(recipe), RunLock(layout.lock) if main else contextlib.nullcontext():
+    with _labelled(recipe), RunLock(layout.lock, wait=wait_for_lock) if main else contextlib.nullcontext():
         if main:
             claim_run(loaded, layout, take_over, record=True)  # again under the lock: two writers at once
             run_layout.recover(layout)
@@ -222,7 +224,7 @@ def _run_dependency(dependency: Dependency, needed_by: str) -> Path:
     """Run (or find finished) a run this one depends on; its output, checked to exist."""
     other = dependency.loaded.recipe
     log.info("%s needs %s: run %s in %s", needed_by, dependency.about, other.name, other.run_dir)
-    run_pipeline(dependency.loaded, force=False)
+    run_pipeline(dependency.loaded, force=False, wait_for_lock=True)
     if not dependency.output.exists():
         raise LangadaptError(f"run {other.name} ({dependency.about}) finished without producing {dependency.output}")
     return dependency.output

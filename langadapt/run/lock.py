@@ -42,10 +42,18 @@ def _read(path: Path) -> dict:
 
 
 class RunLock:
-    """Context manager: hold `path` for the duration of a pipeline run."""
+    """Context manager: hold `path` for the duration of a pipeline run.
 
-    def __init__(self, path: Path) -> None:
+    `wait`: when a live process on this host holds it, wait for that process to finish instead of
+    refusing. For the runs another run depends on (the base model's build, the cold twin): two runs
+    started together on one base both need its build, and the second should use it once the first
+    has built it, not fail. A holder on another host cannot be checked from here and is refused."""
+
+    POLL_S = 2.0
+
+    def __init__(self, path: Path, wait: bool = False) -> None:
         self.path = path
+        self.wait = wait
         self.held = False
 
     def acquire(self) -> None:
@@ -54,17 +62,30 @@ class RunLock:
         make_folder(self.path.parent, "run folder")
         me = {"pid": os.getpid(), "host": socket.gethostname(),
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        for _ in range(3):  # a takeover race with a third process: try again, then give up
+        takeovers = 0
+        while takeovers < 3:  # a takeover race with a third process: try again, then give up
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                self._take_over_if_stale()
+                holder = _read(self.path)
+                if self.wait and holder.get("host") == socket.gethostname() and _alive(int(holder.get("pid", 0))):
+                    self._wait_for(holder)
+                else:
+                    self._take_over_if_stale()
+                    takeovers += 1
                 continue
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps(me))
             self.held = True
             return
         self._raise_held(_read(self.path))
+
+    def _wait_for(self, holder: dict) -> None:
+        """Until the holder lets go or dies (a dead one's lock is then taken over as stale)."""
+        log.info("%s is in use by pid %s (since %s): waiting for it to finish", self.path.parent,
+                 holder.get("pid"), holder.get("started", "?"))
+        while _read(self.path) == holder and _alive(int(holder.get("pid", 0))):
+            time.sleep(self.POLL_S)
 
     def _take_over_if_stale(self) -> None:
         holder = _read(self.path)

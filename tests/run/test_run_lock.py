@@ -189,3 +189,37 @@ def test_a_run_root_under_a_mode_555_folder_is_one_line_as_a_normal_user(tmp_pat
     assert result.stderr.strip() == (f"langadapt: error: run folder {folder / 'runs' / 'locked'}: cannot write: "
                                      f"permission denied ({folder} is not writable by {getpass.getuser()}); set "
                                      f"run_root to a folder you can write, or get write access to {folder}")
+
+
+def test_a_dependency_run_waits_for_the_process_building_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs on one base started together: the second waits for the first's build of the base
+    (RunLock wait=True, what `_run_dependency` asks for), where a plain run is refused at once."""
+    lock = tmp_path / "base_run" / ".lock"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import json, os, socket, sys, time; from pathlib import Path\n"
+        f"p = Path({str(lock)!r}); p.parent.mkdir(parents=True, exist_ok=True)\n"
+        "p.write_text(json.dumps({'pid': os.getpid(), 'host': socket.gethostname(), 'started': 'now'}))\n"
+        "print('held', flush=True); time.sleep(1.5); p.unlink()\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LangadaptError, match="run directory is in use by pid"):
+            RunLock(lock).acquire()
+        monkeypatch.setattr(RunLock, "POLL_S", 0.05)
+        start = time.monotonic()
+        with RunLock(lock, wait=True):
+            assert json.loads(lock.read_text())["pid"] == os.getpid()
+            assert holder.poll() is not None or time.monotonic() - start > 1.0  # it waited for the holder
+        assert not lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_dependency_runs_ask_to_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: Path) -> None:
+    from langadapt.pipeline.stages import Dependency
+
+    seen: list[dict] = []
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda loaded, **kwargs: seen.append(kwargs))
+    (tmp_path / "out").mkdir()
+    pipeline._run_dependency(Dependency("base", "the base model", load_recipe(recipe), tmp_path / "out"), "every stage")
+    assert seen == [{"force": False, "wait_for_lock": True}]
