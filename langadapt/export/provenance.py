@@ -75,7 +75,8 @@ class RunFacts:
     @classmethod
     def from_recipe(cls, recipe: Recipe) -> RunFacts:
         data, warm = recipe.data, recipe.init == "warm"
-        by_hash = (f"{data.valid_fraction:.0%} of its documents, chosen by document hash"
+        hashed = "a hash of its page name (the last part of its id)" if data.split_by == "id" else "a hash of its text"
+        by_hash = (f"{data.valid_fraction:.0%} of its documents, each chosen by {hashed}"
                    + (f" (at most {data.max_valid_docs})" if data.max_valid_docs else ""))
         sources = tuple(
             SourceFacts(name=s.name, lang=s.lang, role=s.role,

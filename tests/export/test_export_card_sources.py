@@ -59,3 +59,14 @@ def test_card_and_report_print_the_same_fertility(tmp_path: Path) -> None:
     report = write_report(results, layout.evaluate)["markdown"].read_text()
     assert "| nb | 1.62 | 4.00 |" in report
     assert "| nb | new | 1.62 | 4.00 |" in card_of(layout) and "1.60" not in card_of(layout)
+
+
+def test_the_card_says_what_the_held_out_hash_is_taken_of() -> None:
+    """The card said "chosen by document hash" when the demo holds out by page (`split_by: id`)."""
+    from langadapt.recipe import load_recipe
+
+    demo = Path(__file__).resolve().parents[2] / "recipes" / "tiny_norwegian_warm.yaml"
+    by_page = RunFacts.from_recipe(load_recipe(demo).recipe).sources[0].held_out
+    by_text = RunFacts.from_recipe(load_recipe(demo, ["data.split_by=text"]).recipe).sources[0].held_out
+    assert "a hash of its page name" in by_page and "text" not in by_page
+    assert "a hash of its text" in by_text
