@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from langadapt.data.documents import derived_mode, read_documents, split_files
-from langadapt.data.encoders import EncoderSpec, build_encoder, choose_encoder, load_tokenizer_info
+from langadapt.data.encoders import EncoderSpec, TextEncoder, build_encoder, choose_encoder, load_tokenizer_info
 from langadapt.data.workers import ordered_map, worker_pool
 from langadapt.errors import LangadaptError
 
@@ -125,17 +125,14 @@ def _init_worker(spec: EncoderSpec) -> None:
     _WORKER_ENCODE = build_encoder(spec)
 
 
-def _encode_batch(texts: list[str], eos_id: int, dtype: str, encode: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def _encode_batch(texts: list[str], eos_id: int, dtype: str, encode: TextEncoder | None = None,
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of a batch with EOS after each document, and each document's length."""
-    ids = (encode or _WORKER_ENCODE)(texts)
-    lengths = np.fromiter((len(x) + 1 for x in ids), dtype=np.int64, count=len(ids))
-    flat = np.empty(int(lengths.sum()), dtype=dtype)
-    ends = np.cumsum(lengths)
-    flat[ends - 1] = eos_id
-    pos = 0
-    for doc, length in zip(ids, lengths):
-        flat[pos : pos + length - 1] = doc
-        pos += length
+    arrays = (encode or _WORKER_ENCODE).arrays(texts)
+    eos = np.array([eos_id], dtype=np.uint32)
+    lengths = np.fromiter((ids.size + 1 for ids in arrays), dtype=np.int64, count=len(arrays))
+    # shard_dtype chose a dtype that holds every id, so narrowing to it loses nothing
+    flat = np.concatenate([part for ids in arrays for part in (ids, eos)], dtype=dtype, casting="same_kind")
     return flat, lengths
 
 
