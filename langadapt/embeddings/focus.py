@@ -175,7 +175,7 @@ def focus_plan(inputs: PlanInputs) -> tuple[RowPlan, dict]:
     if inputs.config.focus_rare == "mean":
         mapping_rows(builder, mapping, rare)
     else:
-        builder.mark_random(rare)
+        builder.mark(rare)
     support = _combine(builder, inputs, vectors, overlap, targets) if targets else 0
     info.update(
         overlap_used=len(overlap),

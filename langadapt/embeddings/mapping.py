@@ -4,7 +4,9 @@ For each new token, in order of preference:
 - special token: the old token with the same role (bos/eos/pad/unk), else the old special with
   the same content, else "fallback";
 - "copied": an old token is the same token: the same bytes and, for SentencePiece byte-fallback
-  pieces, the same kind (`<0x61>` keeps the row of `<0x61>`, not the row of `a`);
+  pieces, the same kind (`<0x61>` keeps the row of `<0x61>`, not the row of `a`); the old token
+  at the same id first (an extended vocabulary keeps every base token at its id, duplicates and
+  the empty string included: a token the base has is copied, whatever it spells);
 - "decomposed": the old tokenizer's own pieces for the token, from its model applied to the
   token's bytes spelled the old way (`_own_pieces`: what the base tokenizer gives the token
   inside a word), accepted only when they spell exactly the token's bytes; when they do not (a
@@ -210,14 +212,21 @@ def build_mapping(
     pending = []
     for i in range(n):
         b = new.token_bytes[i]
+        key = (b, i in new.byte_fallback_ids)
         if i in new.specials:
             mapping.status[i], mapping.pieces[i], mapping.notes[i] = _map_special(i, new, old)
-        elif not b:
-            mapping.notes[i] = "empty or missing token"
-        elif (key := (b, i in new.byte_fallback_ids)) in same or (b, not key[1]) in same:
+        elif b is None:
+            mapping.notes[i] = "missing token"
+        elif i < len(old) and old.token_bytes[i] == b and (i in old.byte_fallback_ids) == key[1]:
+            # the base's own token at its own id (an extended vocabulary), whatever it spells, even
+            # nothing: Whisper's "" at 50,256 is a row the base has, not a hole to fill with the mean
+            mapping.status[i], mapping.pieces[i] = "copied", [i]
+        elif key in same or (b, not key[1]) in same:
             # the same token keeps its row (`<0x61>` its own, not `a`'s); else the same bytes spelled
             # as the other kind (a byte-level base's byte token for a new `<0x61>`)
             mapping.status[i], mapping.pieces[i] = "copied", [same.get(key, same.get((b, not key[1])))]
+        elif not b:
+            mapping.notes[i] = "empty token the base does not have"
         else:
             pending.append(i)
     for i, (status, pieces, note) in _decompose(pending, new, old, old_tokenizer).items():

@@ -1,8 +1,8 @@
 """A row plan: how each new row is made from the old matrix, computed once, applied per matrix.
 
-Every method (mean, focus, wechsel, align, random) reduces to the same shape: new row i is a
-weighted combination of old rows (a sparse new x old matrix), except rows marked to receive the
-mean row or a random draw. Expressing the methods this way keeps them independent of the model:
+Every method (mean, focus, wechsel, align and the baselines) reduces to the same shape: new row i
+is a weighted combination of old rows (a sparse new x old matrix), except rows marked to receive
+the mean row, a random draw or zeros. Expressing the methods this way keeps them independent of the model:
 the same plan is applied to the input embeddings, to the untied output head (with the HEAD's own
 rows, mean and covariance) and to a head bias, and the whole matrix is filled by one sparse
 matmul instead of a Python loop over 32k rows.
@@ -20,21 +20,26 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from langadapt.embeddings.draws import sample_initializer, sample_like, sample_resized
 from langadapt.embeddings.mapping import VocabMapping
 from langadapt.errors import LangadaptError
 from langadapt.recipe.embeddings import EmbeddingConfig
 
-USE_WEIGHTS, USE_MEAN, USE_RANDOM = 0, 1, 2
+USE_WEIGHTS, USE_MEAN, USE_RANDOM, USE_RESIZE, USE_INITIALIZER, USE_ZERO = range(6)
+"""How a row is made: the weights, the old matrix's mean row, N(mean, cov) (`draws.sample_like`),
+transformers' resize draw (`draws.sample_resized`), N(0, init_std^2) (`draws.sample_initializer`), zeros."""
 
 
 @dataclass
 class RowPlan:
-    """new = weights @ old, then rows whose `fill` is USE_MEAN / USE_RANDOM are replaced."""
+    """new = weights @ old, then rows whose `fill` is not USE_WEIGHTS are replaced (`apply_plan`)."""
 
     weights: torch.Tensor
     """Sparse (coalesced COO) float32 [new_rows, old_rows]; each used row sums to 1."""
     fill: torch.Tensor
-    """int8 [new_rows]: USE_WEIGHTS, USE_MEAN (the old matrix's mean row) or USE_RANDOM (N(mean, cov))."""
+    """int8 [new_rows]: USE_WEIGHTS or one of the fills (USE_MEAN, USE_RANDOM, ..., see their docstring)."""
+    init_std: float = 0.0
+    """Standard deviation of USE_INITIALIZER rows (the model config's `initializer_range`)."""
 
     @property
     def rows(self) -> int:
@@ -46,7 +51,7 @@ def copied_rows(plan: RowPlan, mapping: VocabMapping) -> list[int]:
     exactly from that token's base row: weight 1.0 on the one old row.
 
     Both are needed. The mapping says which tokens are shared, but the method decides whether their
-    rows are the base's: `random` draws even the copied tokens afresh. The plan alone is not enough
+    rows are the base's: `random_full_cov` draws even the copied tokens afresh. The plan alone is not enough
     either: a new token `pp` decomposed into `p`,`p` gets weight 1.0 on `p`'s row (the duplicates
     summed), the base's values under another token's name, and is new. The sparse product gives a
     copied row bit for bit (1.0 * x and nothing else), whatever the method.
@@ -111,22 +116,22 @@ class PlanBuilder:
         self._w.append(np.asarray(weights, dtype=np.float64))
         self.fill[torch.as_tensor(np.unique(rows), dtype=torch.long)] = USE_WEIGHTS
 
-    def mark_random(self, rows: list[int]) -> None:
-        """These rows get independent N(mean, cov) draws of each matrix."""
+    def mark(self, rows: list[int], kind: int = USE_RANDOM) -> None:
+        """These rows are filled as `kind` says (default: independent N(mean, cov) draws of each matrix)."""
         if rows:
-            self.fill[torch.as_tensor(rows, dtype=torch.long)] = USE_RANDOM
+            self.fill[torch.as_tensor(rows, dtype=torch.long)] = kind
 
-    def build(self) -> RowPlan:
+    def build(self, init_std: float = 0.0) -> RowPlan:
         r = np.concatenate(self._r) if self._r else np.zeros(0, dtype=np.int64)
         c = np.concatenate(self._c) if self._c else np.zeros(0, dtype=np.int64)
         w = np.concatenate(self._w) if self._w else np.zeros(0)
-        keep = self.fill.numpy()[r] == USE_WEIGHTS  # a row marked random later drops its weights
+        keep = self.fill.numpy()[r] == USE_WEIGHTS  # a row marked for a fill later drops its weights
         indices = torch.as_tensor(np.stack([r[keep], c[keep]]))
         values = torch.as_tensor(w[keep], dtype=torch.float64)
         coo = torch.sparse_coo_tensor(indices, values, (self.rows, self.old_rows), check_invariants=True)
         # Sum duplicates (a piece used twice counts twice, as in the plain mean) in float64.
         weights = coo.coalesce().to(torch.float32)
-        return RowPlan(weights=weights, fill=self.fill.clone())
+        return RowPlan(weights=weights, fill=self.fill.clone(), init_std=init_std)
 
 
 def mapping_rows(builder: PlanBuilder, mapping: VocabMapping, ids: list[int] | None = None) -> None:
@@ -141,44 +146,27 @@ def mapping_rows(builder: PlanBuilder, mapping: VocabMapping, ids: list[int] | N
     builder.add_many(np.repeat(rows, lengths), flat, np.repeat(1.0 / lengths, lengths))
 
 
-def sample_like(matrix: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
-    """n rows drawn from N(mean, cov) of `matrix`'s rows (Hewitt 2021), float32.
-
-    A Cholesky factor of the covariance (float64), with a tiny diagonal jitter added only when
-    the covariance is singular (fewer rows than dimensions, a constant column).
-    """
-    x = matrix.float()
-    mean = x.mean(0)
-    centred = x - mean
-    cov = (centred.T @ centred).double() / max(x.shape[0] - 1, 1)
-    jitter = 0.0
-    scale = float(cov.diagonal().mean().clamp(min=1e-12))
-    while True:
-        eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
-        factor, info = torch.linalg.cholesky_ex(cov + jitter * eye)
-        if int(info) == 0:
-            break
-        jitter = max(jitter * 10, scale * 1e-10)
-    # Drawn on the CPU generator whatever the device, so a GPU run draws the same rows as a CPU run.
-    z = torch.randn(n, x.shape[1], generator=generator).to(x.device)
-    return mean + z @ factor.float().T
-
-
 def apply_plan(plan: RowPlan, matrix: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """The new float32 matrix [plan.rows, dim] built from `matrix` [old_rows, dim], on its device.
 
     The plan is built on the CPU; it moves to the matrix (a model already on a GPU stays there:
-    no hidden copy of a 7B model's embeddings to host memory).
+    no hidden copy of a 7B model's embeddings to host memory). Filled rows are drawn in a fixed
+    order of kinds, so a seed gives the same matrix whatever else the plan holds.
     """
     x = matrix.detach().float()
     out = torch.sparse.mm(plan.weights.to(x.device), x)
     fill = plan.fill.to(x.device)
-    mean_rows = fill == USE_MEAN
-    if mean_rows.any():
-        out[mean_rows] = x.mean(0)
-    random_rows = fill == USE_RANDOM
-    if random_rows.any():
-        out[random_rows] = sample_like(x, int(random_rows.sum()), generator)
+    draws = {
+        USE_MEAN: lambda n: x.mean(0).expand(n, -1),
+        USE_RANDOM: lambda n: sample_like(x, n, generator),
+        USE_RESIZE: lambda n: sample_resized(x, n, generator),
+        USE_INITIALIZER: lambda n: sample_initializer(x, n, generator, plan.init_std),
+        USE_ZERO: lambda n: torch.zeros(n, x.shape[1], device=x.device),
+    }
+    for kind, draw in draws.items():
+        rows = fill == kind
+        if rows.any():
+            out[rows] = draw(int(rows.sum()))
     return out
 
 
@@ -196,6 +184,8 @@ class PlanInputs:
     config: EmbeddingConfig
     corpus: Iterable[str] | None
     seed: int
+    initializer_range: float | None = None
+    """The model config's `initializer_range` (None: the config has none); `model_init` draws with it."""
 
 
 def bounded_texts(corpus: Iterable[str] | None, max_mb: float, method: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from os import PathLike
 
 import torch
@@ -19,7 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from langadapt.embeddings.mapping import VocabMapping, build_mapping
 from langadapt.embeddings.methods import PlanInputs, build_plan
-from langadapt.embeddings.row_plan import USE_MEAN, USE_RANDOM, RowPlan, apply_plan, copied_rows
+from langadapt.embeddings.row_plan import USE_MEAN, USE_WEIGHTS, USE_ZERO, RowPlan, apply_plan, copied_rows
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
 from langadapt.recipe.embeddings import EmbeddingConfig
@@ -39,13 +40,42 @@ def _check_mapping(mapping: VocabMapping, old_rows: int) -> None:
         )
 
 
-def apply_to_matrices(plan: RowPlan, old: EmbeddingMatrices, seed: int) -> EmbeddingMatrices:
-    """The plan applied to each matrix with that matrix's own rows (and statistics for random rows)."""
+HEAD_FILLS = {"mean_of_base_head": USE_MEAN, "zero": USE_ZERO}
+"""`embeddings.head_init` -> how the head rows of tokens the base lacks are filled (`same`: the plan's own)."""
+
+
+def head_plan(plan: RowPlan, shared: list[int], head_init: str) -> RowPlan:
+    """The plan for an untied head: `plan` itself (`same`), or with every row that is not a base
+    token's own (not in `shared`: new tokens, fallbacks, padding) set to the mean of the base's
+    head rows or to zeros.
+
+    Why a choice: a new token's head row decides how much probability the model gives that token
+    in every context. Built like its input row (FVT: the mean of its pieces' head rows) it
+    resembles the head rows of frequent pieces, so new tokens take probability from text the base
+    predicted well (the source language); the mean of all head rows, or zero, gives each new token
+    a near-constant logit instead, until training finds where it belongs.
+    """
+    if head_init == "same":
+        return plan
+    fill = plan.fill.clone()
+    new = torch.ones(plan.rows, dtype=torch.bool)
+    new[torch.as_tensor(shared, dtype=torch.long)] = False
+    fill[new] = HEAD_FILLS[head_init]
+    return replace(plan, fill=fill)
+
+
+def apply_to_matrices(
+    plan: RowPlan, old: EmbeddingMatrices, seed: int, head: RowPlan | None = None
+) -> EmbeddingMatrices:
+    """The plan applied to each matrix with that matrix's own rows (and statistics for random rows);
+    the untied head and its bias by `head` where given. A bias's initializer rows are zeros (as a
+    Linear's `_init_weights` leaves them)."""
+    head = head or plan
     generator = torch.Generator().manual_seed(seed)
     return EmbeddingMatrices(
         input=apply_plan(plan, old.input, generator),
-        output=None if old.tied else apply_plan(plan, old.output, generator),
-        bias=None if old.bias is None else apply_plan(plan, old.bias[:, None], generator)[:, 0],
+        output=None if old.tied else apply_plan(head, old.output, generator),
+        bias=None if old.bias is None else apply_plan(replace(head, init_std=0.0), old.bias[:, None], generator)[:, 0],
     )
 
 
@@ -89,15 +119,21 @@ def transfer_embeddings(
     old = read_matrices(model)
     old_rows, dim = old.input.shape
     _check_mapping(mapping, old_rows)
+    if old.tied and config.head_init != "same":
+        raise LangadaptError(
+            f"embeddings.head_init={config.head_init}: {type(model).__name__} ties its LM head to the input "
+            "embeddings (one matrix), so the head rows are the input rows; use head_init: same")
     rows = math.ceil(mapping.new_size / config.pad_vocab_to_multiple_of) * config.pad_vocab_to_multiple_of
     seed += config.seed_offset
     stamp = time.perf_counter()
-    inputs = PlanInputs(mapping, rows, old_rows, old_tokenizer, new_tokenizer, config, corpus, seed)
+    initializer_range = getattr(model.config.get_text_config(), "initializer_range", None)
+    inputs = PlanInputs(mapping, rows, old_rows, old_tokenizer, new_tokenizer, config, corpus, seed, initializer_range)
     plan, info = build_plan(inputs)
+    shared = copied_rows(plan, mapping)
     timings["plan_s"] = time.perf_counter() - stamp
 
     stamp = time.perf_counter()
-    new = apply_to_matrices(plan, old, seed)
+    new = apply_to_matrices(plan, old, seed, head_plan(plan, shared, config.head_init))
     del old  # the old matrices are freed once the resize drops them from the model
     write_matrices(model, new)
     special_ids = set_special_ids(model, new_tokenizer)
@@ -106,6 +142,7 @@ def transfer_embeddings(
 
     report = {
         "method": config.method,
+        "head_init": config.head_init,
         "mapping": mapping.summary(),
         "old_rows": old_rows,
         "new_rows": rows,
@@ -113,8 +150,8 @@ def transfer_embeddings(
         "tied": new.tied,
         "head_bias": new.bias is not None,
         "rows_mean_filled": int((plan.fill == USE_MEAN).sum()),
-        "rows_random": int((plan.fill == USE_RANDOM).sum()),
-        "shared_rows": copied_rows(plan, mapping),
+        "rows_drawn": int(((plan.fill != USE_WEIGHTS) & (plan.fill != USE_MEAN)).sum()),
+        "shared_rows": shared,
         "special_ids": special_ids,
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         **info,

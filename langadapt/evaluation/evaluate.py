@@ -20,6 +20,8 @@ Results shape (stable; `models` and per-language `bits_per_byte` are read by oth
      "suites": {SUITE: {"source", "description", "langs", "tasks"}},
      "langs": {LANG: {"documents", "bytes", "source"}},
      "windows": {MODEL: {"window", "stride"}},   the ones used (capped at each model's context length)
+     "uniform": {TOKENIZER: {"vocab", "models", "bits_per_byte": {LANG: ...}}},   predicting every token
+                equally likely on the same text (`uniform`): the line a step-0 model must beat
      "reference": MODEL, "notes": [str], "meta": {...}}   meta's window/stride: the values used
 
 The evaluate stage adds "target_langs" (its run's `role: target` languages) and "tokens_per_byte"
@@ -52,6 +54,7 @@ from langadapt.evaluation.suite import Suite, TranslationTask
 from langadapt.evaluation.tables import STDERR, flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
 from langadapt.evaluation.translation import copy_source_scores, translation_scores
+from langadapt.evaluation.uniform import uniform_reference
 from langadapt.recipe.evaluation import EvaluationConfig
 
 log = logging.getLogger("langadapt")
@@ -228,6 +231,7 @@ def evaluate_models(
     started = time.perf_counter()
     tokenizers, used_by = _score_models(models, plan, config, results)
     results["tokenizers"] = {"used_by": used_by, "metrics": _tokenizer_metrics(tokenizers, plan)}
+    results["uniform"] = uniform_reference(results["models"], tokenizers.values(), used_by)
     results["reference"] = reference
     results["deltas"] = _deltas(results["models"], reference)
     results["task_deltas"] = _task_deltas(results["tasks"], reference)

@@ -13,6 +13,7 @@ from pathlib import Path
 from langadapt.evaluation import tables
 from langadapt.evaluation.token_cost import cost_line
 from langadapt.evaluation.tradeoff import tradeoff
+from langadapt.evaluation.uniform import uniform_line
 
 Block = tuple
 """("h1"|"h2"|"h3"|"p", text) | ("ul", [(text, css class)]) | ("table", header, rows) | ("img", key, alt)."""
@@ -57,6 +58,7 @@ def build_blocks(results: dict, title: str, figures: set[str]) -> list[Block]:
             ("h2", "Held-out bits per byte"),
             ("table", header, rows),
             ("p", tables.BPB_NOTE),
+            *([("p", uniform)] if (uniform := uniform_line(results)) else []),
             ("img", "bpb", "bits per byte per language and model"),
             ("img", "deltas", "bpb deltas vs reference"),
         ]

@@ -4,8 +4,9 @@ A run contributes, in this order:
 
     base         the source model (ctx.base_model; absent for `init: scratch`)
     init         the embeddings stage's model: the warm model at step 0 (new tokenizer, initialised rows)
-    init_random  the same warm model with the new rows drawn by the `random` method, built in
-                 memory: the fair baseline for judging an initialisation (a cold model is not)
+    init_random  the same warm model with the rows `model.resize_token_embeddings(len(tokenizer))`
+                 gives (`embeddings.method: transformers_resize`), built in memory: what a user
+                 gets without this tool, the fair baseline for an initialisation (a cold model is not)
     stage1       after training embeddings + head (when stage 1 is enabled)
     adapted      the stage 2 model: the final one
     cold         with `cold_baseline`: the same recipe trained from scratch at equal compute
@@ -49,7 +50,8 @@ log = logging.getLogger(__name__)
 
 
 def random_init_model(base: Path, init: Path, config: EvaluationConfig, seed: int):
-    """A builder for `init_random`: the base model moved to the new tokenizer with `random` rows."""
+    """A builder for `init_random`: the base model moved to the new tokenizer as transformers' resize
+    would (`transformers_resize`, its head rows drawn from the head's own rows, as transformers does)."""
 
     def build() -> tuple[Any, Any]:
         from langadapt.embeddings import EmbeddingConfig, transfer_embeddings
@@ -59,9 +61,8 @@ def random_init_model(base: Path, init: Path, config: EvaluationConfig, seed: in
         new_tokenizer = load_tokenizer(init, what="initialised model")
         dtype = next(model.parameters()).dtype
         # Surgery in float32 (the mean/covariance of the source rows), then back to the eval dtype.
-        model, _ = transfer_embeddings(
-            model.float(), old_tokenizer, new_tokenizer, EmbeddingConfig(method="random"), seed=seed
-        )
+        baseline = EmbeddingConfig(method="transformers_resize", head_init="same")
+        model, _ = transfer_embeddings(model.float(), old_tokenizer, new_tokenizer, baseline, seed=seed)
         return model.to(dtype).eval(), new_tokenizer
 
     return build

@@ -10,7 +10,8 @@ from pydantic import Field, model_validator
 
 from langadapt.recipe.base import Config
 
-Method = Literal["mean", "focus", "wechsel", "random", "align"]
+Method = Literal["mean", "focus", "wechsel", "align", "transformers_resize", "model_init", "random_full_cov"]
+HeadInit = Literal["same", "mean_of_base_head", "zero"]
 
 
 class EmbeddingConfig(Config):
@@ -19,10 +20,18 @@ class EmbeddingConfig(Config):
     The defaults reproduce the NorMistral recipe (`mean`, i.e. FVT). Options of a method other
     than the chosen one are accepted and ignored, so a recipe can switch method with one
     `--set embeddings.method=...` override.
+
+    `head_init` treats the untied LM head's rows of tokens the base lacks apart from their input
+    rows: a new token's head row sets how much probability the token takes in every context, so a
+    row built like its input row can take probability from the source language (issue 40). A base
+    with tied embeddings (GPT-2, Gemma, Llama-3.2-1B) has ONE matrix, input and head alike: there
+    is no separate head row to choose, and any head_init but `same` is refused.
     """
 
     method: Method = "mean"
-    """Initialisation: mean (FVT), focus, wechsel, random (N(mean, cov) baseline) or align (corpus-weighted mean)."""
+    """Initialisation: mean (FVT), focus, wechsel, align (corpus-weighted mean); baselines: transformers_resize (resize_token_embeddings' default), model_init (N(0, initializer_range)), random_full_cov (N(mean, cov), every row)."""
+    head_init: HeadInit = "same"
+    """Untied LM-head rows of tokens the base lacks: same (as `method` makes them), mean_of_base_head, zero; a tied base has one matrix, so only same."""
     seed_offset: int = Field(0, ge=0, le=2**30)
     """Added to the run seed for this stage's random draws (random rows, fastText training)."""
     pad_vocab_to_multiple_of: int = Field(1, ge=1, le=4096)

@@ -43,7 +43,7 @@ class EvaluationConfig(Config):
     compare: list[str] = Field(default_factory=list)
     """Extra run directories or Hugging Face model folders evaluated beside this run's models: `PATH`, named after the run and stage it came from, or `NAME=PATH`."""
     random_baseline: bool = True
-    """Also score `init_random`: the same warm model with the new rows drawn by the `random` method."""
+    """Also score `init_random`: the same warm model with the rows transformers' resize_token_embeddings gives (method transformers_resize)."""
     cold_baseline: bool = False
     """Also train and score `cold`: this recipe from scratch at the warm run's FLOPs, in <run_root>/<name>_cold, kept like the demo's base model (langadapt.evaluation.cold_twin)."""
     device: str | None = None

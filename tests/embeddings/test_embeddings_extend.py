@@ -40,7 +40,7 @@ def test_new_tokens_decompose_into_their_merge_parents(tokenizers):
         [leaves([i]) for i in range(len(base), len(extended))]
 
 
-@pytest.mark.parametrize("method", ["mean", "random", "focus"])
+@pytest.mark.parametrize("method", ["mean", "random_full_cov", "transformers_resize", "model_init", "focus"])
 def test_base_rows_stay_bit_for_bit_and_new_rows_are_initialised(method, tokenizers, tiny_en_llama, shared_texts):
     base, extended = tokenizers
     model = AutoModelForCausalLM.from_pretrained(tiny_en_llama, dtype=torch.float32)

@@ -30,7 +30,7 @@ def test_the_plan_records_the_rows_it_copies_bit_for_bit(tmp_path: Path) -> None
     old_tok, new_tok = byte_level_tokenizer(EN_TEXT), sentencepiece_tokenizer(NB_TEXT)
     mapping = build_mapping(old_tok, new_tok)
     copied = [i for i, s in enumerate(mapping.status) if s in ("copied", "special") and len(mapping.pieces[i]) == 1]
-    for method in ("mean", "random"):
+    for method in ("mean", "random_full_cov"):
         model = tiny_model("llama", len(old_tok), tied=False)
         old_in = model.get_input_embeddings().weight.detach().clone()
         old_head = model.get_output_embeddings().weight.detach().clone()
@@ -38,7 +38,7 @@ def test_the_plan_records_the_rows_it_copies_bit_for_bit(tmp_path: Path) -> None
         ids = report["shared_rows"]
         if method == "mean":  # every copied token, and the specials mapped by role
             assert ids == copied and len(ids) > 300  # measured 341 (and `pp` = mean(`p`, `p`) is not one)
-        else:  # random draws the copied tokens afresh: only the specials are still the base's
+        else:  # random_full_cov draws the copied tokens afresh: only the specials are still the base's
             assert 0 < len(ids) < len(copied) and set(ids) <= set(mapping.ids_with("special"))
         source = [mapping.pieces[i][0] for i in ids]
         assert torch.equal(model.get_input_embeddings().weight[ids], old_in[source])

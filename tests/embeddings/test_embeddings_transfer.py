@@ -15,7 +15,7 @@ from test_embeddings_support import (
 from transformers import AutoModelForCausalLM
 
 from langadapt.embeddings import EmbeddingConfig, build_mapping, transfer_embeddings
-from langadapt.embeddings.row_plan import sample_like
+from langadapt.embeddings.draws import sample_like
 from langadapt.errors import LangadaptError
 
 
@@ -83,8 +83,8 @@ def test_random_rows_follow_each_matrix_mean_and_covariance(toks):
     model = tiny_model("llama", len(old_tok), tied=False)
     old_in = model.get_input_embeddings().weight.detach().clone()
     old_head = model.get_output_embeddings().weight.detach().clone()
-    model, report = transfer_embeddings(model, old_tok, new_tok, EmbeddingConfig(method="random"), seed=3)
-    assert report["rows_random"] == len(new_tok) - 2  # all but bos/eos (unk has no old counterpart)
+    model, report = transfer_embeddings(model, old_tok, new_tok, EmbeddingConfig(method="random_full_cov"), seed=3)
+    assert report["rows_drawn"] == len(new_tok) - 2  # all but bos/eos (unk has no old counterpart)
     head = model.get_output_embeddings().weight.detach()
     rows = [i for i in range(len(new_tok)) if i not in (new_tok.bos_token_id, new_tok.eos_token_id)]
     assert head[rows].mean().item() == pytest.approx(old_head.mean().item(), abs=0.1)  # head stats, not input
