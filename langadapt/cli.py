@@ -224,8 +224,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from langadapt.evaluation.held_out import check_model_or_run, eval_target, read_given_texts
     from langadapt.evaluation.naming import RESULTS, split_named
     from langadapt.evaluation.suite import check_suite_inputs, load_suites
+    from langadapt.recipe.evaluation import DEFAULT_SUITES
 
-    suites = args.suite or ["eval/monolingual.yaml", "eval/multilingual.yaml"]
+    suites = args.suite or list(DEFAULT_SUITES)
     check_model_or_run(args.model)
     for entry in args.compare:
         name, path = split_named(entry)

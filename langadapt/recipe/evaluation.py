@@ -22,6 +22,10 @@ class GenerateOptions(Config):
     """Seed set before each model's samples, so every model draws from the same random stream."""
 
 
+DEFAULT_SUITES = ("eval/monolingual.yaml", "eval/multilingual.yaml")
+"""The suites a recipe and `langadapt eval` run unless told otherwise: target-language and neighbours."""
+
+
 class EvaluationConfig(Config):
     """Suites run on every model of a run (base, init, init_random, stage1, adapted) and compared.
 
@@ -30,7 +34,7 @@ class EvaluationConfig(Config):
     `max_length=512`.
     """
 
-    suites: list[str] = Field(default_factory=lambda: ["eval/monolingual.yaml", "eval/multilingual.yaml"])
+    suites: list[str] = Field(default_factory=lambda: list(DEFAULT_SUITES))
     """Suite YAML files; relative paths resolve against the working directory, then the langadapt checkout."""
     window: int = Field(512, ge=2)
     """Tokens the model sees per scoring window (capped at the model's context length)."""
