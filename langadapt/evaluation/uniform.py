@@ -5,8 +5,8 @@ vocabulary the same probability, on the same held-out text.
 
 It is the line a step-0 model has to beat to have learned anything about the text: a freshly
 initialised model predicts near-uniformly, and an initialisation that lands above this line is
-confidently wrong (DESIGN.md: judge an init against the same warm model's baseline rows, and beside
-the uniform line, not against a cold model). It depends only on the tokenizer and the text, so it
+confidently wrong (so an init is judged against the same warm model's baseline rows and beside this
+line, not against a cold model). It depends only on the tokenizer and the text, so it
 is computed once per distinct tokenizer, from the token counts its first model's scoring recorded.
 """
 
