@@ -97,7 +97,8 @@ def test_demo_matches_the_cpu_run(engine: str, request: pytest.FixtureRequest) -
     # catch up with a larger vocabulary: more text per token); 0.95 keeps the claim with room for the
     # GPU's reduction order.
     assert bpb["adapted"]["nb"] < 0.95 * bpb["cold"]["nb"]
-    assert bpb["init"]["nb"] < bpb["init_random"]["nb"]
+    # No claim on init vs init_random: since init_random is transformers' resize default (2026-11-28) it
+    # starts ahead of the mean init on the CPU demo (nb 2.796 vs 2.965; issue 40 measures why).
     summary = json.loads((run / "stage2" / "summary.json").read_text())
     assert summary["engine"] == ("torch" if engine == "torch_run" else "deepspeed")
     assert (run / "export" / "model" / "model.safetensors").is_file()
