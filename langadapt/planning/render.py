@@ -40,10 +40,10 @@ def render_plan(plan: dict[str, Any]) -> str:
 
 def _header(plan: dict[str, Any]) -> list[str]:
     m, hw = plan["model"], plan["hardware"]
-    return [f"Model {m['name']}: {_si(m['params'])} parameters ({_si(m['embedding_params'])} embeddings + head, "
-            f"{_si(m['body_params'])} body), vocab {m['vocab']:,}",
-            f"Hardware {hw['num_gpus']} x {hw['name']} ({hw['peak_tflops']:g} TFLOP/s bf16, {hw['watts']:g} W, "
-            f"{hw['memory_gb']:g} GB) at {hw['mfu']:.0%} MFU; PUE {hw['pue']:g}, grid {hw['grid_g_per_kwh']:g} gCO2e/kWh"]
+    return [(f"Model {m['name']}: {_si(m['params'])} parameters ({_si(m['embedding_params'])} embeddings + head, "
+             f"{_si(m['body_params'])} body), vocab {m['vocab']:,}"),
+            (f"Hardware {hw['num_gpus']} x {hw['name']} ({hw['peak_tflops']:g} TFLOP/s bf16, {hw['watts']:g} W, "
+             f"{hw['memory_gb']:g} GB) at {hw['mfu']:.0%} MFU; PUE {hw['pue']:g}, grid {hw['grid_g_per_kwh']:g} gCO2e/kWh")]
 
 
 def _compute(plan: dict[str, Any]) -> list[str]:
@@ -93,8 +93,8 @@ def _recommendation(rec: dict[str, Any], mfu: float) -> list[str]:
         speed = rec["speedup_vs_recipe"]
         verdict = "the recipe's settings" if abs(speed - 1) < 1e-9 else f"{speed:.2f}x faster than the recipe's settings"
         return [f"Recommended ({verdict}):", "  " + " ".join("--set " + s for s in rec["set"]),
-                f"  {rec['gpu_hours']:,.0f} GPU-h with each layout at its measured speed (the table above runs "
-                f"every layout at {mfu:.0%} MFU)",
+                (f"  {rec['gpu_hours']:,.0f} GPU-h with each layout at its measured speed (the table above runs "
+                 f"every layout at {mfu:.0%} MFU)"),
                 *textwrap.wrap(f"why: {rec['reason']}", 110, initial_indent="  ", subsequent_indent="    ")]
     if rec:
         return textwrap.wrap(f"Recommended: nothing fits: {rec['reason']}", 110, subsequent_indent="  ")
