@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
-from helpers.synthetic import tiny_llama
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
+from helpers.synthetic import tiny_byte_level_pair
 
 from langadapt.corpora.debian_docs import default_cache_dir
 from langadapt.data import stage as data_stage
@@ -255,13 +253,7 @@ def test_too_few_pairs_for_the_examples_fails_before_any_model(tmp_path):
 @pytest.fixture(scope="module")
 def tiny() -> tuple:
     """A tiny random Llama and a byte-level tokenizer that decodes back to text."""
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.train_from_iterator((NB + EN) * 5, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>")
-    return tiny_llama(len(tok), seed=3).eval(), tok
+    return tiny_byte_level_pair((NB + EN) * 5)
 
 
 def test_the_task_runs_offline_and_scores_what_the_model_wrote(tiny, tmp_path, monkeypatch):

@@ -9,9 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.synthetic import tiny_llama
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
+from helpers.synthetic import tiny_byte_level_pair
 
 from langadapt.evaluation.evaluate import evaluate_models
 from langadapt.evaluation.render import TEXT_HEADER, build_blocks, render_html, render_markdown, visible
@@ -31,13 +29,7 @@ ROWS = [{"nb": n, "en": e} for n, e in zip(NB, EN)]
 @pytest.fixture(scope="module")
 def tiny() -> tuple:
     """A tiny random Llama and a byte-level tokenizer that decodes back to text."""
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.train_from_iterator((NB + EN) * 5, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>")
-    return tiny_llama(len(tok), seed=3).eval(), tok
+    return tiny_byte_level_pair((NB + EN) * 5)
 
 
 @pytest.fixture(scope="module")

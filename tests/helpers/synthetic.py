@@ -68,3 +68,18 @@ def tiny_llama(vocab_size: int = 256, hidden: int = 32, layers: int = 2, seed: i
     fields.update(overrides)
     torch.manual_seed(seed)
     return LlamaForCausalLM(LlamaConfig(**fields))
+
+
+def tiny_byte_level_pair(texts: list[str], vocab_size: int = 400, seed: int = 3) -> tuple[Any, Any]:
+    """A tiny random Llama and a byte-level BPE tokenizer trained on `texts` that decodes back to
+    text (`</s>` its EOS): for generation tasks (translation) that must round-trip strings."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>")
+    return tiny_llama(len(tok), seed=seed).eval(), tok
