@@ -26,7 +26,7 @@ from langadapt.inputs.model_folder import parts_problem, weights_problem
 from langadapt.inputs.tokenizer_json import tokenizer_json_problem
 from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_json
 from langadapt.pipeline.preflight_data import check_sources, check_vocab_size, report_estimated_epochs
-from langadapt.planning.models import architecture_config, complete_architecture
+from langadapt.planning.models import architecture_config, complete_architecture, ties_embeddings
 from langadapt.planning.training import resolve_training
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.errors import Report
@@ -89,6 +89,7 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
     if "embeddings" in will:
         with report.guard():
             _check_embedding_files(recipe, report)
+        _check_head_init(recipe, model_config, report)
     if training:
         world = world_size or training_world_size(recipe.cluster.world_size)
         with report.guard():
@@ -279,6 +280,15 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
             report.add(("embeddings", key), f"file {path} not found")
         elif problem := input_problem(path):
             report.add(("embeddings", key), problem)
+
+
+def _check_head_init(recipe: Recipe, config: dict | None, report: Report) -> None:
+    """A tied base has one matrix: its head rows are its input rows, so only `same` can hold (the
+    embeddings stage refuses it too, `embeddings.transfer`; here it is said before data and tokenizer)."""
+    head_init = recipe.embeddings.head_init
+    if recipe.init == "warm" and head_init != "same" and config is not None and ties_embeddings(config):
+        report.add(("embeddings", "head_init"), f"{head_init}: the base ties its LM head to the input embeddings "
+                   "(one matrix), so the head rows are the input rows; use head_init: same")
 
 
 def _check_suites(recipe: Recipe, report: Report) -> None:

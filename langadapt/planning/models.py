@@ -172,6 +172,12 @@ def architecture_config(architecture: dict) -> Any:
         raise LangadaptError(f"base_model.architecture: {model_type} refuses these fields: {reason[:300]}") from None
 
 
+def ties_embeddings(config: dict) -> bool:
+    """Whether a config.json ties the LM head to the input embeddings: its field, else the default of
+    its model type's config class (transformers reads it so)."""
+    return bool(config.get("tie_word_embeddings", config.get("model_type", "") in _TIED_BY_DEFAULT))
+
+
 def dims_from_config(config: dict, name: str = "model") -> ModelDims:
     """ModelDims from a Hugging Face config.json dict (Llama-style decoders)."""
     try:
@@ -185,7 +191,7 @@ def dims_from_config(config: dict, name: str = "model") -> ModelDims:
             kv_heads=config.get("num_key_value_heads") or heads,
             ffn=config["intermediate_size"],
             vocab=config["vocab_size"],
-            tied=config.get("tie_word_embeddings", model_type in _TIED_BY_DEFAULT),
+            tied=ties_embeddings(config),
             head_dim=config.get("head_dim"),
             norms_per_layer=4 if model_type.startswith(("gemma2", "gemma3")) else 2,
             qkv_bias=model_type == "qwen2" or bool(config.get("attention_bias", False)),

@@ -246,6 +246,24 @@ def test_a_stage_that_is_all_warm_up_is_said(warm, tmp_path: Path) -> None:
     assert fine.returncode == 0 and "covers all" not in fine.stderr, fine.stderr
 
 
+def test_a_separate_head_init_on_a_tied_base_is_refused_before_any_stage(warm, tmp_path: Path,
+                                                                         tiny_en_llama: Path) -> None:
+    """A tied base has one matrix; head_init other than same was refused only in the embeddings
+    stage, after data and tokenizer had run."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tied = tmp_path / "tied"
+    config = LlamaConfig(vocab_size=8192, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(tied)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny_en_llama / name, tied / name)
+    result = langadapt("run", str(warm(base=tied)), "--set", "embeddings.head_init=mean_of_base_head")
+    assert_refused(result, tmp_path, "embeddings.head_init", "mean_of_base_head: the base ties its LM head")
+    assert langadapt("run", str(warm()), "--set", "embeddings.head_init=mean_of_base_head",
+                     "--dry-run").returncode == 0  # tiny-en-llama is untied
+
+
 def test_a_share_alike_source_without_export_license_is_refused_before_training(warm, tmp_path: Path,
                                                                                shared_dir: Path) -> None:
     """The sources' licence notes are known before any stage: `export.license` was asked for after all training."""
