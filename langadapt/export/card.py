@@ -107,7 +107,10 @@ model = AutoModelForCausalLM.from_pretrained({where})
 inputs = tokenizer({prompt}, return_tensors="pt")
 output = model.generate(**inputs, max_new_tokens=50, do_sample=True, top_p=0.9)
 print(tokenizer.decode(output[0], skip_special_tokens=True))
-```"""
+```
+
+The tokenizer pads on the right, as training and fine-tuning collators expect; for batched generation
+set `tokenizer.padding_side = "left"` first, so that every prompt ends where generation starts."""
 
 
 def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:

@@ -84,13 +84,18 @@ def _portable_tokenizer_config(folder: Path) -> None:
     """transformers 5 names a tokenizer that is only a tokenizer.json `TokenizersBackend`, a class
     transformers 4 lacks (AutoTokenizer fails); `PreTrainedTokenizerFast` is the same tokenizer
     under the name both load. transformers 4's class also returns token_type_ids unless told the
-    model's inputs, which a Llama's forward() refuses."""
+    model's inputs, which a Llama's forward() refuses. `is_local` and `local_files_only` are how this
+    process loaded the run's tokenizer (transformers 5 saves them): a published folder says nothing
+    of where it was loaded from."""
     path = folder / "tokenizer_config.json"
     config = json.loads(path.read_text())
+    loaded_as = {key: config.pop(key) for key in ("is_local", "local_files_only") if key in config}
     if config.get("tokenizer_class") == "TokenizersBackend":
         config["tokenizer_class"] = "PreTrainedTokenizerFast"
         config.setdefault("model_input_names", ["input_ids", "attention_mask"])
-        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    elif not loaded_as:
+        return
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
 def _portable_model_config(folder: Path) -> None:

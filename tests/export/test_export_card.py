@@ -30,3 +30,5 @@ def test_the_card_loads_the_repo_id_when_set_else_the_folder_and_generates(tmp_p
     assert "model.generate(**inputs" in pushed
     local = how_to_use(str(build_card(RunLayout(tmp_path / "run"), FACTS, ExportConfig(), exported)))
     assert 'AutoModelForCausalLM.from_pretrained("model")' in local and "my-org" not in local
+    card = str(build_card(RunLayout(tmp_path / "run"), FACTS, ExportConfig(), exported))
+    assert 'tokenizer.padding_side = "left"' in card  # the right padding it ships with is said, with the fix
