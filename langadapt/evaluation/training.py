@@ -257,7 +257,7 @@ def validation_findings(points: list[dict]) -> list[dict]:
         best, best_bpb = min(series, key=lambda item: item[1])
         last, last_bpb = series[-1]
         where = f"step {best['global_step']} ({best['stage']} step {best['step']}"
-        where += f", {best['source']} at {best['epochs']:.1f} epochs)" if best["epochs"] is not None else ")"
+        where += f", {best['source']} at {best['epochs']:.1f} epochs of {best['stage']})" if best["epochs"] is not None else ")"
         hurt = last_bpb > best_bpb * (1 + RISE)
         if hurt:
             text = (f"{lang}: held-out bpb was lowest at {where}: {best_bpb:.4f}; it rose to {last_bpb:.4f} "

@@ -46,7 +46,7 @@ def test_points_share_one_step_axis_and_the_verdict_finds_where_nb_turned_up(tmp
     assert [p["global_step"] for p in points] == [10, 20, 30, 40, 50, 60, 70]  # stage 2 after stage 1's 20
     assert {p["stage"]: p["offset"] for p in points} == {"stage1": 0, "stage2": 20}
     nb, en = validation_verdicts(points)
-    assert nb.startswith("nb: held-out bpb was lowest at step 50 (stage2 step 30, nb.src at 2.4 epochs): 1.9000")
+    assert nb.startswith("nb: held-out bpb was lowest at step 50 (stage2 step 30, nb.src at 2.4 epochs of stage2): 1.9000")
     assert "rose to 2.0500 (+0.1500) by step 70" in nb and " hurt " in nb
     assert en.startswith("en: held-out bpb 1.4690 at step 70") and "did not hurt" in en
     assert epoch_marks(stages(tmp_path)) == [(40, "nb.src", 2), (50, "nb.src", 3), (60, "nb.src", 4),
