@@ -12,7 +12,7 @@ from pathlib import Path
 
 from langadapt.evaluation import tables
 from langadapt.evaluation.token_cost import cost_line
-from langadapt.evaluation.tradeoff import tradeoff
+from langadapt.evaluation.tradeoff import forgetting_origin, tradeoff
 from langadapt.evaluation.uniform import uniform_line
 
 Block = tuple
@@ -79,7 +79,8 @@ def _tradeoff_blocks(results: dict) -> list[Block]:
     then what a target token costs with the run's tokenizer (`token_cost`)."""
     found, cost = tradeoff(results), cost_line(results)
     blocks: list[Block] = [("p", found.headline()), ("table", *found.table())] if found is not None else []
-    return blocks + ([("p", cost)] if cost else [])
+    origin = forgetting_origin(results, found) if found is not None else None
+    return blocks + [("p", line) for line in (origin, cost) if line]
 
 
 def _training_blocks(results: dict, figures: set[str]) -> list[Block]:

@@ -102,6 +102,27 @@ def tradeoff(results: dict, model: str | None = None, targets: Sequence[str] | N
                     forgetting=None if forgotten is None else changes[forgotten])
 
 
+STEP0_MODEL = "init"
+"""The run's model at step 0 (new tokenizer, initialised rows, no training): `evaluation.stage`'s name."""
+
+
+def forgetting_origin(results: dict, found: Tradeoff) -> str | None:
+    """How much of the largest forgetting the tokenizer change cost before any training (the step-0
+    model against the reference) and how much training then forgot or won back, in words: the two
+    have different cures (the head rows and the tokenizer; replay and the learning rate).
+    None without a step-0 model or a forgetting side."""
+    lang, init = found.forgetting_lang, results["models"].get(STEP0_MODEL, {})
+    ref = results["models"].get(found.reference, {})
+    if lang is None or found.forgetting is None or found.model == STEP0_MODEL \
+            or "bits_per_byte" not in init.get(lang, {}) or not ref.get(lang, {}).get("bits_per_byte"):
+        return None
+    at_start = init[lang]["bits_per_byte"] / ref[lang]["bits_per_byte"] - 1
+    moved = (found.forgetting - at_start) * 100
+    then = f"training forgot {moved:.1f} points more" if moved > 0 else f"training won back {-moved:.1f} points"
+    return (f"{lang} vs {found.reference}: {at_start:+.1%} at step 0 (the tokenizer change and the new rows, before any "
+            f"training: the {STEP0_MODEL} model), {found.forgetting:+.1%} for {found.model}: {then}.")
+
+
 def tradeoffs(results: dict) -> dict[str, dict]:
     """`Tradeoff.as_dict` of every model but the reference (results.json's `tradeoff`)."""
     found = {name: tradeoff(results, name) for name in results["models"]}

@@ -111,3 +111,18 @@ def test_pareto_keeps_what_nothing_beats() -> None:
     points = [(0.216, 0.631), (-0.002, 0.612), (0.10, 0.60), (0.30, 0.70), (0.30, 0.65), (-0.002, 0.612)]
     assert pareto(points) == [True, True, False, True, False, True]  # equal points both stay
     assert pareto([]) == [] and pareto([(0.0, 0.0)]) == [True]
+
+
+@pytest.mark.parametrize(("init_en", "said"), [(2.8, "training won back 18.4 points"),
+                                               (2.2, "training forgot 11.6 points more")])
+def test_the_report_says_what_the_tokenizer_cost_before_training(init_en: float, said: str, tmp_path: Path) -> None:
+    """The step-0 English cost of the tokenizer change apart from what training forgot (issue 40 item 4)."""
+    from langadapt.evaluation.tradeoff import forgetting_origin
+
+    tree = results()  # en: base 2.0, adapted 2.432 (+21.6%)
+    tree["models"]["init"] = {"nb": {"bits_per_byte": 3.0}, "en": {"bits_per_byte": init_en}}
+    line = forgetting_origin(tree, tradeoff(tree, "adapted"))
+    assert line == (f"en vs base: {init_en / 2 - 1:+.1%} at step 0 (the tokenizer change and the new rows, before any "
+                    f"training: the init model), +21.6% for adapted: {said}.")
+    assert line in render_markdown(tree, {}, tmp_path, "t")
+    assert forgetting_origin(results(), tradeoff(results(), "adapted")) is None  # no step-0 model: nothing said
