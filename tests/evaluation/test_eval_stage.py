@@ -170,7 +170,7 @@ def test_the_targets_tokens_per_byte_from_the_tokenizer_stage(stage_results, run
            "(base tokenizer 0.400)." in markdown
 
 
-def test_report_files_are_written_and_self_contained(run_dir):
+def test_report_files_are_written_and_self_contained(run_dir, stage_results):  # the stage wrote them
     out = run_dir / "evaluate"
     for name in (
         "results.json",
