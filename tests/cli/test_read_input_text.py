@@ -23,6 +23,7 @@ from langadapt.planning.models import load_model_dims
 PACKAGE = Path(langadapt.__file__).parent
 WHOLE_READS = {"read_text", "read_bytes"}
 OWN_FILES = {
+    "__init__.py": "the package's own pyproject.toml, for a checkout used without installing",
     "corpora/debian_docs.py": "the .deb this maintainer tool downloaded itself (hashed against its pin)",
     "data/datatrove_engine.py": "the error note a datatrove task of this run wrote beside its piece",
     "data/shards.py": "the data stage's shard metadata in the run folder",
