@@ -51,7 +51,6 @@ PLAN = REPO / "recipes" / "experiments" / "warm_vs_cold.yaml"
 RESULTS = REPO / "benchmarks" / "results" / "warm_vs_cold.json"
 PLOT = REPO / "benchmarks" / "results" / "warm_vs_cold.png"
 LANGS = ("nb", "nn", "en", "sv", "da")
-WARM_INITS = ("random", "mean", "align", "focus")
 
 
 def load_plan(path: Path = PLAN) -> dict[str, Any]:
