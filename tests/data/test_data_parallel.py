@@ -12,10 +12,10 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import zlib
 from pathlib import Path
 
 import pytest
+from helpers.shards import gzip_members
 
 from langadapt.data import documents, pieces, stage
 from langadapt.errors import LangadaptError
@@ -74,15 +74,6 @@ def _run(root: Path, sources: list[dict], workers: int, **extra: object) -> tupl
     return summary, files
 
 
-def _members(data: bytes) -> int:
-    count = 0
-    while data:
-        member = zlib.decompressobj(31)
-        member.decompress(data)
-        data, count = member.unused_data, count + 1
-    return count
-
-
 def _comparable(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if k != "run"}
 
@@ -96,7 +87,7 @@ def test_one_and_several_workers_write_identical_data_folders(tmp_path: Path, co
     monkeypatch.setattr(documents, "BLOCK_CHARS", 2048)
     one, one_files = _run(tmp_path / "one", corpus, 1)
     assert one["pieces"] > 20, "the corpus must be cut into many pieces for this test to mean anything"
-    assert _members(one_files["train/nb.jsonl.gz"]) > 20
+    assert gzip_members(one_files["train/nb.jsonl.gz"]) > 20
     for workers in (2, 3):
         many, many_files = _run(tmp_path / f"w{workers}", corpus, workers)
         assert many["run"]["workers"] == workers

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-import zlib
 from pathlib import Path
 
 import pytest
+from helpers.shards import gzip_members
 
 from langadapt.data import documents
 from langadapt.data.documents import DocumentFile, document_line, read_documents, write_documents
@@ -32,15 +32,6 @@ def _docs() -> list[dict]:
              "source": "nb", "role": "target"} for i in range(300)]
 
 
-def _members(data: bytes) -> int:
-    count = 0
-    while data:
-        member = zlib.decompressobj(31)
-        member.decompress(data)
-        data, count = member.unused_data, count + 1
-    return count
-
-
 @pytest.mark.parametrize("threads", [0, 1, 3])
 def test_document_files_keep_the_bytes_of_earlier_runs_whatever_compresses_them(
         tmp_path: Path, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,7 +46,7 @@ def test_document_files_keep_the_bytes_of_earlier_runs_whatever_compresses_them(
                 out.write(line.encode("utf-8"), len(line), len(doc["text"]))
         assert out.count == 300 and out.chars == sum(len(d["text"]) for d in _docs())
     data = path.read_bytes()
-    assert _members(data) > 20, "many blocks in flight at once, or the test proves nothing about their order"
+    assert gzip_members(data) > 20, "many blocks in flight at once, or the test proves nothing about their order"
     assert hashlib.sha256(data).hexdigest() == EARLIER_RUNS_SHA256
     assert list(read_documents(path)) == _docs()
 

@@ -20,3 +20,15 @@ def make_shards(root: Path, sizes: dict[str, int]) -> Path:
                 "vocab_size": 2**32 - 1, "lang": "nb", "role": "target"}
         (folder / "meta.json").write_text(json.dumps(meta))
     return root
+
+
+def gzip_members(data: bytes) -> int:
+    """How many gzip members a file holds (the data stage writes one per compressed block)."""
+    import zlib
+
+    count = 0
+    while data:
+        member = zlib.decompressobj(31)
+        member.decompress(data)
+        data, count = member.unused_data, count + 1
+    return count
