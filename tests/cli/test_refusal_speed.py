@@ -84,6 +84,13 @@ def _issue_38_folders(tmp_path: Path) -> dict[str, Path]:
     (tmp_path / "trained.yaml").write_text(  # a trained run whose base no longer agrees with its weights
         f"name: trained\nrun_root: {tmp_path}/runs\ninit: warm\nbase_model: {{path: {tmp_path}/mismatch}}\n"
         "data:\n  sources:\n    - {name: nb, path: nb.txt, lang: nb}\ntokenizer: {vocab_size: 300}\n", "utf-8")
+    (tmp_path / "pairs.jsonl").write_text('{"nb": "Hei.", "en": ""}\n', "utf-8")  # read at preflight
+    (tmp_path / "tr_suite.yaml").write_text(
+        f"tasks:\n  - {{kind: translation, name: tr, path: {tmp_path}/pairs.jsonl, directions: [nb-en], num_fewshot: 0}}\n")
+    (tmp_path / "pairs_run.yaml").write_text(
+        f"name: pairs\nrun_root: {tmp_path}/runs\ninit: warm\nbase_model: {{path: {tmp_path}/good}}\n"
+        "data:\n  sources:\n    - {name: nb, path: nb.txt, lang: nb}\ntokenizer: {kind: keep_base}\nstage1: {seq_len: 64}\n"
+        f"evaluation: {{suites: [{tmp_path}/tr_suite.yaml]}}\n", "utf-8")
     layout = RunLayout(tmp_path / "runs" / "trained")
     header_model(layout.stage2.model)
     (layout.stage2.root / "COMPLETE").write_text("done\n", "utf-8")
@@ -126,6 +133,7 @@ CASES = {
                                                  "lm-eval task file {tmp}/badyaml/tasks/t.yaml:5:1: not valid YAML"),
     "export: the base disagrees with its weights": (["export", "{tmp}/trained.yaml"],
                                                     "base_model.path: {tmp}/mismatch/config.json has vocab_size 80"),
+    "run: a translation row with an empty side": (["run", "{tmp}/pairs_run.yaml"], "pairs.jsonl:1: en is empty"),
     "export --checkpoint: the same base": (["export", "{tmp}/trained.yaml", "--checkpoint", "stage2/5"],
                                            "base_model.path: {tmp}/mismatch/config.json has vocab_size 80"),
 }
