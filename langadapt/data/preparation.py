@@ -227,7 +227,10 @@ def _process_source(
             for entry in kept.filter(feed, index, "train"):
                 files.train.write(entry.line, entry.line_chars, entry.chars)
         else:
-            _split_by_hash(kept.filter(feed, index, "split"), config, counts, files, candidates)
+            keys = _IdKeys() if config.split_by == "id" else None
+            _split_by_hash(kept.filter(feed, index, "split"), config, counts, files, candidates, keys)
+            if keys is not None and (problem := keys.problem(source)) is not None:
+                raise LangadaptError(problem)
         failed = False
     finally:
         files.close(failed)
@@ -326,8 +329,46 @@ def split_digest(text_digest: bytes, doc_id: str | None, split_by: str) -> bytes
     return text_digest
 
 
+class _IdKeys:
+    """Whether `split_by: id` found more than one split key among a source's id-bearing documents.
+
+    Every document sharing one id name (a dataset whose `id` column is a constant, ids like
+    `page.html` in every row) is one key group: the hash puts all of them on one side, so the source
+    either holds out nothing or trains on nothing, and the held-out floor cannot help (it moves
+    whole groups and keeps one train document). `valid_fraction: 0`, which also holds out nothing,
+    is refused by the recipe schema; this is the same outcome, known only once the documents are
+    read, so it is refused too rather than warned (until round four it left 0 held-out documents
+    with a warning, or, when the one key hashed low, "no training documents left")."""
+
+    def __init__(self) -> None:
+        self.first: bytes | None = None
+        self.with_id = 0
+        self.distinct = False
+
+    def see(self, entry: Cleaned) -> None:
+        if not entry.has_id:
+            self.distinct = True  # split by its text: a key of its own
+            return
+        self.with_id += 1
+        if self.first is None:
+            self.first = entry.key
+        elif entry.key != self.first:
+            self.distinct = True
+
+    def problem(self, source: SourceConfig) -> str | None:
+        """The refusal line when two or more documents all share one id name (one document is a
+        smoke test, said by `shortfall_warning` like any other)."""
+        if self.distinct or self.with_id < 2:
+            return None
+        where = source.path if isinstance(source.path, str) else ", ".join(source.path[:2])
+        return (f"source {source.name} ({where}): data.split_by: id, but all {self.with_id:,} of its documents have "
+                "ids with the same last path component, so no document can be held out without holding out every "
+                "one; give the documents distinct ids, set data.split_by: text, or give the source a valid_path")
+
+
 def _split_by_hash(
-    entries: Iterator[Cleaned], config: DataConfig, counts: Counter, files: _Writers, candidates: FloorCandidates
+    entries: Iterator[Cleaned], config: DataConfig, counts: Counter, files: _Writers, candidates: FloorCandidates,
+    keys: _IdKeys | None = None,
 ) -> None:
     """Held out = hash fraction (`split_digest`) below valid_fraction; with max_valid_docs the lowest
     hashes win. Each document sent to train is offered to `candidates` (the held-out floor's
@@ -342,6 +383,8 @@ def _split_by_hash(
     for number, entry in enumerate(entries):
         if config.split_by == "id" and not entry.has_id:
             counts[_FALLBACK] += 1
+        if keys is not None:
+            keys.see(entry)
         fraction = hash_fraction(entry.key)
         if fraction >= config.valid_fraction:
             candidates.offer(entry.key, train.count)

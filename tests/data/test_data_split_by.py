@@ -17,6 +17,7 @@ from langadapt.data.documents import read_documents
 from langadapt.data.preparation import split_digest
 from langadapt.data.sources import Document, iter_documents
 from langadapt.data.stage import run
+from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig
 from langadapt.run.context import StageContext
 
@@ -134,3 +135,42 @@ def test_the_reader_carries_ids_from_json_and_parquet_rows(tmp_path: Path) -> No
         Document("en", "a/p1.html"), Document("to", None), Document("tre", "7")]
     assert list(iter_documents(source, [tmp_path / "x.parquet"], "error", Counter())) == [
         Document("en", "a/p1.html"), Document("to", None)]
+
+
+def _same_id(tmp_path: Path, name: str, texts: list[str]) -> Path:
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "id": f"site/{i % 3}/page.html"}) + "\n"
+                            for i, t in enumerate(texts)))
+    return path
+
+
+def test_every_document_sharing_one_id_is_refused_like_valid_fraction_zero(tmp_path: Path) -> None:
+    """One id name on every document is one key group: all held out or none. Refused with a line
+    naming the source and its file, as `valid_fraction: 0` (the same outcome) is refused."""
+    path = _same_id(tmp_path, "same", _pages(NB_WORDS, 4)[:20])
+    # Whichever side the one key hashes to (`page.html` with 0.1 and 0.99), the refusal is the same line.
+    for fraction in (0.1, 0.99):
+        config = DataConfig.model_validate({"sources": [{"name": "nb", "path": str(path), "lang": "nb"}],
+                                            "valid_fraction": fraction, "split_by": "id"})
+        ctx = StageContext(run_dir=tmp_path / f"run{fraction}", stage="data", seed=0)
+        ctx.out.mkdir(parents=True)
+        try:
+            run(DataSlice(config), ctx)
+        except LangadaptError as error:
+            message = str(error)
+        else:
+            raise AssertionError("a source whose documents all share one id was accepted")
+        assert message.startswith(f"source nb ({path}): data.split_by: id, but all 20 of its documents")
+        assert "so no document can be held out" in message and "\n" not in message
+        assert not (ctx.out / "train" / "nb.jsonl.gz").exists()
+
+
+def test_one_shared_id_next_to_documents_without_ids_is_a_split(tmp_path: Path) -> None:
+    """Documents without an id split by their text, so they are keys of their own: not refused."""
+    texts = _pages(NB_WORDS, 5)
+    path = _same_id(tmp_path, "mixed", texts[:5])
+    with path.open("a") as out:
+        out.writelines(json.dumps({"text": t}) + "\n" for t in texts[5:])
+    summary, _ = _run(tmp_path, "mixed", [{"name": "nb", "path": str(path), "lang": "nb"}], split_by="id")
+    assert summary["sources"]["nb"]["valid_docs"] >= 1
+    assert summary["sources"]["nb"]["split_by_text_fallback"] == PAGES - 5
