@@ -132,8 +132,11 @@ def origin_text(layout: RunLayout, facts: RunFacts, exported: Exported) -> str:
         lines.append(f"Note: {shortfall}.")
     for stage in exported.training_stages:
         summary = layout.stage_summary(stage)
+        final = summary.get("final_loss")
+        final_text = f"{final:.3f}" if isinstance(final, (int, float)) else "n/a"
         lines.append(f"{STAGE_TEXT[stage]}: {summary.get('steps', '?')} steps, {summary.get('tokens', 0):,} tokens, "
-                     f"final training loss {summary.get('final_loss', float('nan')):.3f}.")
+                     f"final training loss {final_text} (the mean of the last logged steps: the loss curve's "
+                     "last point).")
     return "\n".join(lines)
 
 

@@ -32,6 +32,7 @@ from langadapt.train.job import TrainingJob
 from langadapt.train.lr import lr_at
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
 from langadapt.train.monitoring.defaults import default_callbacks
+from langadapt.train.monitoring.metrics import LossWindow
 from langadapt.train.policy import numel, select_trainable
 
 log = logging.getLogger("langadapt.train")
@@ -53,12 +54,20 @@ class TrainResult:
     steps: int
     tokens: int
     final_loss: float | None
+    """The training loss curve's last point: the mean loss of the last logged window (the steps since
+    the previous `log_every` multiple, `monitoring.metrics.LossWindow`), the number metrics.jsonl's
+    last row, the report's curve and the model card show. None when every step of that window had a
+    non-finite loss (the row's null); when this call ran no step (resumed at the end), the last
+    step's loss the checkpoint kept."""
     skipped_steps: int
     trainable_params: int
     resumed_from: int | None
     model_dir: Path
     monitoring: dict = field(default_factory=dict)
     """What the callbacks add to the stage summary: wall time, tokens/s, measured energy, the last validation."""
+    last_step_loss: float | None = None
+    """The last finite step's loss alone (one batch): noisier than `final_loss`, named apart from it
+    so that no reader takes one for the other."""
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
@@ -91,6 +100,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
             callbacks = default_callbacks(config, out_dir, f"{out_dir.resolve().parent.name}/{stage_name}",
                                           stream=stream)
         start = StageStart(state.step, config.steps, cost, engine, dist.rank)
+        window, final_loss = LossWindow(config.log_every), None
         with StopOnSignal() as stop, Callbacks(callbacks, start) as monitor:
             while state.step < config.steps:
                 monitor.step_start(state.step + 1)
@@ -104,6 +114,9 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                 lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
                 grad_norm = engine.step(lr, skip=not math.isfinite(loss))
                 _account(state, loss, grad_norm, config, stage_name, ckpt)
+                window.add(loss)  # what StepMeter's window holds: the curve's point
+                if window.due(state.step, config.steps):
+                    final_loss = window.close()
                 monitor.step(StepRecord(state.step, loss, lr, grad_norm, state.skipped))  # log, validate when due
                 if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
                     saved = ckpt.save(state, engine, stream)
@@ -114,9 +127,13 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
         engine.export(paths.model, dist.rank)
     if job.tokenizer is not None and dist.rank == 0:
         save_tokenizer(job.tokenizer, paths.model)
-    return TrainResult(config.steps, config.steps * global_batch * config.seq_len, state.last_loss,
+    if final_loss is None:  # resumed at the end: no window ran in this call
+        final_loss = state.last_loss
+    elif not math.isfinite(final_loss):  # the last window's every step skipped: metrics.jsonl's null
+        final_loss = None
+    return TrainResult(config.steps, config.steps * global_batch * config.seq_len, final_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
-                       paths.model, monitoring)
+                       paths.model, monitoring, last_step_loss=state.last_loss)
 
 
 def _account(state: TrainState, loss: float, grad_norm: float, config: TrainStageConfig,

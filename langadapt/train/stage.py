@@ -205,6 +205,7 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
             release_zero3_loading(model)
     summary = {
         "steps": result.steps, "tokens": result.tokens, "final_loss": result.final_loss,
+        "last_step_loss": result.last_step_loss,
         "skipped_steps": result.skipped_steps, "trainable_params": result.trainable_params,
         "resumed_from_step": result.resumed_from, "init_model": str(init), "model": str(result.model_dir),
         "engine": engine.kind, "zero_stage": engine.zero_stage, "precision": engine.precision,

@@ -188,3 +188,23 @@ def test_checkpoint_at_end_switch_keeps_the_final_model(tmp_path: Path, at_end: 
     saved = sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*")) if (tmp_path / "checkpoints").is_dir() else []
     assert saved == (["step_00000003"] if at_end else [])
     assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+def test_final_loss_is_the_curves_last_point_and_the_last_step_is_named_apart(tmp_path: Path) -> None:
+    """Issue 38: `final_loss` is the mean of the last logged window, the number metrics.jsonl's last
+    row (the report's curve) holds, with the stage ending mid-window (8 steps, log every 3: the last
+    row covers steps 7 and 8); the single last step is `last_step_loss`."""
+    losses: list[float] = []
+    from langadapt.train.monitoring.callbacks import Callback
+    from langadapt.train.monitoring.defaults import default_callbacks
+
+    config = stage(8, log_every=3)
+    recorder = type("Recorder", (Callback,), {"on_step": lambda self, record: losses.append(record.loss)})()
+    result = fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
+                 TrainingJob.resolve(config, EngineConfig(), tmp_path, seed=0),
+                 [*default_callbacks(config, tmp_path, "run/stage2"), recorder])
+    last_row = rows(tmp_path)[-1]
+    assert last_row["step"] == 8
+    assert result.final_loss == pytest.approx(last_row["loss"], rel=1e-12)
+    assert result.final_loss == pytest.approx(sum(losses[6:8]) / 2)  # steps 7 and 8: the window after step 6
+    assert result.last_step_loss == losses[-1] != result.final_loss

@@ -87,6 +87,35 @@ def kept_rows(path: Path, step: int) -> list[str]:
     return [row for row in path.read_text().splitlines() if _parse(row)["step"] <= step]
 
 
+class LossWindow:
+    """The losses since the last logged step: what a metrics.jsonl row's `loss` is the mean of.
+
+    One definition for two readers: `StepMeter` writes each window's mean as the curve's point, and
+    `fit` closes its own window on the same steps, so `TrainResult.final_loss` (and the stage
+    summary's `final_loss`, which the model card prints) is the curve's last point, not a second,
+    noisier number (until issue 38 it was the last step's loss alone, one batch, which differed from
+    the last point of the curve the report draws). Steps with a non-finite loss are left out; a
+    window of none has no mean (NaN)."""
+
+    def __init__(self, log_every: int) -> None:
+        self.log_every = log_every
+        self.losses: list[float] = []
+
+    def add(self, loss: float) -> None:
+        if math.isfinite(loss):
+            self.losses.append(loss)
+
+    def due(self, step: int, total_steps: int) -> bool:
+        """Whether `step` is a logged step: every `log_every`-th, and the last."""
+        return step % self.log_every == 0 or step == total_steps
+
+    def close(self) -> float:
+        """The window's mean (NaN when every step in it was skipped); starts the next window."""
+        mean = sum(self.losses) / len(self.losses) if self.losses else float("nan")
+        self.losses = []
+        return mean
+
+
 class StepMeter(Callback):
     """Builds the training row every `log_every` steps (and at the last): the mean loss of the
     window, throughput, MFU, memory, energy, ETA and the tokens seen per source.
@@ -108,7 +137,7 @@ class StepMeter(Callback):
         self._new_window()
 
     def _new_window(self) -> None:
-        self._losses: list[float] = []
+        self._window = LossWindow(self.log_every)
         self._steps, self._seconds, self._joules = 0, 0.0, 0.0
 
     def _joules_now(self) -> float:
@@ -122,9 +151,8 @@ class StepMeter(Callback):
         self._steps += 1
         self._seconds += now - self._step_began
         self._joules += self._joules_now() - self._joules_began
-        if math.isfinite(record.loss):
-            self._losses.append(record.loss)
-        if record.step % self.log_every and record.step != self.total_steps:
+        self._window.add(record.loss)
+        if not self._window.due(record.step, self.total_steps):
             return None
         row = self._row(record, now)
         self._measured_steps += self._steps
@@ -141,7 +169,7 @@ class StepMeter(Callback):
         tokens_by_source, epochs_by_source = source_progress(self.stream)
         return {
             "step": record.step,
-            "loss": sum(self._losses) / len(self._losses) if self._losses else float("nan"),
+            "loss": self._window.close(),
             "lr": record.lr,
             "grad_norm": record.grad_norm,
             "tokens": record.step * self.cost.tokens_per_step,
