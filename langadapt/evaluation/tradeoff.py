@@ -45,19 +45,35 @@ class Tradeoff:
         """The target gain as a positive number when the model improved (-target_change)."""
         return -self.target_change
 
+    @property
+    def forgot(self) -> bool:
+        """Whether any other language got worse (its bpb rose). When none did, the worst other
+        language is still the forgetting side's number (the least gain), but it is no forgetting
+        and is never called one (issue 38: "largest forgetting: code -1.0%" read as a loss)."""
+        return self.forgetting is not None and self.forgetting > 0
+
+    @property
+    def forgetting_label(self) -> str:
+        """What the forgetting side's number is: `largest forgetting`, or `no forgetting (least gain)`."""
+        return "largest forgetting" if self.forgetting is None or self.forgot else "no forgetting (least gain)"
+
     def headline(self) -> str:
-        """`target nb: -63.1% bpb vs base; largest forgetting: en +21.6%`."""
+        """`target nb: -63.1% bpb vs base; largest forgetting: en +21.6%` (`no forgetting: no other
+        language got worse (least gain: code -1.0%)` when every other language held or improved)."""
         several = f" (least gain of {', '.join(self.target_langs)})" if len(self.target_langs) > 1 else ""
         line = f"target {self.target_lang}{several}: {self.target_change:+.1%} bpb vs {self.reference}"
         if self.forgetting_lang is None:
             return f"{line}; largest forgetting: no other language scored"
+        if not self.forgot:
+            return (f"{line}; no forgetting: no other language got worse "
+                    f"(least gain: {self.forgetting_lang} {self.forgetting:+.1%})")
         return f"{line}; largest forgetting: {self.forgetting_lang} {self.forgetting:+.1%}"
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         """The leading table of a report or card: one row per side."""
         header = [f"{self.model} vs {self.reference}", "language", "bits per byte vs reference"]
         rows = [["target gain", self.target_lang, f"{self.target_change:+.1%}"]]
-        rows.append(["largest forgetting", self.forgetting_lang or "–",
+        rows.append([self.forgetting_label, self.forgetting_lang or "–",
                      "–" if self.forgetting is None else f"{self.forgetting:+.1%}"])
         return header, rows
 

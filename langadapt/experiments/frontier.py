@@ -15,6 +15,16 @@ setting. A link whose target no longer matches the point's fingerprint is remove
 pipeline never writes through a link into another point's run. Resuming is a run's resuming: a
 finished point's stages are complete and skipped.
 
+Scoring is not shared: each point's evaluate stage scores every model its run holds (base, init,
+init_random, stage1, adapted), also those another point already scored (the base model on the
+same held-out set, a linked stage1). Kept so on purpose: a point's results.json is its run's own,
+complete record (its report, model card and `langadapt run` export read it, with or without the
+frontier), and the evaluate stage's fingerprint covers its own run's models and settings, not
+another run's scores; reusing them would need the evaluate stage to take scores keyed by model
+fingerprint, held-out set and suite settings, a change to every evaluation, not to the frontier.
+The cost is one scoring pass per shared model and point, small beside training on any grid over
+training keys (stage 2 trains per point).
+
 Points stop after `evaluate` (the chosen one is exported with the `langadapt run` line the report
 gives, which resumes its run) and run without the cold twin (`evaluation.cold_baseline=false`): the
 frontier compares each point with the base model, and a twin per point would double the cost.
@@ -234,6 +244,16 @@ def base_costs(rows: list[dict], langs: list[str]) -> str:
     return ", ".join(f"{lang} {' or '.join(values)}" for lang, values in found.items() if values) or "not measured"
 
 
+def forgetting_cell(row: dict) -> str:
+    """The table's forgetting cell: `en +5.0%` when a language got worse, `none (en -1.0%: least
+    gain)` when none did (the column is the worst other language; a fall is no forgetting, and
+    calling it the largest forgetting read as a loss: issue 38), `–` when none was scored."""
+    if row["forgetting"] is None:
+        return "–"
+    change = f"{row['forgetting_lang']} {row['forgetting']:+.1%}"
+    return change if row["forgetting"] > 0 else f"none ({change}: least gain)"
+
+
 def render_markdown(frontier: dict) -> str:
     """frontier.md: the plot, the table (Pareto points marked), how to run each point."""
     rows = frontier["points"]
@@ -241,7 +261,8 @@ def render_markdown(frontier: dict) -> str:
     lines = [f"# Frontier of {frontier['recipe']}", "",
              ("Relative change of held-out bits per byte vs the base model (negative = better): the target "
               "language that gained least, and the largest rise among the other languages scored (source, "
-              "replay, neighbours). ★ = Pareto front: no other point forgets less and gains more. Every point "
+              "replay, neighbours; `none` when no other language got worse). ★ = Pareto front: no other point "
+              "forgets less and gains more. Every point "
               f"ran with {', '.join(FIXED_SETS)} and stopped after evaluate."), "",
              *([("tok/byte: the target's held-out tokens per UTF-8 byte with the point's tokenizer (what a token "
                  f"costs at inference; lower is cheaper); with the base tokenizer: {base_costs(rows, langs)}."), ""]
@@ -253,7 +274,7 @@ def render_markdown(frontier: dict) -> str:
              "|---" * (len(keys) + len(langs) + 6) + "|"]
     for r in rows:
         gain = "–" if r["gain"] is None else f"{r['target_lang']} {r['target_change']:+.1%}"
-        forgot = "–" if r["forgetting"] is None else f"{r['forgetting_lang']} {r['forgetting']:+.1%}"
+        forgot = forgetting_cell(r)
         own = (r.get("tokens_per_byte") or {}).get(RUN) or {}
         cells = [r["id"], *(r["grid"][k] for k in keys), gain, *(fmt(own.get(lang)) for lang in langs), forgot,
                  f"{r['train_tokens']:,}", f"{r['train_seconds']:.0f}", "★" if r["pareto"] else ""]

@@ -43,10 +43,16 @@ def test_a_neighbour_can_be_the_one_most_forgotten() -> None:
     assert (found.forgetting_lang, round(found.forgetting, 3)) == ("sv", 0.3)
 
 
-def test_when_everything_improved_the_forgetting_is_negative() -> None:
+def test_when_everything_improved_it_is_no_forgetting_not_the_largest() -> None:
+    """Issue 38: the worst other language still gives the number (code, the least gain), but a fall
+    is never called forgetting, in the headline or in the table."""
     found = tradeoff(results(en=1.9, sv=2.7, code=0.99))
     assert found.forgetting_lang == "code" and found.forgetting == pytest.approx(-0.01)
-    assert found.headline().endswith("largest forgetting: code -1.0%")
+    assert not found.forgot
+    assert found.headline().endswith("; no forgetting: no other language got worse (least gain: code -1.0%)")
+    assert "largest forgetting" not in found.headline()
+    assert found.table()[1][1] == ["no forgetting (least gain)", "code", "-1.0%"]
+    assert tradeoff(results()).table()[1][1][0] == "largest forgetting"
 
 
 def test_several_targets_report_the_one_that_gained_least() -> None:

@@ -225,3 +225,18 @@ def test_grid_values_keep_commas_inside_brackets() -> None:
     assert split_values("'a,b',c") == ["'a,b'", "c"]
     assert parse_grid(["a.b=1,2", "c=[1, 2],[3]"]) == {"a.b": ["1", "2"], "c": ["[1, 2]", "[3]"]}
     assert point_id({"a": "1", "b": "2"}) == point_id({"b": "2", "a": "1"})
+
+
+def test_a_point_where_no_language_got_worse_shows_none_not_a_forgetting() -> None:
+    """Issue 38: the column is the worst other language's change; a fall is no forgetting."""
+    def point(pid: str, forgetting: float | None) -> dict:
+        return {"id": pid, "label": "lr=x", "grid": {"stage2.optimizer.lr": pid}, "gain": 0.5,
+                "target_lang": "nb", "target_change": -0.5, "forgetting_lang": "en" if forgetting is not None else None,
+                "forgetting": forgetting, "target_langs": [], "tokens_per_byte": {}, "train_tokens": 1,
+                "train_seconds": 1.0, "pareto": True, "headline": "h", "recipe_lines": "", "command": "c"}
+
+    markdown = render_markdown({"recipe": "r.yaml", "grid": {"stage2.optimizer.lr": ["a", "b", "c"]},
+                                "points": [point("a", 0.05), point("b", -0.01), point("c", None)]})
+    assert "| a | a | nb -50.0% | en +5.0% |" in markdown
+    assert "| b | b | nb -50.0% | none (en -1.0%: least gain) |" in markdown
+    assert "| c | c | nb -50.0% | – |" in markdown
