@@ -129,6 +129,8 @@ def score_units(plan: Plan, config: EvaluationConfig, results: dict, name: str) 
             "lm_eval", results["tasks"][key], name,
             lambda model, tok, lm_task=lm_task, manager=manager: run_lm_eval(model, tok, lm_task, config, manager))))
     for key, (tr_task, rows) in plan.translation.items():
+        if tr_task.models is not None and name not in tr_task.models:
+            continue  # generation for a model the task does not compare (`TranslationTask.models`)
         results["tasks"].setdefault(key, {"kind": "translation"})
         if key not in results["translations"]:
             results["translations"][key] = {"copy_source": copy_source_scores(tr_task, rows), "outputs": {}}
@@ -139,6 +141,22 @@ def score_units(plan: Plan, config: EvaluationConfig, results: dict, name: str) 
             "samples", results["samples"], name,
             lambda model, tok: generate_samples(model, tok, plan.prompts, config.generate))))
     return units
+
+
+def translation_model_notes(plan: Plan, models: list[str]) -> list[str]:
+    """A note per translation task whose `models` names a model this evaluation does not score (a
+    run without stage 1, `langadapt eval` on folders named otherwise): the task still runs on the
+    listed models it has, and says which it could not find, so a typo is seen, not silently empty."""
+    notes = []
+    for key, (task, _) in plan.translation.items():
+        if task.models is None:
+            continue
+        absent = [name for name in task.models if name not in models]
+        if absent:
+            ran = [name for name in task.models if name in models]
+            notes.append(f"{key}: models {', '.join(absent)} not among the models scored ({', '.join(models)}); "
+                         f"translated by {', '.join(ran) or 'none'}")
+    return notes
 
 
 def _bpb_unit(lang: str, texts: list[str], config: EvaluationConfig, results: dict, name: str) -> Scorer:
@@ -216,6 +234,7 @@ def evaluate_models(
         raise LangadaptError(f"evaluation: reference model {reference!r} is not among {', '.join(models)}")
     planning = time.perf_counter()
     plan = plan_suites(suites, texts_by_lang, config, given, missing_note)
+    plan.notes.extend(translation_model_notes(plan, list(models)))
     log.info("evaluate: suites' data read and checked in %.1f s", time.perf_counter() - planning)
     results: dict[str, Any] = {
         "models": {},
@@ -265,7 +284,7 @@ def _score_models(
     tokenizers: dict[str, tuple[str, Any]] = {}
     used_by: dict[str, list[str]] = {}
     units = {name: score_units(plan, config, results, name) for name in models}
-    with EvalProgress(list(models), len(units[next(iter(models))])) as progress:
+    with EvalProgress(list(models), {name: len(own) for name, own in units.items()}) as progress:
         for index, (name, spec) in enumerate(models.items()):
             model, tok = progress.model(index, name, lambda spec=spec: load_model(spec, config))
             results["windows"][name] = _window_used(model, config, name)

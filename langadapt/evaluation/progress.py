@@ -50,8 +50,12 @@ class EvalProgress:
 
     Opened as a context manager so that a terminal bar is always stopped (also on an error)."""
 
-    def __init__(self, models: list[str], units_per_model: int) -> None:
-        self.models, self.units = models, units_per_model
+    def __init__(self, models: list[str], units_per_model: int | dict[str, int]) -> None:
+        """`units_per_model`: one count for every model, or each model's own (a translation task
+        with `models:` runs on some models only)."""
+        self.models = models
+        self.counts = (units_per_model if isinstance(units_per_model, dict)
+                       else dict.fromkeys(models, units_per_model))
         self._bar: Any = None
         self._task: Any = None
         self._done = 0
@@ -59,7 +63,7 @@ class EvalProgress:
     def __enter__(self) -> EvalProgress:
         from langadapt.runtime.logs import terminal_bar
 
-        bar = terminal_bar("evaluate", "evaluate", len(self.models) * self.units)
+        bar = terminal_bar("evaluate", "evaluate", sum(self.counts.values()))
         if bar is not None:
             self._bar, self._task = bar
         return self
@@ -85,12 +89,12 @@ class EvalProgress:
         started = time.perf_counter()
         loaded = load()
         self._say(f"{self._where(index, name)} loaded in {time.perf_counter() - started:.1f} s; "
-                  f"{self.units} task{'s' if self.units != 1 else ''}")
+                  f"{self.counts[name]} task{'s' if self.counts[name] != 1 else ''}")
         return loaded
 
     def unit(self, index: int, name: str, position: int, unit: Unit, model: Any, tok: Any) -> None:
         """Score `unit` (task `position` of model `index`) and say its headline and seconds."""
-        where = f"{self._where(index, name)}, task {position + 1}/{self.units} {unit.task} ({unit.lang})"
+        where = f"{self._where(index, name)}, task {position + 1}/{self.counts[name]} {unit.task} ({unit.lang})"
         self._show(where)
         started = time.perf_counter()
         headline = unit.score(model, tok)

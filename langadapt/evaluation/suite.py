@@ -117,6 +117,23 @@ class TranslationTask(_Task):
     """Pairs scored per direction (after the examples); None = all."""
     names: dict[str, str] = Field(default_factory=dict)
     """How the prompt names each language ({nb: Norwegian Bokmål}); default: its code."""
+    models: list[str] | None = Field(None, min_length=1)
+    """The models that translate, by their evaluation names (base, init, init_random, stage1, adapted,
+    cold, a `--compare` name), e.g. [base, adapted, cold]; None: every model. Generation is the
+    slowest task per model (a greedy decode per pair and direction), and models that cannot change
+    the answer a task asks (init_random and stage1 when it compares adapted with base and cold) need
+    not pay for it. The default stays every model: the same suite serves `langadapt eval` on folders
+    of any name, where no smaller set is known to be the right one."""
+
+    @field_validator("models")
+    @classmethod
+    def _distinct_names(cls, models: list[str] | None) -> list[str] | None:
+        if models is not None:
+            if any(not name.strip() for name in models):
+                raise ValueError("a model name is empty")
+            if len(set(models)) != len(models):
+                raise ValueError(f"a model is named twice in {models}")
+        return models
 
     @field_validator("directions")
     @classmethod

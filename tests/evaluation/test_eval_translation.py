@@ -332,3 +332,64 @@ def test_the_shipped_pairs_are_rebuilt_identically():
         pytest.skip("debian-handbook .deb not in the package cache (python corpora/build.py fetches it)")
     rows = handbook_pairs(debs[-1], ("nb-NO", "en-US"), load_recipe(DEMO).recipe.data)
     assert rows == [json.loads(line) for line in SHIPPED.read_text().splitlines()]
+
+
+# --- which models translate (issue 38) -------------------------------------------------------------
+
+def test_models_limits_generation_to_the_models_the_task_compares(tiny, tmp_path, monkeypatch):
+    """`models: [base, adapted]`: init_random is scored by the suite's other tasks but never asked
+    to translate (no generate call on it), and the report is written without its row."""
+    from langadapt.evaluation.report import write_report
+
+    model, tok = tiny
+    rows = [{"nb": n, "en": e} for n, e in zip(NB, EN)]
+    path = _suite(tmp_path, {"directions": ["nb-en"], "max_new_tokens": 4, "models": ["base", "adapted"]}, rows)
+    with open(path) as f:  # a bpb task beside it: every model still runs that one
+        suite = json.load(f)
+    suite["tasks"].append({"kind": "bpb", "files": {"nb": [str(tmp_path / "nb.txt")]}})
+    (tmp_path / "nb.txt").write_text(" ".join(NB))
+    path.write_text(json.dumps(suite))
+
+    class Counting:
+        """The tiny model, counting its `generate` calls per name."""
+
+        calls: dict[str, int] = {}
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __getattr__(self, attr):
+            return getattr(model, attr)
+
+        def __call__(self, *args, **kwargs):
+            return model(*args, **kwargs)
+
+        def generate(self, *args, **kwargs):
+            Counting.calls[self.name] = Counting.calls.get(self.name, 0) + 1
+            return model.generate(*args, **kwargs)
+
+    models = {name: (Counting(name), tok) for name in ("base", "init_random", "adapted")}
+    results = evaluate_models(models, [load_suite(path)], {}, EvaluationConfig())
+    assert set(Counting.calls) == {"base", "adapted"}
+    task = results["tasks"]["tr/translation"]
+    assert set(task) == {"kind", "base", "adapted"}
+    assert set(results["translations"]["tr/translation"]["outputs"]) == {"base", "adapted"}
+    assert set(results["models"]) == {"base", "init_random", "adapted"}  # bpb: every model
+    assert results["models"]["init_random"]["nb"]["bits_per_byte"] > 0
+    write_report(results, tmp_path / "out", title="t")
+    assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_a_model_listed_but_not_scored_is_a_note_and_a_bad_list_is_one_line(tiny, tmp_path):
+    model, tok = tiny
+    rows = [{"nb": n, "en": e} for n, e in zip(NB, EN)]
+    path = _suite(tmp_path, {"directions": ["nb-en"], "max_new_tokens": 2, "models": ["base", "stage1"]}, rows)
+    results = evaluate_models({"base": (model, tok), "adapted": (model, tok)}, [load_suite(path)], {},
+                              EvaluationConfig())
+    assert set(results["tasks"]["tr/translation"]) == {"kind", "base"}
+    assert ("tr/translation: models stage1 not among the models scored (base, adapted); translated by base"
+            in results["notes"])
+    for bad, why in (([], "at least 1 item"), (["base", "base"], "named twice"), (["base", " "], "name is empty")):
+        path = _suite(tmp_path, {"directions": ["nb-en"], "models": bad}, rows)
+        with pytest.raises(LangadaptError, match=rf"suite.yaml:\d+: task #1 \(translation\): models: .*{why}"):
+            load_suite(path)
