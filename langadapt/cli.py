@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="held-out text for LANG's bits per byte (repeatable): .txt (a paragraph a document), "
                          ".jsonl with a `text` field, .json or .parquet; plain, .gz or .zst; scored as read, "
                          "instead of the run's held-out data for that language")
+    ev.add_argument("--text-field", default="text", metavar="FIELD",
+                    help="the field holding the text in --texts .jsonl/.json/.parquet files (default: text)")
+    ev.add_argument("--max-bytes", default=None, metavar="N|all", type=_max_bytes,
+                    help="held-out bytes scored per language, --texts and the run's alike (default: the "
+                         "recipe's evaluation.max_bytes_per_lang); `all` scores every byte")
 
     export = commands.add_parser("export", help="(re-)export a run's model folder and card, optionally push")
     _recipe_args(export)
@@ -235,7 +240,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for suite in loaded:
         check_suite_inputs(suite)
     check_text_languages(args.texts)
-    texts = read_given_texts(args.texts)
+    texts = read_given_texts(args.texts, args.text_field)
     out = Path(args.out) if args.out else default_eval_out(Path(args.model), args.name)
     with _run_lock_for(out):  # a `langadapt run` of the same run directory must not write at the same time
         if (out / RESULTS).exists() and not args.overwrite:
@@ -245,12 +250,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
             refuse_model_folder(folder, what)
         from langadapt.evaluation import evaluate_cli
 
-        results = evaluate_cli(args.model, suites, out, args.compare, name=args.name, texts=texts, target=target)
+        scoring = {} if args.max_bytes is None else {"max_bytes_per_lang": args.max_bytes or None}
+        results = evaluate_cli(args.model, suites, out, args.compare, name=args.name, texts=texts, target=target,
+                               scoring=scoring)
     print(f"models: {', '.join(results['models'])} (deltas against {results['reference']})")
+    for lang, info in results.get("langs", {}).items():
+        if "bytes_given" in info:  # the byte cap cut it: say so where the user looks, not only in the report
+            print(f"held-out text {lang}: scored {info['documents']:,} of {info['documents_given']:,} documents, "
+                  f"{info['bytes']:,} of {info['bytes_given']:,} bytes (--max-bytes all scores every byte)")
     if results.get("held_out_run"):
         print(f"held-out text: the valid split of {results['held_out_run']}")
     print(f"evaluation written to {out}")
     return 0
+
+
+def _max_bytes(value: str) -> int:
+    """`--max-bytes`: a positive number of bytes, or `all` (0 here: no cap). A flag because the
+    recipe's `evaluation.max_bytes_per_lang` (1,000,000 by default, often set lower to score fast)
+    silently cut `--texts` files a user gave whole: 3 of 8 documents scored (issue 38)."""
+    if value.strip().lower() == "all":
+        return 0
+    try:
+        number = int(value.replace("_", "").replace(",", ""))
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a positive number of bytes or `all`")
+    return number
 
 
 def check_text_languages(entries: list[str]) -> None:

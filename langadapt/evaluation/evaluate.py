@@ -260,6 +260,8 @@ def evaluate_models(
             "documents": len(t),
             "bytes": sum(len(x.encode("utf-8")) for x in t),
             "source": plan.sources[lang],
+            **({"documents_given": plan.given_sizes[lang][0], "bytes_given": plan.given_sizes[lang][1]}
+               if lang in plan.given_sizes else {}),
         }
         for lang, t in plan.texts.items()
     }

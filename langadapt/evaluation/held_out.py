@@ -52,11 +52,12 @@ class GivenTexts:
     """Language -> the file names, for the report's data table."""
 
 
-def read_given_texts(entries: list[str]) -> GivenTexts:
+def read_given_texts(entries: list[str], text_field: str = "text") -> GivenTexts:
     """`--texts LANG=FILE` entries (repeatable; a language may get several files), read with the
     data stage's reader (`data.sources.iter_texts`): .txt (a blank-line separated paragraph a
-    document), .jsonl with a `text` field, .json or .parquet, plain or .gz/.zst, with its checks
-    (invalid UTF-8 located, binary and truncated files refused)."""
+    document), .jsonl with a `text_field` field (`--text-field`, as a source's `text_field`), .json
+    or .parquet, plain or .gz/.zst, with its checks (invalid UTF-8 located, binary and truncated
+    files refused)."""
     files: dict[str, list[Path]] = {}
     for entry in entries:
         lang, sep, name = entry.partition("=")
@@ -69,7 +70,7 @@ def read_given_texts(entries: list[str]) -> GivenTexts:
         files.setdefault(lang, []).append(path)
     texts = {}
     for lang, paths in files.items():
-        source = SourceConfig(name=lang, path=[str(p) for p in paths], lang=lang)
+        source = SourceConfig(name=lang, path=[str(p) for p in paths], lang=lang, text_field=text_field)
         try:
             for path in paths:
                 format_of(source, path)

@@ -6,6 +6,7 @@ hour it takes to score a 7B model before reaching the broken task.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from langadapt.evaluation.suite import (
 )
 from langadapt.evaluation.task_data import cap_bytes, read_minimal_pairs, read_texts, read_translation
 from langadapt.recipe.evaluation import EvaluationConfig
+
+log = logging.getLogger("langadapt")
 
 RUN_DATA = "run data (valid)"
 """Where held-out text comes from unless the user gave a file for its language."""
@@ -54,6 +57,28 @@ class Plan:
     bpb task names them."""
     notes: list[str] = field(default_factory=list)
     """What was skipped and why."""
+    given_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Language -> (documents, UTF-8 bytes) before `evaluation.max_bytes_per_lang` cut it; only the
+    languages the cap cut (`capped`), so results.json says what was scored of how much."""
+
+    def capped(self, lang: str, texts: list[str], max_bytes: int | None) -> list[str]:
+        """`cap_bytes` of `texts`, remembering when it cut them (results.json's `langs`) and saying
+        so in the log. For text the user gave (`--texts`) also a note in the report: someone who
+        gave 8 documents and saw 3 scored was not told why (issue 38). The run's own held-out split
+        is sampled by the cap on purpose (the report states the cap), so it gets no note."""
+        kept = cap_bytes(texts, max_bytes)
+        given_docs, given_bytes = len(texts), sum(len(t.encode("utf-8")) for t in texts)
+        kept_bytes = sum(len(t.encode("utf-8")) for t in kept)
+        if max_bytes is None or kept_bytes >= given_bytes or lang in self.given_sizes:
+            return kept
+        self.given_sizes[lang] = (given_docs, given_bytes)
+        last = " (the last cut short)" if kept and kept[-1] != texts[len(kept) - 1] else ""
+        line = (f"{lang}: scored {kept_bytes:,} of {given_bytes:,} bytes, {len(kept):,} of {given_docs:,} "
+                f"documents{last}: evaluation.max_bytes_per_lang is {max_bytes:,}")
+        log.info("evaluate: %s", line)
+        if lang in self.given:
+            self.notes.append(f"--texts {line}; `--max-bytes all` (or a larger number) scores more")
+        return kept
 
 
 def plan_suites(
@@ -101,7 +126,7 @@ def plan_suites(
                     plan.prompts.setdefault(lang, []).extend(prompts)
     for lang in [*plan.given, *plan.tokenizer_langs]:
         if lang not in plan.texts and texts_by_lang.get(lang):
-            plan.texts[lang] = cap_bytes(texts_by_lang[lang], config.max_bytes_per_lang)
+            plan.texts[lang] = plan.capped(lang, texts_by_lang[lang], config.max_bytes_per_lang)
             plan.sources[lang] = given.get(lang, RUN_DATA)
     for lang in plan.tokenizer_langs:
         if lang not in plan.texts:
@@ -129,7 +154,7 @@ def _plan_bpb(
             raise LangadaptError(
                 f"{key}: language {lang!r} already scored on {plan.sources[lang]}; use another label"
             )
-        plan.texts[lang], plan.sources[lang] = cap_bytes(texts, config.max_bytes_per_lang), source
+        plan.texts[lang], plan.sources[lang] = plan.capped(lang, texts, config.max_bytes_per_lang), source
         found.append(lang)
     return found
 

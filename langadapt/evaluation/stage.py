@@ -191,6 +191,7 @@ def evaluate_cli(
     name: str | None = None,
     texts: GivenTexts | None = None,
     target: EvalTarget | None = None,
+    scoring: dict[str, Any] | None = None,
 ) -> dict:
     """`langadapt eval`: a run directory's models, or one HF folder (the adapted model, called
     `name` or as `naming` derives it), plus `compare` (the references); report into `out`.
@@ -201,12 +202,14 @@ def evaluate_cli(
     recipe names), else of the first `compare` run. The scoring settings are that recipe's unless
     `config` is given, so the numbers are the evaluate stage's (`held_out.recipe_scoring`).
     `target` is `held_out.eval_target` of the same arguments where the caller (the CLI, before
-    torch loaded) has found and checked it already.
+    torch loaded) has found and checked it already. `scoring`: settings that replace the recipe's
+    (`--max-bytes`: {"max_bytes_per_lang": N or None}).
     """
     loaded = load_suites(suites)
     given = texts or GivenTexts({}, {})
     target = target or eval_target(model_or_run, compare, name, loaded, given)
-    config = (config or recipe_scoring(target.tree)).model_copy(update={"suites": suites, "compare": compare})
+    config = (config or recipe_scoring(target.tree)).model_copy(
+        update={**(scoring or {}), "suites": suites, "compare": compare})
     if is_model_folder(target.path):
         models: dict[str, ModelSpec] = {unique_names([target.path], [name])[0]: target.path}
     else:

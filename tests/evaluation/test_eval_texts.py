@@ -115,12 +115,19 @@ def test_an_export_far_from_its_run_with_texts_gives_the_stages_bits_per_byte(ru
     assert bpb == pytest.approx(_stage_bpb(run_dir)["nb"], abs=1e-4)
     assert results["meta"]["window"] == WINDOW and results["meta"]["max_bytes_per_lang"] == 2000
     assert results["langs"]["nb"]["source"] == "nb.jsonl.gz" and results["target_langs"] == ["nb"]
+    # the recipe's 2,000-byte cap cut the file: said in a note (and the results), and on the console
+    given = sum(len(d.encode()) for d in read_given_texts([f"nb={_valid_file(run_dir, 'nb')}"]).texts["nb"])
+    assert results["langs"]["nb"]["bytes"] == 2000 and results["langs"]["nb"]["bytes_given"] == given > 2000
+    cap = next(n for n in results["notes"] if n.startswith("--texts nb: scored 2,000 of"))
+    assert "evaluation.max_bytes_per_lang is 2,000" in cap and "--max-bytes all" in cap
     # nn had no text: one note, saying where the run is and what to pass
-    assert len(results["notes"]) == 1, results["notes"]
-    assert "no held-out text for 'nn'" in results["notes"][0] and "--texts LANG=FILE" in results["notes"][0]
-    assert "run demo (run_root runs)" in results["notes"][0]
+    (note,) = [n for n in results["notes"] if n != cap]
+    assert "no held-out text for 'nn'" in note and "--texts LANG=FILE" in note
+    assert "run demo (run_root runs)" in note
     # every text scored came from a file: no run directory is named as its source
-    assert "held_out_run" not in results and "held-out text:" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "held_out_run" not in results and "held-out text: the valid split" not in out
+    assert f"held-out text nb: scored {results['langs']['nb']['documents']:,} of 6 documents, 2,000 of {given:,} bytes" in out
 
 
 def test_an_export_finds_its_runs_held_out_data_by_itself(run_dir, tmp_path, monkeypatch, capsys):
@@ -188,3 +195,25 @@ def test_a_plain_folder_without_texts_gets_one_note(run_dir, tmp_path, capsys):
     (note,) = results["notes"]
     assert "no held-out text for 'nb', 'nn' here" in note and "carries no held-out data" in note
     assert "local/bpb, local/tokenizer_metrics: no" in note and "--texts LANG=FILE" in note
+
+
+def test_max_bytes_and_text_field_flags(run_dir, tmp_path, capsys):
+    """Issue 38: `--max-bytes all` scores every byte of a --texts file the recipe's cap would cut
+    (no note then), `--max-bytes N` sets the cap, and `--text-field` reads another field."""
+    docs = [f"{i}. {NB * 3}" for i in range(8)]
+    own = tmp_path / "own.jsonl"
+    own.write_text("".join(json.dumps({"body": d}, ensure_ascii=False) + "\n" for d in docs), "utf-8")
+    whole = sum(len(d.encode()) for d in docs)
+    base = [str(RunLayout(run_dir).export.model), "--suite", str(_suite(tmp_path)), "--texts", f"nb={own}",
+            "--text-field", "body"]
+    results = _eval([*base, "--out", str(tmp_path / "all"), "--max-bytes", "all"], capsys)
+    assert results["langs"]["nb"] == {"documents": 8, "bytes": whole, "source": "own.jsonl"}
+    assert results["meta"]["max_bytes_per_lang"] is None
+    assert not any(n.startswith("--texts") for n in results["notes"])
+    results = _eval([*base, "--out", str(tmp_path / "cut"), "--max-bytes", "1,000"], capsys)
+    assert results["langs"]["nb"]["bytes"] == 1000 and results["langs"]["nb"]["documents_given"] == 8
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["eval", *base, "--out", str(tmp_path / "x"), "--max-bytes", "0"])
+    assert exit_.value.code == 2 and "--max-bytes: '0': expected a positive number of bytes or `all`" in capsys.readouterr().err
+    with pytest.raises(LangadaptError, match="has no 'text' field|'text'"):  # the default field is text
+        read_given_texts([f"nb={own}"])
