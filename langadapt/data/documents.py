@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from langadapt.data.bounded import WRITTEN_LINE_BYTES, Bound, iter_lines
 from langadapt.errors import LangadaptError
+from langadapt.inputs.text import WRITTEN_LINE_BYTES, Bound, iter_lines
 
 SPLITS = ("train", "valid")
 GZIP_LEVEL = 1

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_json
+from langadapt.inputs.text import read_input_json
 
 # The split regex of tokenizers' ByteLevel pre-tokenizer (use_regex=True), i.e. GPT-2's.
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"

@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from langadapt.data.bounded import Span
-from langadapt.ioerrors import compression_of, open_input
+from langadapt.inputs.compression import compression_of
+from langadapt.inputs.files import open_input
+from langadapt.inputs.text import Span
 from langadapt.recipe.data import SourceConfig
 
 PIECE_BYTES = 64 << 20

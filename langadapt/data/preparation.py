@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from langadapt.data.bounded import Bound
 from langadapt.data.cleaning import Deduplicator, DocumentFilter, hash_fraction, text_hash
 from langadapt.data.documents import DocumentFile, derived_mode, document_line
 from langadapt.data.held_out_floor import FloorCandidates, move_to_valid, shortfall_warning
 from langadapt.data.pieces import PIECE_BYTES, Piece, plan_pieces
 from langadapt.data.sources import format_of, read_piece, resolve_paths
 from langadapt.errors import LangadaptError
+from langadapt.inputs.text import Bound
 from langadapt.recipe.data import DataConfig, SourceConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import DataPaths

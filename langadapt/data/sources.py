@@ -1,6 +1,6 @@
 """Reading one source's documents: local files (compressed or not) and Hugging Face datasets.
 
-Files are read as bytes through `langadapt.data.bounded` (one reader: a bound on each document
+Files are read as bytes through `langadapt.inputs.text.iter_lines` (one reader: a bound on each document
 enforced while decompressing, a truncated or corrupt .gz/.zst one located error) and decoded line
 by line, so that invalid UTF-8 can be reported with the file and byte offset (of the decompressed
 stream) and handled as the recipe says: stop, replace the bad bytes with U+FFFD, or skip the
@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from langadapt.data.bounded import CHUNK_BYTES, Bound, Line, iter_lines
-from langadapt.data.parquet_pages import column_pages
 from langadapt.data.pieces import Piece
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import compression_of, input_problem, open_input, parse_json
-from langadapt.recipe.data import DEFAULT_MAX_DOCUMENT_BYTES, SourceConfig
+from langadapt.inputs.compression import compression_of, input_problem
+from langadapt.inputs.files import DEFAULT_MAX_DOCUMENT_BYTES, open_input, parse_json
+from langadapt.inputs.parquet_pages import column_pages
+from langadapt.inputs.text import CHUNK_BYTES, Bound, Line, iter_lines
+from langadapt.recipe.data import SourceConfig
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -162,7 +163,7 @@ def iter_documents(
     """Yield the raw documents of a source, at most `source.max_docs`; counts decode problems.
 
     No document longer than `max_document_bytes` (UTF-8, before cleaning) is ever held: a longer
-    line, paragraph, file or Parquet cell is refused while it is read (`langadapt.data.bounded`)."""
+    line, paragraph, file or Parquet cell is refused while it is read (`langadapt.inputs.text`)."""
     bound = Bound(max_document_bytes)
     produced = 0
     for path in paths:
@@ -366,7 +367,7 @@ def _iter_parquet(source: SourceConfig, path: Path, bound: Bound,
     What one cell can cost: Arrow decompresses a whole page before any value is seen, and a page
     holds whole values, so the bound is kept on pages. A row group whose text column holds more
     bytes than its rows could at the bound is refused from the footer, and a page over
-    `_page_limit` from its header (`parquet_pages`), both before any page is decompressed; so at
+    `_page_limit` from its header (`inputs.parquet_pages`), both before any page is decompressed; so at
     most one page of 2 x the bound + 1 MiB is in memory, besides `CHUNK_BYTES` of compressed
     input (no pre-buffering of whole column chunks). A cell over the bound inside such a page is
     refused with its row from the batch's value lengths, in Arrow, before Python sees it.

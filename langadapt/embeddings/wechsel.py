@@ -21,7 +21,7 @@ import torch
 from langadapt.embeddings.row_plan import PlanBuilder, PlanInputs, RowPlan, mapping_rows
 from langadapt.embeddings.vocab import vocab_view
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_text
+from langadapt.inputs.text import read_input_text
 
 _ROWS_PER_BATCH = 1024
 

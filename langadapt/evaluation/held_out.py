@@ -28,7 +28,7 @@ from langadapt.data.sources import format_of, iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.naming import split_named
 from langadapt.evaluation.suite import Suite, unmeasured
-from langadapt.ioerrors import input_problem
+from langadapt.inputs.compression import input_problem
 from langadapt.recipe.data import SourceConfig
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.export import RECIPE_FILE

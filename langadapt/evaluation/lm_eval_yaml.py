@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import file_kind, read_input_bytes
+from langadapt.inputs.files import file_kind, read_input_bytes
 from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 
 IGNORED_FOLDERS = {"__pycache__", ".ipynb_checkpoints"}

@@ -28,7 +28,8 @@ from pydantic import Field, ValidationError, field_validator
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.lm_eval_yaml import include_path_problem
 from langadapt.evaluation.task_data import read_minimal_pairs
-from langadapt.ioerrors import file_kind, input_problem
+from langadapt.inputs.compression import input_problem
+from langadapt.inputs.files import file_kind
 from langadapt.recipe.base import Config
 from langadapt.recipe.errors import dotted, read_yaml_mapping, suggest, yaml_line
 from langadapt.recipe.hints import pip_install

@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from langadapt.data.bounded import FIXED_BOUND, iter_lines, read_whole_text
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import decompression_errors, parse_json
+from langadapt.inputs.compression import decompression_errors
+from langadapt.inputs.files import parse_json
+from langadapt.inputs.text import FIXED_BOUND, iter_lines, read_input_text
 
 
 def read_texts(paths: list[str]) -> list[str]:
@@ -21,14 +22,14 @@ def read_texts(paths: list[str]) -> list[str]:
         if path.name.endswith((".jsonl", ".jsonl.gz")):
             texts += [row["text"] for _, row in _jsonl_rows(path, required=("text",))]
         else:
-            texts.append(read_whole_text(path, "evaluation data", FIXED_BOUND))
+            texts.append(read_input_text(path, "evaluation data", FIXED_BOUND.max_bytes, decompress=True))
     return texts
 
 
 def _jsonl_rows(path: Path, required: tuple[str, ...]):
     """Yield (line number, object) for each non-blank line; a bad line raises with file:line.
 
-    Read by the one bounded reader (`langadapt.data.bounded`: a FIFO refused, decompressed by its
+    Read by the one bounded line reader (`langadapt.inputs.text.iter_lines`: a FIFO refused, decompressed by its
     magic bytes, a UTF-8 BOM dropped, a line over the bound or a truncated .gz/.zst one line naming
     the file)."""
     try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_text
+from langadapt.inputs.text import read_input_text
 from langadapt.recipe.export import ExportConfig
 from langadapt.recipe.hints import set_option
 from langadapt.run.base_model import hub_repo_id

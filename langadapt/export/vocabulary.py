@@ -27,7 +27,7 @@ from typing import Any
 
 from langadapt.errors import LangadaptError
 from langadapt.inputs.model_folder import tokenizer_id_count
-from langadapt.ioerrors import read_input_json
+from langadapt.inputs.text import read_input_json
 
 VOCABULARY_FILES = ("tokenizer.model", "tekken.json")
 """A base's vocabulary in its own library's format, which some readers prefer to tokenizer.json."""

@@ -19,7 +19,9 @@ from typing import Any
 from huggingface_hub.constants import SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import input_problem, irregular_files, read_input_json
+from langadapt.inputs.compression import input_problem
+from langadapt.inputs.files import irregular_files
+from langadapt.inputs.text import read_input_json
 
 SAFETENSORS, SAFETENSORS_INDEX = SAFETENSORS_SINGLE_FILE, SAFETENSORS_INDEX_FILE
 WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, "pytorch_model.bin", "pytorch_model.bin.index.json")

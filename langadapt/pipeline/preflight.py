@@ -22,9 +22,11 @@ from huggingface_hub.constants import PYTORCH_WEIGHTS_NAME, SAFETENSORS_INDEX_FI
 
 from langadapt.data.encoders import eos_problem
 from langadapt.errors import LangadaptError
+from langadapt.inputs.compression import input_problem
+from langadapt.inputs.files import file_kind, irregular_files
 from langadapt.inputs.model_folder import parts_problem, weights_problem
+from langadapt.inputs.text import read_input_json
 from langadapt.inputs.tokenizer_json import tokenizer_json_problem
-from langadapt.ioerrors import file_kind, input_problem, irregular_files, read_input_json
 from langadapt.pipeline.preflight_data import check_sources, check_vocab_size, report_estimated_epochs
 from langadapt.planning.models import architecture_config, complete_architecture, ties_embeddings
 from langadapt.planning.training import resolve_training

@@ -16,8 +16,8 @@ from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import stage_plan
 from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns, why_unmatched
 from langadapt.errors import LangadaptError
+from langadapt.inputs.compression import input_problem
 from langadapt.inputs.model_folder import tokenizer_id_count
-from langadapt.ioerrors import input_problem
 from langadapt.planning.training import global_batch
 from langadapt.recipe import Recipe
 from langadapt.recipe.data import SourceConfig
@@ -39,7 +39,7 @@ tokens, so an epoch count found too high from it is too high for real (no false 
 
 def check_sources(recipe: Recipe, report: Report) -> None:
     """Every `path` / `valid_path` pattern matches a file (or `fetch` will create it), and every
-    file it matches is readable input (`ioerrors.input_problem`: a regular file, not empty, its
+    file it matches is readable input (`inputs.compression.input_problem`: a regular file, not empty, its
     compression intact at the start) outside this run's own folder."""
     run_dir = recipe.run_dir.resolve()
     for i, source in enumerate(recipe.data.sources):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_json
+from langadapt.inputs.text import read_input_json
 
 _CONFIG_KEYS = {"hidden": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads",
                 "kv_heads": "num_key_value_heads", "ffn": "intermediate_size", "vocab": "vocab_size",

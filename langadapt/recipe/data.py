@@ -25,16 +25,9 @@ from pydantic import (
 )
 
 from langadapt.errors import LangadaptError
+from langadapt.inputs.files import DEFAULT_MAX_DOCUMENT_BYTES, MAX_DOCUMENT_BYTES_CEILING
 from langadapt.recipe.base import Config
 
-MIB = 1 << 20
-DEFAULT_MAX_DOCUMENT_BYTES = 64 * MIB
-"""Default bound on one line / document of user text (`data.max_document_bytes`): far above any
-real document (a book is a few MB), far below what exhausts a machine's memory (`data.bounded`
-enforces it while decompressing)."""
-MAX_DOCUMENT_BYTES_CEILING = 256 * MIB
-"""Highest bound a recipe may set: a tokenizer or a cleaning filter over one 256 MB string is
-already minutes of work, and `data.bounded.WRITTEN_LINE_BYTES` must stay a bound."""
 MAX_EPOCHS = 16.0
 """Above this many passes repeated data is worth less than a third of fresh data (D'/D 0.661):
 refused unless data.force_epochs (the recipe schema and `data.schedule` both read this one)."""

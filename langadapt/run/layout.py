@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from huggingface_hub.constants import SAFETENSORS_SINGLE_FILE
 
-from langadapt.ioerrors import read_input_text
+from langadapt.inputs.text import read_input_text
 from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 
 MARKER = "COMPLETE"

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
+from langadapt.inputs.files import irregular_files
+from langadapt.inputs.text import read_input_json
 from langadapt.inputs.tokenizer_json import tokenizer_json_problem
-from langadapt.ioerrors import irregular_files, read_input_json
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast

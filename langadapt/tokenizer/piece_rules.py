@@ -48,7 +48,7 @@ from typing import Any
 from tokenizers import Tokenizer, pre_tokenizers
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import read_input_bytes
+from langadapt.inputs.files import read_input_bytes
 
 log = logging.getLogger("langadapt.tokenizer")
 SPACE = "\u2581"

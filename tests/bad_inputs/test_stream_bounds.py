@@ -1,5 +1,5 @@
 """Streams bounded by design (issue 32 item 1): every reader of user text goes through
-`langadapt.data.bounded`, so for txt/jsonl/parquet x none/gz/zst
+`langadapt.inputs.text`, so for txt/jsonl/parquet x none/gz/zst
 
 - a document over the bound is refused while it is read, costing the bound plus a chunk of
   memory, not the document (a one-line file that expands to gigabytes);
@@ -16,6 +16,7 @@ it was blamed on JSON. Generated cases are derandomised (the same every run, rep
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -31,12 +32,13 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langadapt.data.bounded import CHUNK_BYTES, Bound, iter_lines
 from langadapt.data.documents import read_documents, write_documents
 from langadapt.data.sources import iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.task_data import read_minimal_pairs, read_texts
-from langadapt.recipe.data import MAX_DOCUMENT_BYTES_CEILING, DataConfig, SourceConfig
+from langadapt.inputs.files import MAX_DOCUMENT_BYTES_CEILING
+from langadapt.inputs.text import CHUNK_BYTES, Bound, iter_lines, read_input_text
+from langadapt.recipe.data import DataConfig, SourceConfig
 from tests.helpers.cli import run_cli
 
 FORMATS = ("txt", "jsonl", "parquet")
@@ -297,6 +299,33 @@ def test_lines_carry_their_offsets(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress("\ufeffab\nc\n\nd".encode()))
     lines = list(iter_lines(path, "k", Bound(10)))
     assert [(n, o, r) for n, o, r in lines] == [(1, 3, b"ab\n"), (2, 6, b"c\n"), (3, 8, b"\n"), (4, 9, b"d")]
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("bad_line", [1, 2])
+def test_a_bad_byte_is_at_the_same_offset_whole_or_line_by_line(tmp_path: Path, compression: str, bad_line: int) -> None:
+    """A BOM is dropped on every path and counted in every offset: the whole-file reader, the line
+    reader and a corpus source name the same byte for invalid UTF-8, the one an editor shows
+    (before, a file read whole as one document counted from after the BOM, three bytes short)."""
+    lines = [b"god dag\n", b"ha det bra\n", b"takk for alt\n"]
+    lines[bad_line - 1] = lines[bad_line - 1].replace(b"d", b"\xff", 1)
+    text = codecs.BOM_UTF8 + b"".join(lines)
+    path = tmp_path / f"notes.txt{'' if compression == 'none' else '.' + compression}"
+    path.write_bytes(compress(text, compression))
+    at = text.index(b"\xff")
+    assert at == len(codecs.BOM_UTF8) + sum(map(len, lines[:bad_line - 1])) + lines[bad_line - 1].index(b"\xff")
+    with pytest.raises(LangadaptError, match=rf"^k: {path}: invalid UTF-8 at byte {at}$"):
+        read_input_text(path, "k", decompress=True)
+    if compression == "none":
+        with pytest.raises(LangadaptError, match=rf"^k: {path}: invalid UTF-8 at byte {at}$"):
+            read_input_text(path, "k")
+    line = next(line for line in iter_lines(path, "k", Bound(BOUND)) if line.number == bad_line)
+    with pytest.raises(UnicodeDecodeError) as bad:
+        line.raw.decode("utf-8")
+    assert line.offset + bad.value.start == at
+    with pytest.raises(LangadaptError, match=rf"invalid UTF-8 at byte {at} \(line {bad_line}\) of {path}"):
+        read(path)
+    assert read_input_text(path, "k", errors="replace", decompress=True) == text[3:].decode("utf-8", errors="replace")
 
 
 # --- through the CLI ----------------------------------------------------------------------------

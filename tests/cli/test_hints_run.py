@@ -346,7 +346,7 @@ def test_jq_hint_turns_a_json_array_into_json_lines(tmp_path):
 def test_integrity_check_hints_tell_a_good_file_from_a_cut_one(tmp_path, tool, suffix):
     if shutil.which(tool) is None:
         pytest.skip(f"{tool} is not installed here")
-    where = PACKAGE / ("data/bounded.py" if tool == "gzip" else "ioerrors.py")
+    where = PACKAGE / "inputs" / ("text.py" if tool == "gzip" else "compression.py")
     assert f"{tool} -t {{" in where.read_text(encoding="utf-8")
     plain = tmp_path / "corpus.txt"
     plain.write_text("Ein tekst.\n" * 2000)

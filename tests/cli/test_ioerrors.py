@@ -114,7 +114,7 @@ def test_input_problem_names_each_kind_of_bad_input_file(tmp_path: Path) -> None
 
     import zstandard
 
-    from langadapt.ioerrors import input_problem
+    from langadapt.inputs.compression import input_problem
 
     fifo, folder = tmp_path / "fifo.jsonl", tmp_path / "folder.jsonl"
     os.mkfifo(fifo)
@@ -136,7 +136,7 @@ def test_input_problem_names_each_kind_of_bad_input_file(tmp_path: Path) -> None
 def test_open_input_refuses_a_fifo_with_the_key(tmp_path: Path) -> None:
     import os
 
-    from langadapt.ioerrors import open_input
+    from langadapt.inputs.files import open_input
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from langadapt.data.parquet_pages import column_pages
 from langadapt.data.sources import iter_texts
 from langadapt.errors import LangadaptError
+from langadapt.inputs.parquet_pages import column_pages
 from langadapt.recipe.data import SourceConfig
 
 BOUND = 1 << 20

@@ -1,21 +1,24 @@
-"""The one reader of a user's text files: bounded per line, and either complete or an error.
+"""The one reader of a user's text: line by line, each line bounded (`iter_lines`), or a file read
+whole (`read_input_text`); either way complete or an error, and a BOM handled the same.
 
-Every file of text a user gives (corpus sources, evaluation texts and minimal pairs) and every
-document file the data stage writes is read through `iter_lines`, so two promises hold by design,
-not by each caller remembering them:
+Every file of text a user gives (corpus sources, evaluation texts and minimal pairs, a model's
+config.json, a bilingual dictionary) and every document file the data stage writes is read here,
+so these promises hold by design, not by each caller remembering them:
 
-- Memory per line is bounded. The decompressed text is read in chunks of `CHUNK_BYTES` and a line
-  longer than the bound is refused as soon as the unfinished line passes it, never after reading it
-  whole: a one-line `.zst` that expands to gigabytes costs the bound plus a chunk, not the gigabytes
-  (a bare `for line in stream` or `readline()` reads the whole line first).
-- A file that ends early is an error, not a shorter corpus. gzip has an end-of-stream marker and a
-  CRC32 (Python's `gzip` raises EOFError or BadGzipFile: turned into one located line here). zstd's
-  stream reader returns quietly at the end of its input even inside a frame (a streaming writer that
-  was never closed, a cut download): zstandard exposes no "frame finished" state on its reader, so
-  `zstd_frames` walks the frame and block headers first (RFC 8878, sizes only, no decompression)
-  and refuses a frame that runs past the file's end. libzstd itself verifies a frame's content size
-  and checksum when the header carries them; frames without a checksum are said once per file,
-  since a flipped byte inside them can decode to other text unnoticed.
+- Memory is bounded. A line reader reads the decompressed text in chunks of `CHUNK_BYTES` and
+  refuses a line as soon as the unfinished line passes its bound, never after reading it whole: a
+  one-line `.zst` that expands to gigabytes costs the bound plus a chunk, not the gigabytes (a
+  bare `for line in stream` or `readline()` reads the whole line first). A file read whole is
+  refused from its size before a byte is read (plain), or when its text passes the bound
+  (decompressed).
+- A file that ends early is an error, not a shorter corpus. gzip has an end-of-stream marker and
+  a CRC32 (Python's `gzip` raises EOFError or BadGzipFile: turned into one located line here);
+  zstd frames are walked first (`compression.check_zstd_frames`), since zstd's stream reader
+  returns quietly at the end of a cut frame.
+- A UTF-8 BOM at the start (Windows editors write one) is no part of the text and is dropped, but
+  byte offsets in error lines count it, on every path: `Line.offset`, and the offset of invalid
+  UTF-8 in a file read whole, are offsets into the file's (decompressed) bytes, as an editor or
+  `head -c` counts them.
 
 Plain files carry no end mark: one cut at a line end cannot be told from a complete one (one cut
 mid-line shows as a last line with no newline, which the callers name when it does not parse).
@@ -24,21 +27,24 @@ mid-line shows as a last line with no newline, which the callers name when it do
 from __future__ import annotations
 
 import codecs
-import gzip
-import logging
 import os
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from langadapt.errors import LangadaptError
-from langadapt.ioerrors import COMPRESSED_SUFFIXES, ZstdFrame, compression_of, open_input, zstd_frames
-from langadapt.recipe.data import DEFAULT_MAX_DOCUMENT_BYTES, MAX_DOCUMENT_BYTES_CEILING, MIB
-
-log = logging.getLogger("langadapt.data")
+from langadapt.inputs.compression import COMPRESSED_SUFFIXES, check_zstd_frames, compression_of, decompressor
+from langadapt.inputs.files import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    MAX_DOCUMENT_BYTES_CEILING,
+    MIB,
+    open_input,
+    parse_json,
+    read_input_bytes,
+)
 
 WRITTEN_LINE_BYTES = 6 * MAX_DOCUMENT_BYTES_CEILING + MIB
 """Longest line of a file the data stage writes: a document within the ceiling, JSON-escaped (a
@@ -110,19 +116,42 @@ def iter_lines(path: Path | str, key: str, bound: Bound, span: Span | None = Non
         yield from _split_lines(stream, bound, span)
 
 
-def read_whole_text(path: Path | str, key: str, bound: Bound) -> str:
-    """A file that is one document, as UTF-8 text (a BOM dropped); refused when over `bound`."""
+def read_input_text(path: Path | str, key: str, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, errors: str = "strict",
+                    *, decompress: bool = False) -> str:
+    """A whole input file as UTF-8 text: the one reader of a user's text file that is read whole.
+
+    Plain (the default), the file as stored, through `read_input_bytes` (refused from its size
+    before a byte is read): for files a library reads too (a model's config.json, tekken.json), where
+    a compressed copy accepted here would fail there. With `decompress`, a file only langadapt reads
+    (an evaluation text that is one document): opened as every text file is (`open_text`:
+    decompressed by magic bytes, zstd frames checked whole, a binary file refused) and refused as
+    one document over `max_bytes` once that much text is read. Either way decoded once, here: a BOM
+    dropped, invalid UTF-8 reported at its offset counting the BOM (as `Line.offset` does), and
+    `errors="replace"` for free-form notes, where a stray byte must not stop a run."""
+    data = _decompressed(path, key, max_bytes) if decompress else read_input_bytes(path, key, max_bytes)
+    try:
+        return data.decode("utf-8-sig", errors=errors)
+    except UnicodeDecodeError as exc:  # the decoder counts from after a BOM; the user's editor does not
+        at = exc.start + (len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0)
+        raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {at}") from None
+
+
+def _decompressed(path: Path | str, key: str, max_bytes: int) -> bytes:
+    """A file's whole decompressed text, refused as one document once it passes `max_bytes`."""
     parts, total = [], 0
     with open_text(path, key) as stream:
         while chunk := stream.read(CHUNK_BYTES):
             total += len(chunk)
-            if total > bound.max_bytes:
-                raise bound.refuse(key, "the file", path, "one document")
+            if total > max_bytes:
+                raise Bound(max_bytes, setting=None).refuse(key, "the file", path, "one document")
             parts.append(chunk)
-    try:
-        return b"".join(parts).decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise LangadaptError(f"{key}: {path}: invalid UTF-8 at byte {exc.start}") from None
+    return b"".join(parts)
+
+
+def read_input_json(path: Path | str, key: str) -> Any:
+    """A whole JSON file a user gave (a model's config.json, a safetensors index, tekken.json):
+    `read_input_text`'s bound and checks, then `parse_json`'s."""
+    return parse_json(read_input_text(path, key), f"{key}: {path} is not valid JSON")
 
 
 def _split_lines(stream: TextStream, bound: Bound, span: Span | None = None) -> Iterator[Line]:
@@ -161,13 +190,7 @@ class TextStream:
         self.path, self.key, self.raw, self.kind = path, key, raw, kind
         self.text_bytes = 0  # decompressed bytes handed out so far
         self.left: int | None = None  # bytes still to hand out when restricted to a span
-        self.reader: IO[bytes] = raw
-        if kind == "gzip":
-            self.reader = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
-        elif kind == "zstd":
-            import zstandard
-
-            self.reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False)
+        self.reader: IO[bytes] = decompressor(raw, kind)
 
     def restrict(self, span: Span) -> None:
         """Read only the bytes of `span` (plain files: compressed streams cannot be entered midway)."""
@@ -215,7 +238,7 @@ class TextStream:
 
 @contextmanager
 def open_text(path: Path | str, key: str) -> Iterator[TextStream]:
-    """Open an input file (`ioerrors.open_input`: FIFOs and folders refused) for bounded reading:
+    """Open an input file (`files.open_input`: FIFOs and folders refused) for bounded reading:
     compression by magic bytes, zstd frames checked complete first; a NUL byte in the first
     `_SNIFF_BYTES` of text refuses the file as binary (a stray escaped NUL later is the caller's)."""
     raw = open_input(path, key)
@@ -235,15 +258,3 @@ def open_text(path: Path | str, key: str) -> Iterator[TextStream]:
         yield stream
     finally:
         stream.close()
-
-
-def check_zstd_frames(raw: IO[bytes], path: Path | str, key: str) -> list[ZstdFrame]:
-    """The frames of a zstd file, refused unless each ends inside the file; warns (once per file)
-    when frames carry no checksum. Leaves `raw` at its start."""
-    frames = zstd_frames(raw, path, key)
-    unchecked = [f for f in frames if not f.has_checksum]
-    if unchecked:
-        log.warning("%s: %s: %d of its %d zstd frames carry no checksum, so corruption inside them cannot be "
-                    "detected; compress with checksums (the zstd command's default; "
-                    "zstandard.ZstdCompressor(write_checksum=True))", key, path, len(unchecked), len(frames))
-    return frames
