@@ -36,7 +36,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 PROBE_BYTES = 1 << 16
 """How much decompressed text `input_problem` reads: enough to get past a corrupt header and the
-first block, cheap at any file size (the rest is checked while streaming, see `decompression_errors`)."""
+first block, cheap at any file size (the rest is checked while it is read: `text.TextStream`)."""
 
 
 def compression_of(head: bytes) -> str | None:
