@@ -47,9 +47,9 @@ log = logging.getLogger("langadapt")
 IN_PROCESS_BYTES = 32 << 20
 """Input below which `data.num_workers: null` cleans in this process: starting workers (a fresh
 interpreter each) costs more than they save on a corpus this small (the demo's is 3 MB)."""
-_BATCH_CHARS = 1 << 20
-"""Characters of cleaned lines per batch a worker sends back."""
-AHEAD_BATCHES = PIECE_BYTES // _BATCH_CHARS + 1
+_BATCH_BYTES = 1 << 20
+"""Bytes of cleaned lines per batch a worker sends back."""
+AHEAD_BATCHES = PIECE_BYTES // _BATCH_BYTES + 1
 """Batches a worker may clean ahead of the writing process (`workers.ordered_batches`' `ahead`): a
 whole piece, so that the other workers finish their pieces while the parent writes the one it is
 at. With 4 (until session 16) a worker waited for the parent after 4 MB of its 64 MB piece and 2
@@ -73,8 +73,7 @@ class Cleaned(NamedTuple):
     `reason` is why the length filters dropped it; "" marks no document, only `counts` (decode
     problems after a piece's last document). `counts` holds the reader's counters (decode errors,
     NULs stripped) that moved since the previous entry, None when none did. `line` is the document's
-    line already UTF-8 encoded, `line_chars` its length in characters (`DocumentFile.write`): the
-    workers encode, and bytes cross between processes at memcpy speed where a str is decoded again,
+    line (`document_line`, UTF-8): the workers encode, and bytes cross between processes at memcpy speed where a str is decoded again,
     so the writing process does no work per byte but compressing (on its own threads)."""
 
     reason: str | None
@@ -83,7 +82,6 @@ class Cleaned(NamedTuple):
     has_id: bool = False
     lang_ok: bool = True
     line: bytes = b""
-    line_chars: int = 0
     chars: int = 0
     signature: bytes | None = None
     counts: dict[str, int] | None = None
@@ -223,9 +221,9 @@ def _process_source(
         if source.valid_path is not None:
             # Held-out file first: its texts enter the dedup memory, so copies in train are dropped.
             for entry in kept.filter(feed, index, "valid"):
-                files.valid.write(entry.line, entry.line_chars, entry.chars)
+                files.valid.write(entry.line, entry.chars)
             for entry in kept.filter(feed, index, "train"):
-                files.train.write(entry.line, entry.line_chars, entry.chars)
+                files.train.write(entry.line, entry.chars)
         else:
             keys = _IdKeys() if config.split_by == "id" else None
             _split_by_hash(kept.filter(feed, index, "split"), config, counts, files, candidates, keys)
@@ -388,18 +386,18 @@ def _split_by_hash(
         fraction = hash_fraction(entry.key)
         if fraction >= config.valid_fraction:
             candidates.offer(entry.key, train.count)
-            train.write(entry.line, entry.line_chars, entry.chars)
+            train.write(entry.line, entry.chars)
         elif config.max_valid_docs is None:
-            valid.write(entry.line, entry.line_chars, entry.chars)
+            valid.write(entry.line, entry.chars)
         else:
             # The number only separates identical documents (dedup off), whose order is immaterial.
             heapq.heappush(capped, (-fraction, entry.key, entry.digest, number, entry))
             if len(capped) > config.max_valid_docs:
                 _, pushed_key, *_, pushed = heapq.heappop(capped)
                 candidates.offer(pushed_key, train.count)
-                train.write(pushed.line, pushed.line_chars, pushed.chars)
+                train.write(pushed.line, pushed.chars)
     for *_, entry in sorted(capped, key=lambda item: (-item[0], item[1], item[2])):
-        valid.write(entry.line, entry.line_chars, entry.chars)
+        valid.write(entry.line, entry.chars)
 
 
 _WORKER: dict[str, Any] = {}
@@ -420,7 +418,7 @@ def clean_piece(job: Job) -> Iterator[list[Cleaned] | float]:
     check_lang = source.role != "code" and source.lang != "code"
     counts: Counter = Counter()  # the reader's counters since the previous entry
     batch: list[Cleaned] = []
-    batch_chars = 0
+    batch_bytes = 0
     for raw in read_piece(source, job.piece, config.on_decode_error, counts, Bound(config.max_document_bytes)):
         text = raw.text
         if "\x00" in text:
@@ -438,12 +436,12 @@ def clean_piece(job: Job) -> Iterator[list[Cleaned] | float]:
                   "source": source.name, "role": source.role}
         line = document_line(record)
         batch.append(Cleaned(None, digest, split_digest(digest, raw.id, config.split_by), bool(raw.id),
-                             cleaner.language_ok(text, source.lang, check_lang), line.encode("utf-8"), len(line),
+                             cleaner.language_ok(text, source.lang, check_lang), line,
                              len(text), cleaner.signature(text), moved))
-        batch_chars += len(line)
-        if batch_chars >= _BATCH_CHARS:
+        batch_bytes += len(line)
+        if batch_bytes >= _BATCH_BYTES:
             yield batch
-            batch, batch_chars = [], 0
+            batch, batch_bytes = [], 0
     if counts:
         batch.append(Cleaned("", counts=dict(counts)))
     if batch:

@@ -84,7 +84,7 @@ def test_one_and_several_workers_write_identical_data_folders(tmp_path: Path, co
     monkeypatch.setattr(pieces, "PIECE_BYTES", 2048)
     # Many gzip members per file: several workers compress them on threads (`compress_threads`), one
     # worker on the writing thread, and the members must still come out in order.
-    monkeypatch.setattr(documents, "BLOCK_CHARS", 2048)
+    monkeypatch.setattr(documents, "BLOCK_BYTES", 2048)
     one, one_files = _run(tmp_path / "one", corpus, 1)
     assert one["pieces"] > 20, "the corpus must be cut into many pieces for this test to mean anything"
     assert gzip_members(one_files["train/nb.jsonl.gz"]) > 20
