@@ -240,3 +240,26 @@ def _killed_worker(*args: object) -> None:
     import signal
 
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_one_huge_document_enters_the_encoder_check_cut_to_the_sample(bpe_dir: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: a one-line corpus is one document; the encoder check (which also runs `tokenizers`,
+    ~150 bytes of memory per byte) gets SAMPLE_CHARS of it, not all of it, and the shard still
+    holds the whole document, encoded as `tokenizers` encodes it."""
+    from langadapt.data.documents import write_documents
+
+    huge = " ".join(_texts(400, seed=9))  # ~120,000 characters: above the sample
+    monkeypatch.setattr(shards, "SAMPLE_CHARS", 10_000)
+    data = tmp_path / "data"
+    write_documents(data / "train" / "nb.jsonl.gz", iter([{"text": huge, "lang": "nb", "source": "nb",
+                                                            "role": "target"}]))
+    seen: list[list[str]] = []
+    real = shards.choose_encoder
+    monkeypatch.setattr(shards, "choose_encoder", lambda json_, sample: seen.append(sample) or real(json_, sample))
+    summary = encode_corpus(bpe_dir, data, tmp_path / "tokens", num_workers=1, include_valid=False)
+    assert sum(map(len, seen[0])) <= 10_001 < len(huge)
+    assert seen[0] == [huge[:10_001]]
+    tokens = np.memmap(tmp_path / "tokens" / "nb" / "tokens.bin", dtype=summary["dtype"], mode="r")
+    tokenizer = Tokenizer.from_file(str(bpe_dir / "tokenizer.json"))
+    assert tokens[:-1].tolist() == tokenizer.encode(huge, add_special_tokens=False).ids
