@@ -398,38 +398,34 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
-    from langadapt.runtime.launch import datatrove_on_slurm, launch_from_args
+    from langadapt.runtime.launch import LaunchOptions, datatrove_on_slurm, launch_from_options
 
     recipe = load_recipe(args.recipe, args.overrides).recipe  # fail here, not after the queue wait
     cluster = recipe.cluster
-    # The recipe's cluster (`--set cluster.nodes=N`) is what `plan` and preflight assumed; its
-    # gpus_per_node only where the recipe sets it: the default 1 would undercut any preset.
-    args.nodes = cluster.nodes
-    args.gpus_per_node = cluster.gpus_per_node if "gpus_per_node" in cluster.model_fields_set else None
-    run_args = [part for override in args.overrides for part in ("--set", override)]
-    if args.sweep:
-        if args.dry_run:
+    # Nodes and GPUs per node from the recipe's cluster (`--set cluster.nodes=N`): what `plan` and preflight assumed.
+    options = LaunchOptions.from_args(args, cluster)
+    if options.sweep:
+        if options.dry_run:
             raise LangadaptError("launch --dry-run: not with --sweep (it writes a folder of scripts; inspect that)")
-        from langadapt.experiments.sweep import write_sweep_from_args
+        from langadapt.experiments.sweep import write_sweep_from_options
 
-        folder = write_sweep_from_args(args.recipe, args, recipe.name, recipe.run_dir, run_args)
+        folder = write_sweep_from_options(options, recipe.name, recipe.run_dir)
         print(f"wrote the sweep {folder}; submit with: bash {folder}/submit.sh; "
               f"afterwards: langadapt sweep-report {folder}")
         return 0
     datatrove = datatrove_on_slurm(recipe.data)
-    files = launch_from_args(args.recipe, args, run_args, cluster.preparation, datatrove=datatrove,
-                             dry_run=args.dry_run)
-    if args.dry_run:
+    files = launch_from_options(options, cluster.preparation, datatrove=datatrove)
+    if options.dry_run:
         for path, text in files.items():
             print(f"# ==> {path} <==\n{text}")
     *prepare, train, submit = files  # render_launch's order; no prepare.sbatch on datatrove
-    prep, verb = cluster.preparation, "would write" if args.dry_run else "wrote"
+    prep, verb = cluster.preparation, "would write" if options.dry_run else "wrote"
     if datatrove is None:
         print(f"{verb} {prepare[0]} (preparation: 1 CPU node, {prep.cpus} cores, {prep.time}), {train} (training: "
-              f"{args.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} (training waits for the "
+              f"{options.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} (training waits for the "
               "preparation: sbatch --dependency=afterok)")
     else:
-        print(f"{verb} {train} (training: {args.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} "
+        print(f"{verb} {train} (training: {options.nodes} GPU node(s)) and {submit}; submit both with: bash {submit} "
               f"(it submits the preparation on datatrove over Slurm: {datatrove.tasks or 'one per piece'} cleaning "
               f"task(s), then merge, tokenizer and embeddings on {datatrove.finish_cpus} cores; training waits for "
               "the preparation: sbatch --dependency=afterok)")

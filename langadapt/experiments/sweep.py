@@ -21,7 +21,6 @@ trains stage 2 only; nothing is prepared twice and no configuration waits on ano
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import itertools
 import json
@@ -35,7 +34,7 @@ from pathlib import Path
 from langadapt.errors import LangadaptError
 from langadapt.recipe.paths import check_name
 from langadapt.run.layout import MARKER, STAGES, RunLayout
-from langadapt.runtime.launch import sbatch_options, write_sbatch
+from langadapt.runtime.launch import LaunchOptions, sbatch_options, write_sbatch
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 
 SWEEP_KEYS = {"nodes": "nodes", "gpus": "gpus_per_node"}
@@ -182,19 +181,17 @@ def _write_submit(out_dir: Path, prepare: str, scripts: list[str]) -> None:
     path.chmod(0o755)
 
 
-def write_sweep_from_args(recipe_path: str | Path, args: argparse.Namespace, run_name: str, run_dir: Path,
-                          run_args: list[str]) -> Path:
-    """`write_sweep` with the flags of `launch.add_launch_arguments` (the CLI has resolved
-    `args.nodes` / `args.gpus_per_node` from the recipe's cluster)."""
-    options = sbatch_options(args)
-    gpus = args.gpus_per_node or (PRESETS[args.preset].tasks_per_node)
-    points = sweep_points(parse_sweep(args.sweep), args.nodes, gpus, args.preset)
-    out = Path(args.out) if args.out else run_dir.parent / f"{run_name}-sweep"
-    return write_sweep(recipe_path, points, run_name=run_name, run_dir=run_dir, out_dir=out,
-                       steps=DEFAULT_STEPS if args.steps is None else args.steps,
-                       warmup_steps=DEFAULT_WARMUP if args.warmup_steps is None else args.warmup_steps,
-                       prepare_nodes=args.nodes, run_args=run_args, job_name=args.job_name,
-                       time=args.time or DEFAULT_TIME, **options)
+def write_sweep_from_options(options: LaunchOptions, run_name: str, run_dir: Path) -> Path:
+    """`write_sweep` with a `langadapt launch --sweep`'s options (nodes and GPUs per node from the
+    recipe's cluster, `LaunchOptions.from_args`)."""
+    gpus = options.gpus_per_node or (PRESETS[options.preset].tasks_per_node)
+    points = sweep_points(parse_sweep(list(options.sweep)), options.nodes, gpus, options.preset)
+    out = options.out or run_dir.parent / f"{run_name}-sweep"
+    return write_sweep(options.recipe, points, run_name=run_name, run_dir=run_dir, out_dir=out,
+                       steps=DEFAULT_STEPS if options.steps is None else options.steps,
+                       warmup_steps=DEFAULT_WARMUP if options.warmup_steps is None else options.warmup_steps,
+                       prepare_nodes=options.nodes, run_args=list(options.run_args), job_name=options.job_name,
+                       time=options.time or DEFAULT_TIME, **sbatch_options(options))
 
 
 def measure(run_dir: Path, warmup_steps: int) -> dict[str, object]:

@@ -36,13 +36,14 @@ from pydantic import Field
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe.base import Config, FieldProblem
-from langadapt.recipe.cluster import PreparationConfig, preparation_target, slurm_time_seconds
+from langadapt.recipe.cluster import ClusterConfig, PreparationConfig, preparation_target, slurm_time_seconds
 from langadapt.recipe.data import DatatroveConfig
 from langadapt.runtime.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
-__all__ = ["CPU_PARTITIONS", "PRESETS", "ClusterPreset", "LaunchScripts", "PreparationConfig", "SbatchConfig",
+__all__ = ["CPU_PARTITIONS", "PRESETS", "ClusterPreset", "LaunchOptions", "LaunchScripts", "PreparationConfig",
+           "SbatchConfig",
            "datatrove_on_slurm", "datatrove_submit_command", "preparation_command", "render_launch", "render_preparation_sbatch", "render_sbatch", "slurm_time_seconds",
            "write_launch", "write_sbatch"]
 
@@ -95,7 +96,7 @@ class SbatchConfig(Config):
     first (a script submitted alone, as a sweep's preparation job)."""
     datatrove: DatatroveConfig | None = None
     """With `preparation`: the recipe's `data.datatrove` when its data stage runs on datatrove over Slurm
-    (`data.engine: datatrove`, `executor: slurm`; `launch_from_args` sets it): submit.sh submits the
+    (`data.engine: datatrove`, `executor: slurm`; `launch_from_options` sets it): submit.sh submits the
     preparation through datatrove (`datatrove_submit_command`) instead of a prepare.sbatch; None: the
     one-node preparation job."""
     until: Literal["stage1", "stage2"] | None = None
@@ -499,12 +500,66 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --sweep: first steps left out of the median tokens/s (default 5)")
 
 
-def sbatch_options(args: argparse.Namespace) -> dict[str, object]:
-    """The `write_sbatch` arguments that the flags of `add_launch_arguments` set for every script
-    alike (a run's, or each of a sweep's); nodes, time, paths and run arguments are the caller's."""
-    names = ("preset", "gpus_per_node", "account", "partition", "signal_seconds", "max_requeues", "setup",
-             "run_prefix", "extra_sbatch")
-    return {name: getattr(args, name) for name in names}
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What one `langadapt launch` asks for, fixed when the command line is read (`from_args`).
+
+    The flags of `add_launch_arguments`, the CLI's own (`--dry-run`, `--set` as `langadapt run`
+    arguments) and the nodes and GPUs per node the recipe's cluster gives. `cmd_launch` used to
+    write the last two into the argparse Namespace and pass the namespace down: a reader of the
+    launch code could not tell a flag from what the CLI had put there, and any callee could change
+    either. Frozen, and built in one place, every script of a launch or a sweep reads the same values.
+    """
+
+    recipe: Path
+    nodes: int
+    """The recipe's `cluster.nodes`: what `plan` and preflight assumed (`--set cluster.nodes=N`)."""
+    gpus_per_node: int | None = None
+    """The recipe's `cluster.gpus_per_node` only where the recipe sets it; None: the preset's."""
+    run_args: tuple[str, ...] = ()
+    """Arguments after the recipe in every `langadapt run` of the scripts: the `--set` overrides."""
+    dry_run: bool = False
+    """Render the scripts and write nothing."""
+    preset: str = "lumi-g"
+    time: str | None = None
+    """The training job's limit; None: 24:00:00 for a run, `experiments.sweep.DEFAULT_TIME` for a sweep."""
+    account: str | None = None
+    partition: str | None = None
+    job_name: str | None = None
+    signal_seconds: int = 600
+    max_requeues: int = 20
+    setup: tuple[str, ...] | None = None
+    run_prefix: str | None = None
+    extra_sbatch: tuple[str, ...] = ()
+    out: Path | None = None
+    sweep: tuple[str, ...] = ()
+    """`--sweep KEY=V1,V2 ...`; empty: one run's scripts."""
+    steps: int | None = None
+    warmup_steps: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, cluster: ClusterConfig) -> LaunchOptions:
+        """The options of the CLI's `launch` namespace (the recipe, `--set` and `--dry-run`, then
+        `add_launch_arguments`' flags) with the recipe's `cluster`."""
+        # The recipe's gpus_per_node only where the recipe sets it: the default 1 would undercut any preset.
+        gpus = cluster.gpus_per_node if "gpus_per_node" in cluster.model_fields_set else None
+        return cls(recipe=Path(args.recipe), nodes=cluster.nodes, gpus_per_node=gpus,
+                   run_args=tuple(part for override in args.overrides for part in ("--set", override)),
+                   dry_run=args.dry_run, preset=args.preset, time=args.time, account=args.account,
+                   partition=args.partition, job_name=args.job_name, signal_seconds=args.signal_seconds,
+                   max_requeues=args.max_requeues, setup=None if args.setup is None else tuple(args.setup),
+                   run_prefix=args.run_prefix, extra_sbatch=tuple(args.extra_sbatch),
+                   out=None if args.out is None else Path(args.out), sweep=tuple(args.sweep), steps=args.steps,
+                   warmup_steps=args.warmup_steps)
+
+
+def sbatch_options(options: LaunchOptions) -> dict[str, object]:
+    """The `write_sbatch` arguments that a launch's options set for every script alike (a run's,
+    or each of a sweep's); nodes, time, paths and run arguments are the caller's."""
+    return {"preset": options.preset, "gpus_per_node": options.gpus_per_node, "account": options.account,
+            "partition": options.partition, "signal_seconds": options.signal_seconds,
+            "max_requeues": options.max_requeues, "setup": None if options.setup is None else list(options.setup),
+            "run_prefix": options.run_prefix, "extra_sbatch": list(options.extra_sbatch)}
 
 
 def datatrove_on_slurm(data: object) -> DatatroveConfig | None:
@@ -514,18 +569,18 @@ def datatrove_on_slurm(data: object) -> DatatroveConfig | None:
     return settings if engine == "datatrove" and settings is not None and settings.executor == "slurm" else None
 
 
-def launch_from_args(recipe_path: str | Path, args: argparse.Namespace, run_args: list[str],
-                     preparation: PreparationConfig, *, datatrove: DatatroveConfig | None = None,
-                     dry_run: bool = False) -> dict[Path, str]:
-    """The flags of `add_launch_arguments` -> `write_launch` (or, `dry_run`, `render_launch`: nothing
-    written); `run_args` go to `langadapt run`, `preparation` is the recipe's `cluster.preparation`,
-    `datatrove` its `data.datatrove` when preparation runs there (`datatrove_on_slurm`)."""
-    if args.steps is not None or args.warmup_steps is not None:
+def launch_from_options(options: LaunchOptions, preparation: PreparationConfig, *,
+                        datatrove: DatatroveConfig | None = None) -> dict[Path, str]:
+    """One run's scripts from `options` -> `write_launch` (or, `options.dry_run`, `render_launch`:
+    nothing written); `preparation` is the recipe's `cluster.preparation`, `datatrove` its
+    `data.datatrove` when preparation runs there (`datatrove_on_slurm`)."""
+    if options.steps is not None or options.warmup_steps is not None:
         raise LangadaptError("launch --steps/--warmup-steps: only with --sweep (a full run takes --set stage2.steps=N)")
-    if not Path(recipe_path).is_file():
-        raise LangadaptError(f"launch: recipe file {recipe_path} not found")
-    config = build_config(nodes=args.nodes or 1, time=args.time or "24:00:00", job_name=args.job_name,
-                          run_args=run_args, preparation=preparation, datatrove=datatrove, **sbatch_options(args))
-    out = Path(args.out) if args.out else Path.cwd() / f"{Path(recipe_path).stem}.{config.cluster().name}.sbatch"
-    files = render_launch(recipe_path, config, out)
-    return files if dry_run else _write_files(files, config)
+    if not options.recipe.is_file():
+        raise LangadaptError(f"launch: recipe file {options.recipe} not found")
+    config = build_config(nodes=options.nodes, time=options.time or "24:00:00", job_name=options.job_name,
+                          run_args=list(options.run_args), preparation=preparation, datatrove=datatrove,
+                          **sbatch_options(options))
+    out = options.out or Path.cwd() / f"{options.recipe.stem}.{config.cluster().name}.sbatch"
+    files = render_launch(options.recipe, config, out)
+    return files if options.dry_run else _write_files(files, config)

@@ -8,7 +8,7 @@ scripts run on a real Slurm in test_train_launch_slurm.py.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from langadapt.errors import LangadaptError
+from langadapt.recipe.cluster import ClusterConfig
 from langadapt.runtime.launch import (
     PRESETS,
     ClusterPreset,
+    LaunchOptions,
     PreparationConfig,
-    add_launch_arguments,
-    launch_from_args,
+    launch_from_options,
     slurm_time_seconds,
     write_sbatch,
 )
@@ -140,14 +141,20 @@ def test_slurm_time(spec: str, seconds: int) -> None:
     assert slurm_time_seconds(spec) == seconds
 
 
+def _launch_options(*argv: str, cluster: ClusterConfig | None = None) -> LaunchOptions:
+    """`langadapt launch ARGV`'s options as `cmd_launch` builds them (the CLI's own parser)."""
+    from langadapt.cli import build_parser
+
+    args = build_parser().parse_args(["launch", *argv, "--slurm"])
+    return LaunchOptions.from_args(args, cluster or ClusterConfig())
+
+
 def test_argparse_flags(recipe: Path, tmp_path: Path) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("recipe")
-    add_launch_arguments(parser)
-    args = parser.parse_args([str(recipe), "--preset", "nvidia-8", "--time", "12:00:00",
-                              "--account", "gc", "--sbatch=--exclusive", "--out", str(tmp_path / "a.sbatch")])
-    args.nodes, args.gpus_per_node = 16, None  # the CLI's, from the recipe's cluster
-    files = launch_from_args(args.recipe, args, ["--set", "x=1"], PreparationConfig(cpus=64))
+    options = _launch_options(str(recipe), "--preset", "nvidia-8", "--time", "12:00:00", "--account", "gc",
+                              "--sbatch=--exclusive", "--out", str(tmp_path / "a.sbatch"), "--set", "x=1",
+                              cluster=ClusterConfig(nodes=16))
+    assert (options.nodes, options.gpus_per_node, options.run_args) == (16, None, ("--set", "x=1"))
+    files = launch_from_options(options, PreparationConfig(cpus=64))
     assert list(files) == [tmp_path / "a.prepare.sbatch", tmp_path / "a.sbatch", tmp_path / "a.submit.sh"]
     assert all(path.read_text() == text for path, text in files.items())
     prepare, train = (tmp_path / "a.prepare.sbatch").read_text(), (tmp_path / "a.sbatch").read_text()
@@ -157,6 +164,31 @@ def test_argparse_flags(recipe: Path, tmp_path: Path) -> None:
     prep = _sbatch_options(prepare)
     assert (prep["nodes"], prep["cpus-per-task"], prep["account"]) == ("1", "64", "gc")  # account inherited
     assert "exclusive" not in prep and prepare.count("--set x=1") == 1  # --sbatch options are the GPU job's
+
+
+def test_launch_options_are_frozen_and_take_gpus_per_node_only_where_the_recipe_sets_it(recipe: Path) -> None:
+    """Issue 39 item 8: `cmd_launch` wrote the recipe's cluster into the argparse Namespace; now it
+    builds these options once and nothing below it can change them. The recipe's default
+    `gpus_per_node` (1) would undercut every preset's, so only a value the recipe sets is taken."""
+    options = _launch_options(str(recipe), "--setup", "module load x", "--sweep", "nodes=1,2",
+                              cluster=ClusterConfig(nodes=4))
+    assert (options.nodes, options.gpus_per_node, options.setup, options.sweep) == (4, None, ("module load x",),
+                                                                                      ("nodes=1,2",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.nodes = 8  # type: ignore[misc]
+    assert _launch_options(str(recipe), cluster=ClusterConfig(gpus_per_node=4)).gpus_per_node == 4
+
+
+def test_cmd_launch_leaves_the_namespace_as_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langadapt.cli import build_parser, cmd_launch
+
+    monkeypatch.chdir(tmp_path)
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "norwegian_warm.yaml"
+    args = build_parser().parse_args(["launch", str(recipe), "--slurm", "--dry-run", "--out", "a.sbatch",
+                                      "--set", "cluster.nodes=2"])
+    before = dict(vars(args))
+    assert cmd_launch(args) == 0
+    assert vars(args) == before and not list(tmp_path.iterdir())  # and a dry run writes nothing
 
 
 # --- the script's run/requeue logic, executed with stand-ins for srun and scontrol -------------
