@@ -36,6 +36,9 @@ with a real dictionary and Common Crawl vectors.
     python benchmarks/embedding_init.py [--bases demo,mistral-sp-legacy,nemo-tekken,gpt2-tied]
         [--methods transformers_resize,model_init,mean,focus,wechsel,deepfocus,tokensurgeon] [--steps 100] [--threads 1]
 
+A method of ours may name the untied head's rows of new tokens apart, `METHOD:HEAD_INIT` (e.g.
+`mean:mean_of_base_head`, `mean:zero`; `embeddings.head_init`); a tied base refuses it (one matrix).
+
 `--smoke` runs the demo base with `transformers_resize` and `mean` at a tiny size (a 1k tokenizer on 100
 documents, 2 steps, 8 held-out documents, a temporary --work) in seconds: it checks the script still runs (CI), its
 numbers mean nothing. Without ../shared the script says so and prints a JSON line of nulls.
@@ -217,8 +220,9 @@ def initialise(method: str, base: Path, new: PreTrainedTokenizerFast, new_dir: P
         inputs, head = peer_embeddings(method, base, new_dir, data["corpus"], args.work / "peers" / base.name)
         set_matrices(model, inputs, head)
         return model, {}
+    method, _, head_init = method.partition(":")
     extra = data["wechsel"] if method == "wechsel" else {}
-    config = EmbeddingConfig(method=method, fasttext_workers=1, **extra)
+    config = EmbeddingConfig(method=method, head_init=head_init or "same", fasttext_workers=1, **extra)
     model, report = transfer_embeddings(model, data["old"], new, config, corpus=data["corpus"], mapping=data["mapping"])
     return model, report.get(method, {})
 
@@ -318,7 +322,7 @@ def print_results(results: dict, args) -> dict:
             r1 = row["nb1"] / rand["nb1"] if "nb1" in rand else float("nan")
             print(f"{method:13s} {row['init_s']:7.1f} {row['nb0']:9.4f} {row['nb1']:9.4f} {row['en0']:9.4f} "
                   f"{row['en1']:9.4f} {r0:8.3f} {r1:8.3f}")
-            if method in WARM and "nb0" in rand:
+            if method.partition(":")[0] in WARM and "nb0" in rand:
                 worst = r0 if worst is None else max(worst, r0)
         for ours, peer in SAME_METHOD.items():
             if "nb0" in rows.get(ours, {}) and "nb0" in rows.get(peer, {}):
