@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import codecs
 import os
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,7 +35,13 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from langadapt.errors import LangadaptError
-from langadapt.inputs.compression import COMPRESSED_SUFFIXES, check_zstd_frames, compression_of, decompressor
+from langadapt.inputs.compression import (
+    COMPRESSED_SUFFIXES,
+    check_zstd_frames,
+    compression_of,
+    decompression_errors,
+    decompressor,
+)
 from langadapt.inputs.files import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     MAX_DOCUMENT_BYTES_CEILING,
@@ -201,8 +206,6 @@ class TextStream:
 
     def read(self, size: int) -> bytes:
         """At most `size` decompressed bytes (b"" at the end)."""
-        import zstandard
-
         if self.left is not None:
             size = min(size, self.left)
             if size <= 0:
@@ -213,10 +216,11 @@ class TextStream:
             raise LangadaptError(
                 f"{self.key}: cannot read {self.path}: it is truncated at byte {os.fstat(self.raw.fileno()).st_size} "
                 f"(the file's "
-                f"end, inside a gzip stream, after {self.text_bytes:,} bytes of text); the rest of the corpus "
+                f"end, inside a gzip stream or in bytes after its last member that are not gzip, after "
+                f"{self.text_bytes:,} bytes of text); the rest of the corpus "
                 f"would be lost: copy or write the file again (gzip -t {self.path} checks it)"
             ) from None
-        except (OSError, zlib.error, zstandard.ZstdError) as err:
+        except decompression_errors() as err:
             raise LangadaptError(
                 f"{self.key}: cannot read {self.path} at byte {self.raw.tell()} of the file (after "
                 f"{self.text_bytes:,} bytes of text; corrupt or truncated): {' '.join(str(err).split())}; "
