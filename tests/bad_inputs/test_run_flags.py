@@ -204,7 +204,7 @@ def test_eval_holds_the_lock_while_it_writes(stubs: Stubs, capsys, monkeypatch) 
     _stub_trained_model(stubs.run_dir)
     seen = {}
 
-    def fake_eval(model, suites, out, compare, name=None, texts=None, target=None) -> dict:
+    def fake_eval(model, suites, out, compare, name=None, texts=None, target=None, scoring=None) -> dict:
         seen["holder"] = json.loads((stubs.run_dir / ".lock").read_text())["pid"]
         return {"models": ["adapted"], "reference": "base"}
 
