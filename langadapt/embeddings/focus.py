@@ -7,6 +7,9 @@
    overlapping tokens, weights from cosine similarities in the auxiliary space.
 New tokens seen fewer than `fasttext_min_count` times have no reliable vector; the paper draws
 them at random, we default to their FVT mean (`focus_rare`), which carries more information.
+In an untied head those FVT rows resemble frequent source tokens' rows and take probability at
+step 0: that, not the combination, is why deepfocus scored better before training
+(benchmarks/README.md, embedding_init: `embeddings.head_init: mean_of_base_head` puts ours ahead).
 
 Time is bounded twice: at most `max_corpus_mb` of text is read, and fastText training stops
 once `fasttext_time_budget_s` has passed since FOCUS started (tokenising the corpus included),
