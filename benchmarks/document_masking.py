@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the ti
 from helpers.synthetic import tiny_llama
 
 from langadapt.data.stream import document_positions
-from langadapt.planning.training import check_engine
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.placement import DistInfo
 from langadapt.train.engines import build_engine
+from langadapt.train.job import TrainingJob
 from langadapt.train.policy import select_trainable
 
 EOS, VOCAB = 1, 8192
@@ -63,9 +63,8 @@ def measure(attention: str, seq_len: int, micro_batch: int, steps: int, doc_len:
     for masked in (False, True):
         model = tiny_llama(VOCAB, seed=0, attn_implementation=attention, max_position_embeddings=max(2048, seq_len),
                            **shape)
-        config = check_engine("stage2", stage, EngineConfig(), "cuda" if torch.cuda.is_available() else "cpu")
-        engines[masked] = build_engine(model, select_trainable(model, ["*"], "stage2.trainable"), stage, config,
-                                       DistInfo())
+        job = TrainingJob.resolve(stage, EngineConfig(), Path("unused"), seed=0, stage_name="stage2", dist=DistInfo())
+        engines[masked] = build_engine(model, select_trainable(model, ["*"], "stage2.trainable"), job)
     seconds: dict[bool, list[float]] = {False: [], True: []}
     for step in range(steps + 2):  # two warm-up steps per side
         batch = packed_rows(micro_batch, seq_len, doc_len, seed=step)

@@ -67,10 +67,10 @@ def measure(side: str, shape: dict[str, int] = SHAPE, seq: int = SEQ) -> dict[st
 
     from langadapt.planning.memory import memory_per_gpu
     from langadapt.planning.models import dims_from_config
-    from langadapt.planning.training import resolve_training
     from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
     from langadapt.runtime.distributed import DistInfo
     from langadapt.train.engines import base, build_engine
+    from langadapt.train.job import TrainingJob
     from langadapt.train.policy import select_trainable
 
     # The optimizer as a GPU runs it: build_optimizer picks the fused AdamW there, and foreach on CPU
@@ -84,15 +84,15 @@ def measure(side: str, shape: dict[str, int] = SHAPE, seq: int = SEQ) -> dict[st
     zero = planned_layout if kind == "deepspeed" else 0
     stage = TrainStageConfig(steps=STEPS, micro_batch_size=MICRO, grad_accum_steps=1, seq_len=seq,
                              optimizer=OptimizerConfig(lr=1e-4))
-    engine_config = resolve_training(stage_name, stage, EngineConfig(kind=kind, zero_stage=zero, precision="bf16"),
-                                     1, "cpu").engine
+    job = TrainingJob.resolve(stage, EngineConfig(kind=kind, zero_stage=zero, precision="bf16"), Path("unused"),
+                              seed=0, stage_name=stage_name, dist=DistInfo.from_env())
     stream = SyntheticStream(shape["vocab_size"], seq, seed=0)
     activities = [ProfilerActivity.CPU]
     with profile(activities=activities, profile_memory=True):  # starts the running total before the model
         model = tiny_llama(vocab_size=shape["vocab_size"], hidden=shape["hidden"], layers=shape["layers"],
                            intermediate_size=shape["intermediate_size"])
         selection = select_trainable(model, stage.trainable_patterns(stage_name))
-        engine = build_engine(model, selection, stage, engine_config, DistInfo.from_env(), stage_name)
+        engine = build_engine(model, selection, job)
     with engine, profile(activities=activities, profile_memory=True) as steps:
         for _ in range(STEPS):
             row = torch.from_numpy(stream.next_batch(MICRO))

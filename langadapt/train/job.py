@@ -3,7 +3,9 @@
 The training stage and a library caller both build the job first, before any model is loaded, so
 an engine that cannot run here fails in seconds; `fit` then reads the resolved settings from it
 and never resolves again (before, the stage and `fit` each called `resolve_training`, and `fit`
-took eleven loose arguments, one of which defaulted to "stage2").
+took eleven loose arguments, one of which defaulted to "stage2"). Below `fit` the job is what the
+engines and the stage's helpers take, not its pieces again; the DeepSpeed JSON is one of its fields,
+built with it, so ZeRO-3 loading and the engine read one dict (they used to build it once each).
 """
 
 from __future__ import annotations
@@ -47,6 +49,21 @@ class TrainingJob:
     """Saved beside the final weights when given, so `out_dir/model` loads on its own."""
     shared_rows: SharedRows | None = None
     """The embedding rows copied from the base, which `config.train_rows: new` keeps."""
+    deepspeed_config: dict[str, Any] | None = None
+    """The DeepSpeed JSON (`deepspeed_engine.deepspeed_config`) when the engine is DeepSpeed, else None.
+
+    Built when the job is (`__post_init__`), so a raw `engine.deepspeed_config` that contradicts the
+    recipe fails at `resolve`, before any model loads; `dataclasses.replace` carries it over
+    instead of building it again. ZeRO-3 loading (`stage.load_model`) and `DeepSpeedEngine` both
+    read this one dict: they cannot be handed two different configurations."""
+
+    def __post_init__(self) -> None:
+        if self.deepspeed_config is None and self.engine.kind == "deepspeed":
+            # The builder is looked up on its module at call time: a test counting its calls sees this one.
+            from langadapt.train.engines import deepspeed_engine
+
+            built = deepspeed_engine.deepspeed_config(self.config, self.stage, self.engine, self.dist.world_size)
+            object.__setattr__(self, "deepspeed_config", built)  # frozen: set once, as the dataclass's init would
 
     @property
     def stage(self) -> str:

@@ -86,7 +86,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
     paths = ModelStagePaths(out_dir)
     selection = select_trainable(model, config.trainable_patterns(stage_name), f"{stage_name}.trainable")
     # The engine frees its optimizer state on the way out of this block, also on an error.
-    with build_engine(model, selection, config, engine_config, dist, stage_name, job.shared_rows) as engine:
+    with build_engine(model, selection, job) as engine:
         ckpt = Checkpointer(paths.checkpoints, config.checkpoint, dist.rank)
         state, resumed, resumed_step = TrainState(), ckpt.latest(), None
         if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read

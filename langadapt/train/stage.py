@@ -30,10 +30,9 @@ from langadapt.data.schedule import EpochCapError
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import global_batch as stage_global_batch
-from langadapt.recipe.train import EngineConfig, TrainingSlice, TrainStageConfig
+from langadapt.recipe.train import TrainingSlice
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
-from langadapt.runtime.distributed import DistInfo
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
@@ -60,31 +59,28 @@ def init_model_dir(after_stage1: bool, stage_name: str, ctx: StageContext) -> Pa
     return path
 
 
-def load_model(path: Path, config: TrainStageConfig, stage_name: str, engine: EngineConfig,
-               dist: DistInfo) -> torch.nn.Module:
-    """The starting model in fp32 master weights (ZeRO-3: loaded straight into partitions)."""
+def load_model(path: Path, job: TrainingJob) -> torch.nn.Module:
+    """The starting model in fp32 master weights (ZeRO-3: loaded straight into partitions, with the
+    job's DeepSpeed JSON, the one its engine is built with)."""
     from transformers import AutoModelForCausalLM
 
+    engine = job.engine
     kwargs = {"dtype": torch.float32, "attn_implementation": engine.attn_implementation}
     if engine.kind == "deepspeed" and engine.zero_stage == 3:
-        from langadapt.train.engines.deepspeed_engine import (
-            deepspeed_config,
-            init_deepspeed_group,
-            load_model_for_zero3,
-        )
+        from langadapt.train.engines.deepspeed_engine import init_deepspeed_group, load_model_for_zero3
 
-        init_deepspeed_group(dist)  # zero.Init partitions over the process group
-        return load_model_for_zero3(path, deepspeed_config(config, stage_name, engine, dist.world_size), **kwargs)
+        init_deepspeed_group(job.dist)  # zero.Init partitions over the process group
+        return load_model_for_zero3(path, job.deepspeed_config, **kwargs)
     return AutoModelForCausalLM.from_pretrained(path, **kwargs)
 
 
-def shared_rows(config: TrainStageConfig, stage_name: str, ctx: StageContext) -> SharedRows | None:
+def shared_rows(job: TrainingJob, ctx: StageContext) -> SharedRows | None:
     """The embeddings stage's record of the rows it copied from the base, when `train_rows: new` needs it."""
-    if config.train_rows == "all":
+    if job.config.train_rows == "all":
         return None
     path = ctx.layout.embeddings.shared_rows
     if not path.is_file():
-        raise LangadaptError(f"{stage_name}.train_rows: new, but the embeddings stage recorded no shared rows "
+        raise LangadaptError(f"{job.stage}.train_rows: new, but the embeddings stage recorded no shared rows "
                              f"({path} is missing: init: scratch, or an embeddings stage from before this option; "
                              "run it again)")
     return SharedRows.load(path)
@@ -98,11 +94,12 @@ def tokenizer_dir(ctx: StageContext, init: Path) -> Path:
     return source
 
 
-def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineConfig, ctx: StageContext,
-                     tokenizer: Any, trained_sources: list[str], dist: DistInfo,
+def build_validation(job: TrainingJob, ctx: StageContext, trained_sources: list[str],
                      position_ids: Callable = lambda inputs: None) -> Validation | None:
     """The held-out windows scored during training (`validation.langs`, else the trained sources'
-    languages); None when the stage validates nothing."""
+    languages), decoded for their language check with `job.tokenizer`; None when the stage
+    validates nothing."""
+    stage_name, config, dist, tokenizer = job.stage, job.config, job.dist, job.tokenizer
     settings = config.validation
     if settings.every_steps is None:
         return None
@@ -114,7 +111,7 @@ def build_validation(stage_name: str, config: TrainStageConfig, engine: EngineCo
                              f"{ctx.layout.tokenizer.valid_tokens}; set data.valid_fraction above 0 or turn it off")
     log.info("%s: validation every %d steps on %s", stage_name, settings.every_steps,
              ", ".join(f"{s.lang} ({s.windows.size - len(s.windows):,} tokens)" for s in sets))
-    return Validation(sets, settings, config.micro_batch_size, engine.precision, dist.rank, dist.world_size,
+    return Validation(sets, settings, config.micro_batch_size, job.engine.precision, dist.rank, dist.world_size,
                       position_ids)
 
 
@@ -156,12 +153,11 @@ def _epochs_located(slice_: TrainingSlice, tokens: Path) -> Iterator[None]:
                              f"(unique tokens counted on the token shards in {tokens})") from None
 
 
-def tracker_setup(after_stage1: bool, stage_name: str, config: TrainStageConfig,
-                  ctx: StageContext) -> tuple[int, dict[str, Any]]:
+def tracker_setup(after_stage1: bool, job: TrainingJob, ctx: StageContext) -> tuple[int, dict[str, Any]]:
     """The trackers' step offset (stage 1's steps when this stage follows it: one axis for the
     run) and configuration (the resolved recipe the pipeline wrote; this stage's slice without one)."""
     offset = int(ctx.layout.stage_summary("stage1").get("steps") or 0) if after_stage1 else 0
-    return offset, ctx.layout.recipe() or {stage_name: config.model_dump(mode="json")}
+    return offset, ctx.layout.recipe() or {job.stage: job.config.model_dump(mode="json")}
 
 
 def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
@@ -169,20 +165,20 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
 
     The pipeline never enters a disabled stage: `Recipe.training_skip_reason` is its skip reason in
     the stage table, and the runner calls only the stages it runs or resumes."""
-    stage_name, config, engine, dist = slice_.name, slice_.config, slice_.engine, ctx.dist
+    stage_name, config, dist = slice_.name, slice_.config, ctx.dist
     after_stage1, force_epochs, document_masking = slice_.after_stage1, slice_.force_epochs, slice_.document_masking
     from langadapt.data.stream import build_stream
     from langadapt.tokenizer.loading import load_tokenizer
 
     # Resolved once, before any loading: an engine that cannot run here fails in seconds.
-    training = TrainingJob.resolve(config, engine, ctx.out, seed=ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0),
-                                   stage_name=stage_name, dist=dist)
+    training = TrainingJob.resolve(config, slice_.engine, ctx.out,
+                                   seed=ctx.seed + STAGE_SEED_OFFSET.get(stage_name, 0), stage_name=stage_name, dist=dist)
     engine, global_batch = training.engine, training.settings.global_batch
     init = init_model_dir(after_stage1, stage_name, ctx)
-    shared = shared_rows(config, stage_name, ctx)  # before any loading
+    shared = shared_rows(training, ctx)  # before any loading
     log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
              engine.zero_stage, engine.precision)
-    model = load_model(init, config, stage_name, engine, dist)
+    model = load_model(init, training)
     if document_masking:
         check_document_masking(model)
     mixture, samples = stream_budget(slice_, global_batch)
@@ -192,8 +188,8 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     trained = [name for name, target in stream.state_dict()["targets"].items() if target]
     tokenizer = load_tokenizer(tokenizer_dir(ctx, init))
     training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
-    validation = build_validation(stage_name, config, engine, ctx, tokenizer, trained, dist, stream.position_ids)
-    step_offset, recipe = tracker_setup(after_stage1, stage_name, config, ctx)
+    validation = build_validation(training, ctx, trained, stream.position_ids)
+    step_offset, recipe = tracker_setup(after_stage1, training, ctx)
     callbacks = default_callbacks(config, ctx.out, f"{ctx.run_dir.name}/{stage_name}", stream=stream,
                                   validation=validation, step_offset=step_offset, recipe=recipe)
     try:

@@ -22,7 +22,8 @@ from langadapt.embeddings.row_plan import SharedRows
 from langadapt.embeddings.stage import run as run_embeddings
 from langadapt.errors import LangadaptError
 from langadapt.recipe.embeddings import EmbeddingsSlice
-from langadapt.recipe.train import TrainStageConfig
+from langadapt.recipe.train import EngineConfig, TrainStageConfig
+from langadapt.train.job import TrainingJob
 from langadapt.train.stage import shared_rows
 
 
@@ -48,16 +49,21 @@ def test_the_plan_records_the_rows_it_copies_bit_for_bit(tmp_path: Path) -> None
     assert SharedRows.load(path) == SharedRows(len(new_tok), tuple(ids))
 
 
+def _job(config: TrainStageConfig, stage_name: str, ctx) -> TrainingJob:  # noqa: F811
+    """The training job `shared_rows` reads the stage's name and `train_rows` from."""
+    return TrainingJob.resolve(config, EngineConfig(), ctx.run_dir / stage_name, seed=0, stage_name=stage_name)
+
+
 def test_the_embeddings_stage_records_the_shared_rows_for_training(ctx) -> None:  # noqa: F811
     summary = run_embeddings(EmbeddingsSlice(EmbeddingConfig()), ctx)
     recorded = SharedRows.load(ctx.layout.embeddings.shared_rows)
     assert recorded.rows == 420 and len(recorded.ids) == summary["rows_copied"] > 200  # measured 303 of 420
-    assert shared_rows(TrainStageConfig(train_rows="new"), "stage1", ctx) == recorded
-    assert shared_rows(TrainStageConfig(), "stage1", ctx) is None
+    assert shared_rows(_job(TrainStageConfig(train_rows="new"), "stage1", ctx), ctx) == recorded
+    assert shared_rows(_job(TrainStageConfig(), "stage1", ctx), ctx) is None
     base = AutoModelForCausalLM.from_pretrained(ctx.base_model).get_input_embeddings().weight
     initialised = AutoModelForCausalLM.from_pretrained(ctx.layout.embeddings.model).get_input_embeddings().weight
     rows = initialised[list(recorded.ids)]
     assert all(bool((base == row).all(dim=1).any()) for row in rows)  # each one a base row, bit for bit
     ctx.layout.embeddings.shared_rows.unlink()
     with pytest.raises(LangadaptError, match=r"stage2\.train_rows: new, but the embeddings stage recorded no "):
-        shared_rows(TrainStageConfig(train_rows="new"), "stage2", ctx)
+        shared_rows(_job(TrainStageConfig(train_rows="new"), "stage2", ctx), ctx)

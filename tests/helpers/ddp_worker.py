@@ -20,10 +20,10 @@ if not __package__:  # run as a script (torchrun, srun): sys.path[0] is tests/he
     sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from helpers.synthetic import SyntheticStream, tiny_llama
-from langadapt.planning.training import resolve_training
 from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.engines import build_engine
+from langadapt.train.job import TrainingJob
 from langadapt.train.policy import select_trainable
 
 
@@ -36,9 +36,9 @@ def main() -> None:
     selection = select_trainable(model, stage.trainable_patterns("stage2"))
     stream = SyntheticStream(96, 16, seed=7)
     storages, losses = [], []
-    engine_config = resolve_training("stage2", stage, EngineConfig(kind="torch", attn_implementation="eager"),
-                                     dist.world_size, "cpu").engine
-    with build_engine(model, selection, stage, engine_config, dist) as engine:
+    job = TrainingJob.resolve(stage, EngineConfig(kind="torch", attn_implementation="eager"), out, seed=0,
+                              stage_name="stage2", dist=dist)
+    with build_engine(model, selection, job) as engine:
         for _ in range(2):
             batch = torch.from_numpy(stream.next_batch(4 * dist.world_size, dist.rank, dist.world_size))
             losses.append(sum(float(engine.micro_step(mb[:, :-1], mb[:, 1:])) for mb in batch.split(2)))

@@ -28,11 +28,11 @@ if not __package__:  # run as a script (torchrun, srun): sys.path[0] is tests/he
     sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from helpers.synthetic import SyntheticStream, tiny_llama
-from langadapt.planning.training import resolve_training
 from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.engines import build_engine
 from langadapt.train.engines.deepspeed_engine import BF16_GRADIENTS
+from langadapt.train.job import TrainingJob
 from langadapt.train.policy import select_trainable
 
 VOCAB, SEQ, HIDDEN, MICRO_STEPS = 256, 32, 64, 16
@@ -52,11 +52,11 @@ def gradient(zero: int, accum: int, raw: dict | None, dist: DistInfo) -> dict[st
                              seq_len=SEQ, optimizer=OptimizerConfig(lr=1e-3, weight_decay=0.0), grad_clip=0.0)
     engine_config = EngineConfig(kind="deepspeed", zero_stage=zero, precision="bf16",
                                  attn_implementation="eager", deepspeed_config=raw)
-    engine_config = resolve_training("stage2", stage, engine_config, dist.world_size, "cpu").engine
+    job = TrainingJob.resolve(stage, engine_config, Path("unused"), seed=0, stage_name="stage2", dist=dist)
     selection = select_trainable(model, stage.trainable_patterns("stage2"))
     stream = SyntheticStream(VOCAB, SEQ, seed=7)
     total: dict[str, torch.Tensor] = {}
-    with build_engine(model, selection, stage, engine_config, dist, "stage2") as engine:
+    with build_engine(model, selection, job) as engine:
         for _ in range(MICRO_STEPS // accum):
             for _ in range(accum):
                 row = torch.from_numpy(stream.next_batch(dist.world_size, dist.rank, dist.world_size))

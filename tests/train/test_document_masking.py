@@ -13,12 +13,12 @@ from helpers.synthetic import tiny_llama
 
 from langadapt.data.stream import build_stream, document_positions
 from langadapt.errors import LangadaptError
-from langadapt.planning.training import check_engine
 from langadapt.recipe import load_recipe
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.placement import DistInfo
 from langadapt.train.engines import build_engine
 from langadapt.train.fastpath import CausalLMLoss, check_document_masking, model_inputs
+from langadapt.train.job import TrainingJob
 from langadapt.train.policy import select_trainable
 
 EOS, VOCAB = 0, 64
@@ -63,7 +63,7 @@ def test_a_packed_row_with_masking_scores_each_document_as_if_alone(attention: s
 
 
 @pytest.mark.parametrize("kind", ["torch", "deepspeed"])
-def test_engines_take_position_ids_and_train_on_the_masked_loss(kind: str) -> None:
+def test_engines_take_position_ids_and_train_on_the_masked_loss(kind: str, tmp_path: Path) -> None:
     """Both engines' micro_step with position ids returns the mean masked token loss, and backprops it."""
     model = tiny_llama(VOCAB, hidden=64, layers=2, seed=0)
     first, second = _documents()
@@ -72,8 +72,9 @@ def test_engines_take_position_ids_and_train_on_the_masked_loss(kind: str) -> No
     expected = torch.cat([_token_losses(model, row, pos) for row, pos in zip(rows, positions)]).mean()
     unmasked = torch.cat([_token_losses(model, row, None) for row in rows]).mean()
     stage = TrainStageConfig(micro_batch_size=2, grad_accum_steps=1, seq_len=rows.shape[1] - 1)
-    engine_config = check_engine("stage2", stage, EngineConfig(kind=kind, zero_stage=0), "cpu")
-    engine = build_engine(model, select_trainable(model, ["*"], "stage2.trainable"), stage, engine_config, DistInfo())
+    job = TrainingJob.resolve(stage, EngineConfig(kind=kind, zero_stage=0), tmp_path, seed=0, stage_name="stage2",
+                              dist=DistInfo())
+    engine = build_engine(model, select_trainable(model, ["*"], "stage2.trainable"), job)
     loss = engine.micro_step(rows[:, :-1], rows[:, 1:], positions[:, :-1])
     assert abs(float(loss) - float(expected)) < 1e-5 and abs(float(loss) - float(unmasked)) > 1e-3
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())

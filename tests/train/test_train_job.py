@@ -52,3 +52,58 @@ def test_a_resolved_job_is_frozen_and_carries_the_resolvers_settings(tmp_path: P
     assert (job.stage, job.settings.global_batch, job.settings.trainable, job.seed) == ("stage2", 4, "all", 3)
     with pytest.raises(dataclasses.FrozenInstanceError):
         job.seed = 4  # type: ignore[misc]
+
+
+def test_a_zero3_stage_builds_its_deepspeed_config_once_and_loads_and_trains_with_that_dict(
+        tmp_path: Path, tiny_en_llama: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39 item 6: ZeRO-3 loading and the DeepSpeed engine each built the JSON from the same four
+    pieces. Now the job builds it once; the dict `HfDeepSpeedConfig` partitions the model with and the
+    one `deepspeed.initialize` gets are that dict, carried over by the stage's `replace`."""
+    import deepspeed
+
+    from langadapt.train.engines import deepspeed_engine
+
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    built, loaded_with, initialised_with = [], [], []
+    build, load, initialize = (deepspeed_engine.deepspeed_config, deepspeed_engine.load_model_for_zero3,
+                               deepspeed.initialize)
+
+    def counted_build(*args, **kwargs):
+        built.append(build(*args, **kwargs))
+        return built[-1]
+
+    def recorded_load(path, ds_config, **kwargs):
+        loaded_with.append(ds_config)
+        return load(path, ds_config, **kwargs)
+
+    def recorded_initialize(*args, config=None, **kwargs):
+        initialised_with.append(config)
+        return initialize(*args, config=config, **kwargs)
+
+    monkeypatch.setattr(deepspeed_engine, "deepspeed_config", counted_build)
+    monkeypatch.setattr(deepspeed_engine, "load_model_for_zero3", recorded_load)
+    monkeypatch.setattr(deepspeed, "initialize", recorded_initialize)
+    make_run(tmp_path, tiny_en_llama)
+    summary = run(TrainingSlice("stage2", config(steps=1), EngineConfig(kind="deepspeed", zero_stage=3),
+                                {"nb_wiki": {"weight": 1.0}}), context(tmp_path, "stage2"))
+    assert summary["steps"] == 1 and summary["zero_stage"] == 3
+    assert len(built) == 1
+    assert len(loaded_with) == 1 and loaded_with[0] is built[0]
+    assert len(initialised_with) == 1 and initialised_with[0] is built[0]
+
+
+def test_the_deepspeed_config_is_built_with_the_job_and_survives_replace(tmp_path: Path) -> None:
+    """A raw DeepSpeed value that contradicts the recipe fails at `resolve`, before a model loads; a
+    job of another engine has none; `dataclasses.replace` (the stage adds the tokenizer) keeps the dict."""
+    from langadapt.errors import LangadaptError
+
+    engine = EngineConfig(kind="deepspeed", zero_stage=2)
+    job = TrainingJob.resolve(config(), engine, tmp_path, seed=0, stage_name="stage2")
+    assert job.deepspeed_config["zero_optimization"]["stage"] == 2
+    assert job.deepspeed_config["train_batch_size"] == job.settings.global_batch
+    assert dataclasses.replace(job, tokenizer="tok").deepspeed_config is job.deepspeed_config
+    assert TrainingJob.resolve(config(), EngineConfig(), tmp_path, seed=0).deepspeed_config is None
+    clash = engine.model_copy(update={"deepspeed_config": {"gradient_clipping": 5.0}})
+    with pytest.raises(LangadaptError, match="engine.deepspeed_config.gradient_clipping = 5.0 contradicts "
+                                             "stage2.grad_clip"):
+        TrainingJob.resolve(config(), clash, tmp_path, seed=0, stage_name="stage2")

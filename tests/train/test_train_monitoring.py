@@ -136,12 +136,17 @@ def test_ranks_score_disjoint_shares_padded_to_the_same_number_of_passes(tmp_pat
 def test_no_held_out_data_for_an_enabled_validation_is_a_one_line_error(tmp_path: Path, tiny_en_llama: Path) -> None:
     from langadapt.run.context import StageContext
     from langadapt.runtime.distributed import DistInfo
+    from langadapt.train.job import TrainingJob
     from langadapt.train.stage import build_validation
 
-    ctx, init = StageContext(run_dir=tmp_path, stage="stage2", seed=0), tiny_en_llama
+    def job(every: int | None) -> TrainingJob:  # no held-out window is decoded: any tokenizer object will do
+        return TrainingJob.resolve(stage(4, every=every), EngineConfig(), tmp_path / "stage2", seed=0,
+                                   stage_name="stage2", dist=DistInfo(), tokenizer=tiny_en_llama)
+
+    ctx = StageContext(run_dir=tmp_path, stage="stage2", seed=0)
     with pytest.raises(LangadaptError, match=r"stage2.validation.every_steps: no held-out shards .*valid_fraction"):
-        build_validation("stage2", stage(4, every=2), EngineConfig(), ctx, init, ["nb.src"], DistInfo())
-    assert build_validation("stage2", stage(4, every=None), EngineConfig(), ctx, init, [], DistInfo()) is None
+        build_validation(job(2), ctx, ["nb.src"])
+    assert build_validation(job(None), ctx, []) is None
 
 
 def test_progress_line_and_rows_carry_elapsed_eta_and_tokens_per_source(tmp_path: Path, caplog) -> None:

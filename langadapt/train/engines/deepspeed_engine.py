@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,6 +30,9 @@ from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams
 from langadapt.train.rows import RowFreeze
+
+if TYPE_CHECKING:  # train.job imports this module to build its DeepSpeed JSON
+    from langadapt.train.job import TrainingJob
 
 log = logging.getLogger("langadapt.train")
 
@@ -58,7 +61,10 @@ written the first time it is resumed at another world size."""
 
 
 def deepspeed_config(stage: TrainStageConfig, stage_name: str, engine: EngineConfig, world_size: int) -> dict:
-    """The DeepSpeed JSON: the raw passthrough with our values filled in, conflicts refused."""
+    """The DeepSpeed JSON: the raw passthrough with our values filled in, conflicts refused.
+
+    A training stage builds it once, as `TrainingJob.deepspeed_config`; ZeRO-3 loading and
+    `DeepSpeedEngine` read that field rather than calling this again."""
     ours: dict[str, tuple[Any, str]] = {  # DeepSpeed key -> (value, recipe key it comes from)
         "train_micro_batch_size_per_gpu": (stage.micro_batch_size, f"{stage_name}.micro_batch_size"),
         "gradient_accumulation_steps": (stage.grad_accum_steps, f"{stage_name}.grad_accum_steps"),
@@ -115,17 +121,17 @@ def init_deepspeed_group(dist: DistInfo) -> None:
 class DeepSpeedEngine(Engine):
     """`deepspeed.initialize` with our AdamW over the trainable parameters only."""
 
-    def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistInfo, device: torch.device,
-                 stage_name: str = "stage", freeze: RowFreeze | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, selection: TrainableParams, job: TrainingJob,
+                 freeze: RowFreeze | None = None) -> None:
         import deepspeed
 
+        stage, config, dist, device = job.config, job.engine, job.dist, job.dist.device()
+        ds_config = job.deepspeed_config  # built with the job (ZeRO-3: the model was loaded with it)
         self.device, self.model, self.accum, self.zero = device, model.train(), stage.grad_accum_steps, config.zero_stage
         self.rank, self.world_size = dist.rank, dist.world_size
         self.params, self.fp32 = selection.params, config.precision == "fp32"
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        ds_config = deepspeed_config(stage, stage_name, config, dist.world_size)
         step_device = torch.device("cpu") if offloads_optimizer(ds_config) else device
         self.optimizer = build_optimizer(selection, stage.optimizer_in_force, step_device)
         if self.zero == 3 and config.compile and (blocks := repeated_blocks(model)) is not None:

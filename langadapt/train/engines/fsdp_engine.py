@@ -29,16 +29,19 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as torch_dist
 
-from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo, default_backend, init_distributed
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module, tied_aliases
 from langadapt.train.fastpath import repeated_blocks
 from langadapt.train.policy import TrainableParams
 from langadapt.train.rows import RowFreeze
+
+if TYPE_CHECKING:
+    from langadapt.train.job import TrainingJob
 
 TAG = "fsdp"
 """Sub-folder of a langadapt checkpoint holding the torch.distributed.checkpoint files."""
@@ -60,11 +63,12 @@ def init_fsdp_group(dist: DistInfo) -> None:
 class FSDPEngine(Engine):
     """FSDP2 over the whole model; AdamW over the trainable shards only (see module docstring)."""
 
-    def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistInfo, device: torch.device, freeze: RowFreeze | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, selection: TrainableParams, job: TrainingJob,
+                 freeze: RowFreeze | None = None) -> None:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
+        stage, config, dist, device = job.config, job.engine, job.dist, job.dist.device()
         self.device, self.model, self.accum = device, model.train(), stage.grad_accum_steps
         self.grad_clip, self.freeze = stage.grad_clip or math.inf, freeze
         if config.activation_checkpointing:  # inside each block's call, so FSDP's hooks recompute too

@@ -5,23 +5,26 @@ from __future__ import annotations
 import math
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as torch_dist
 
-from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.run.layout import WEIGHTS
-from langadapt.runtime.distributed import DistInfo
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.policy import TrainableParams
 from langadapt.train.rows import RowFreeze
+
+if TYPE_CHECKING:
+    from langadapt.train.job import TrainingJob
 
 
 class TorchEngine(Engine):
     """Plain PyTorch: AdamW, autocast for bf16/fp16 (GradScaler for fp16), DDP across ranks."""
 
-    def __init__(self, model: torch.nn.Module, selection: TrainableParams, stage: TrainStageConfig,
-                 config: EngineConfig, dist: DistInfo, device: torch.device, freeze: RowFreeze | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, selection: TrainableParams, job: TrainingJob,
+                 freeze: RowFreeze | None = None) -> None:
+        stage, config, dist, device = job.config, job.engine, job.dist, job.dist.device()
         self.device, self.model, self.accum = device, model.to(device).train(), stage.grad_accum_steps
         self.freeze = freeze
         self.params, self.grad_clip = selection.params, stage.grad_clip or math.inf
