@@ -50,6 +50,7 @@ OURS = {
     "focus_head_mean": {"method": "focus", "head_init": "mean_of_base_head"},
     "focus_raw_head_mean": {"method": "focus", "focus_center_vectors": False, "head_init": "mean_of_base_head"},
     "mean_head_mean": {"method": "mean", "head_init": "mean_of_base_head"},
+    "mean_head_zero": {"method": "mean", "head_init": "zero"},
 }
 PEER = ("deepfocus", "deepfocus_in_our_head", "our_in_deepfocus_head", "deepfocus_head_mean")
 DEFAULT = ",".join([*OURS, *PEER])
