@@ -16,7 +16,11 @@ byte (embedding_init's scoring: 128-token BOS windows, documents cut to --eval-c
 
     python benchmarks/focus_gap.py [--base PATH] [--work DIR] [--variants a,b,...] [--eval-chars 3000]
 
-Prints one line per variant and a JSON line. CPU only, one thread; ~1 min per variant on 2 cores.
+Prints one line per variant and, last, a JSON line (value: our focus's step-0 nb bpb over
+deepfocus's, null unless both ran). CPU only, one thread; ~1 min per variant on 2 cores.
+`--smoke` (CI): tiny-en-llama, a 1k tokenizer on 100 documents, 8 held-out documents, the
+variants transformers_resize, mean and mean_head_mean: seconds, numbers mean nothing. Without
+../shared it says so and prints a JSON line of nulls.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -66,7 +71,17 @@ def main() -> None:
     ap.add_argument("--eval-chars", type=int, default=3000)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, a temporary --work: seconds (CI)")
     args = ap.parse_args()
+    metric = {"benchmark": "focus_gap", "metric": "focus_over_deepfocus_nb_bpb_step0", "unit": "ratio"}
+    if not (args.shared / "corpora").is_dir():
+        print(f"needs ../shared (corpora, models): {args.shared} not found; nothing measured")
+        print(json.dumps({**metric, "value": None, "baseline": None, "ratio": None, "skipped": "no ../shared"}))
+        return
+    limit = None
+    if args.smoke:
+        args.base, args.variants, args.eval_chars, args.vocab_size, limit = None, "transformers_resize,mean,mean_head_mean", 300, 1024, 100
+        args.work = Path(tempfile.mkdtemp(prefix="focus-gap-smoke-"))
     base = args.base or args.shared / "models" / "tiny-en-llama"
     torch.set_num_threads(1)
     transformers.utils.logging.disable_progress_bar()
@@ -75,12 +90,13 @@ def main() -> None:
     old = load_tokenizer(base)
     train = [("nb", t) for t in read(args.shared, "nb.debian-handbook.train")]
     train += [("nn", t) for t in read(args.shared, "nn.gimp-help.train")]
+    train = train[:limit] if limit else train
     new = train_tokenizer(TokenizerConfig(vocab_size=args.vocab_size, min_vocab_fraction=0.0), train, old, seed=0)
     new_dir = args.work / "tokenizer"
     new.save_pretrained(new_dir)
     mapping = build_mapping(old, new)
     corpus = [t for _, t in train]
-    nb_valid = [t[: args.eval_chars] for t in read(args.shared, NB_VALID)]
+    nb_valid = [t[: args.eval_chars] for t in read(args.shared, NB_VALID)][: 8 if args.smoke else None]
     en_valid = [t[: args.eval_chars] for t in read(args.shared, EN_VALID)][: len(nb_valid)]
     nb, en = windows(new, nb_valid, args.seq), windows(new, en_valid, args.seq)
     nb_bytes, en_bytes = (sum(len(t.encode()) for t in v) for v in (nb_valid, en_valid))
@@ -132,7 +148,9 @@ def main() -> None:
         results[name] = score(model)
         extra = ours_cache.get(name, {}) if name in OURS else {}
         print(f"{name:24s} nb {results[name]['nb']:.4f}  en {results[name]['en']:.4f}  {extra}", flush=True)
-    print(json.dumps({"benchmark": "focus_gap", "base": str(base), "uniform": uniform, "step0": results}))
+    ratio = results["focus"]["nb"] / results["deepfocus"]["nb"] if {"focus", "deepfocus"} <= set(results) else None
+    print(json.dumps({**metric, "value": ratio, "baseline": 1.0, "ratio": ratio, "base": str(base),
+                      "uniform": uniform, "step0": results}))
 
 
 if __name__ == "__main__":
