@@ -352,7 +352,7 @@ def extra_sides(args: argparse.Namespace) -> dict[str, tuple[EngineConfig, str]]
         for stage in args.engine_stages:
             sides[label if stage == "stage2" else f"{label} {stage}"] = (engine, stage)
     if args.deepspeed_bf16_gradients:  # at stage 2, where every parameter has a gradient
-        from langadapt.train.engines.deepspeed_engine import BF16_GRADIENTS
+        from langadapt.train.engines.deepspeed_json import BF16_GRADIENTS
 
         sides.update({f"DeepSpeed ZeRO-{zero}, bf16 gradients": (EngineConfig(
             kind="deepspeed", zero_stage=zero, deepspeed_config=BF16_GRADIENTS), "stage2") for zero in args.deepspeed})

@@ -22,6 +22,7 @@ from langadapt.errors import LangadaptError
 from langadapt.planning.training import TrainingSettings, resolve_training
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
+from langadapt.train.engines import deepspeed_json
 
 log = logging.getLogger("langadapt.train")
 
@@ -50,7 +51,7 @@ class TrainingJob:
     shared_rows: SharedRows | None = None
     """The embedding rows copied from the base, which `config.train_rows: new` keeps."""
     deepspeed_config: dict[str, Any] | None = None
-    """The DeepSpeed JSON (`deepspeed_engine.deepspeed_config`) when the engine is DeepSpeed, else None.
+    """The DeepSpeed JSON (`engines.deepspeed_json.deepspeed_config`) when the engine is DeepSpeed, else None.
 
     Built when the job is (`__post_init__`), so a raw `engine.deepspeed_config` that contradicts the
     recipe fails at `resolve`, before any model loads; `dataclasses.replace` carries it over
@@ -60,9 +61,7 @@ class TrainingJob:
     def __post_init__(self) -> None:
         if self.deepspeed_config is None and self.engine.kind == "deepspeed":
             # The builder is looked up on its module at call time: a test counting its calls sees this one.
-            from langadapt.train.engines import deepspeed_engine
-
-            built = deepspeed_engine.deepspeed_config(self.config, self.stage, self.engine, self.dist.world_size)
+            built = deepspeed_json.deepspeed_config(self.config, self.stage, self.engine, self.dist.world_size)
             object.__setattr__(self, "deepspeed_config", built)  # frozen: set once, as the dataclass's init would
 
     @property

@@ -160,7 +160,7 @@ def check_fast_path(path: str, layout: str, tmp: Path, monkeypatch: pytest.Monke
 
 def check_deepspeed_bf16_matches_torch(zero: int, tmp: Path) -> dict[str, float]:
     """DeepSpeed bf16 as langadapt configures it (gradients accumulated and reduced in fp32:
-    `deepspeed_engine.FP32_GRADIENTS`) trains as the torch engine's bf16 autocast over fp32 weights,
+    `deepspeed_json.FP32_GRADIENTS`) trains as the torch engine's bf16 autocast over fp32 weights,
     with 4 micro-steps accumulated per step so the accumulation dtype matters. Fast paths off on
     both: this compares the engines' precision, not the kernels."""
     layout = f"deepspeed-zero{zero}"

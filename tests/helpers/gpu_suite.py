@@ -44,7 +44,7 @@ GPU_TEST_FOR: dict[tuple[str, str], str] = {
 have never run on a GPU (empty since the H200 run of 2026-11-28: every pair has run)."""
 
 GPU_DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
-    "DeepSpeed bf16 accumulates and reduces gradients in fp32 (engines.deepspeed_engine.FP32_GRADIENTS)": (
+    "DeepSpeed bf16 accumulates and reduces gradients in fp32 (engines.deepspeed_json.FP32_GRADIENTS)": (
         *(f"test_deepspeed_bf16_on_gpu_trains_as_the_torch_engine[{zero}]" for zero in (1, 2, 3)),
         *(f"test_deepspeed_bf16_gradients_on_gpu_are_exact[{zero}]" for zero in (1, 2, 3))),
     "DDP keeps its gradients as views into its buckets (engines.torch_engine, gradient_as_bucket_view)": (

@@ -31,7 +31,7 @@ from helpers.synthetic import SyntheticStream, tiny_llama
 from langadapt.recipe.train import EngineConfig, OptimizerConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
 from langadapt.train.engines import build_engine
-from langadapt.train.engines.deepspeed_engine import BF16_GRADIENTS
+from langadapt.train.engines.deepspeed_json import BF16_GRADIENTS
 from langadapt.train.job import TrainingJob
 from langadapt.train.policy import select_trainable
 

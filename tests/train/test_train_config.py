@@ -16,7 +16,7 @@ from langadapt.recipe.train import (
     TrainStageConfig,
 )
 from langadapt.train.engines.base import build_optimizer
-from langadapt.train.engines.deepspeed_engine import deepspeed_config
+from langadapt.train.engines.deepspeed_json import deepspeed_config
 from langadapt.train.flops import flops_per_token
 from langadapt.train.lr import lr_at
 from langadapt.train.policy import param_groups, select_trainable

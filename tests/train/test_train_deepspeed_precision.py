@@ -19,7 +19,7 @@ from helpers import multiproc as mp
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import check_engine
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
-from langadapt.train.engines.deepspeed_engine import deepspeed_config
+from langadapt.train.engines.deepspeed_json import deepspeed_config
 
 
 @pytest.mark.parametrize("zero", [1, 2, 3])

@@ -61,11 +61,11 @@ def test_a_zero3_stage_builds_its_deepspeed_config_once_and_loads_and_trains_wit
     one `deepspeed.initialize` gets are that dict, carried over by the stage's `replace`."""
     import deepspeed
 
-    from langadapt.train.engines import deepspeed_engine
+    from langadapt.train.engines import deepspeed_engine, deepspeed_json
 
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
     built, loaded_with, initialised_with = [], [], []
-    build, load, initialize = (deepspeed_engine.deepspeed_config, deepspeed_engine.load_model_for_zero3,
+    build, load, initialize = (deepspeed_json.deepspeed_config, deepspeed_engine.load_model_for_zero3,
                                deepspeed.initialize)
 
     def counted_build(*args, **kwargs):
@@ -80,7 +80,7 @@ def test_a_zero3_stage_builds_its_deepspeed_config_once_and_loads_and_trains_wit
         initialised_with.append(config)
         return initialize(*args, config=config, **kwargs)
 
-    monkeypatch.setattr(deepspeed_engine, "deepspeed_config", counted_build)
+    monkeypatch.setattr(deepspeed_json, "deepspeed_config", counted_build)
     monkeypatch.setattr(deepspeed_engine, "load_model_for_zero3", recorded_load)
     monkeypatch.setattr(deepspeed, "initialize", recorded_initialize)
     make_run(tmp_path, tiny_en_llama)

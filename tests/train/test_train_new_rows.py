@@ -157,7 +157,7 @@ def test_refusals_name_the_key(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_bf16_zero1_keeps_shared_rows_through_deepspeeds_bf16_optimizer(tmp_path: Path) -> None:
     """Under bf16 ZeRO-1 runs DeepSpeed's BF16_Optimizer (fp32 gradient accumulation,
-    deepspeed_engine.FP32_GRADIENTS), which accumulates each gradient as the backward produces it:
+    deepspeed_json.FP32_GRADIENTS), which accumulates each gradient as the backward produces it:
     the row mask must act before that. The model is bf16 there, so the reference is the initial
     weights rounded to bf16: shared rows and the frozen body equal it bit for bit."""
     out = tmp_path / "run"
