@@ -209,16 +209,23 @@ def smoke() -> None:
     from transformers import LlamaConfig, PreTrainedTokenizerFast
 
     corpus = [f"Dette er setning nummer {i} om embeddinger og tokeniserere." for i in range(50)]
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+    english = [f"This is sentence number {i} about embeddings and tokenizers." for i in range(50)]
+
+    def tiny_tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
         backend = Tokenizer(models.BPE())
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         backend.decoder = decoders.ByteLevel()
-        backend.train_from_iterator(corpus, trainers.BpeTrainer(
+        backend.train_from_iterator(texts, trainers.BpeTrainer(
             vocab_size=300, special_tokens=["<s>", "</s>", "<pad>"], show_progress=False,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-                                            pad_token="<pad>")
+        return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        # The base's tokenizer is learned on English, the new one on Bokmål: the peers see shared
+        # tokens (the bytes, "nummer", digits) and many new ones, as in the real comparison. With one
+        # tokenizer for both there would be no new token, which deepfocus' fastdist cannot take.
+        tokenizer = tiny_tokenizer(corpus)
         tokenizer.save_pretrained(work / "new")
         config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                              num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False)
@@ -237,9 +244,11 @@ def smoke() -> None:
                 if not (work / "base").is_dir():  # a tiny random base, built only for a peer that runs
                     from transformers import LlamaForCausalLM
 
+                    base_tokenizer = tiny_tokenizer(english)
                     torch.manual_seed(0)
-                    LlamaForCausalLM(config).save_pretrained(work / "base")
-                    tokenizer.save_pretrained(work / "base")
+                    LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "vocab_size": len(base_tokenizer)})
+                                     ).save_pretrained(work / "base")
+                    base_tokenizer.save_pretrained(work / "base")
                 inputs, _ = peer_embeddings(peer, work / "base", work / "new", corpus, work / peer)
                 print(f"{peer}: ran, input matrix {tuple(inputs.shape)}")
                 runnable.append(peer)
