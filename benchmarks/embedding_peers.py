@@ -36,11 +36,14 @@ of downloading a second copy; pip adds only the missing packages into the venv.)
 the child program: the venv's python runs it with ``deepfocus WORK`` as arguments.
 
     python benchmarks/embedding_peers.py --smoke   # seconds, no download: which peers run here (CI)
+    python benchmarks/embedding_peers.py --smoke --run-peers   # minutes: also runs them, tiny
 
 ``--smoke`` needs neither the venv nor ../shared: with a tiny Llama config and a 300-token tokenizer
 it writes tokensurgeon's donor folder and reads it back (the part of the peers' path that runs in
-this environment), runs each peer that is installed, and prints as its last line the JSON record of
-benchmarks/README.md with value = the peers that can run here (of the two).
+this environment), checks each peer's install (import, pinned version), and prints as its last line
+the JSON record of benchmarks/README.md with value = the peers that can run here (of the two).
+``--run-peers`` also runs each installed peer on that tiny input: minutes, not seconds (deepfocus
+compiles its numba kernels first), so the smoke CI runs leaves it out.
 """
 
 from __future__ import annotations
@@ -201,7 +204,7 @@ def _deepfocus_child(work: Path) -> None:
     save_file(result, work / RESULT)
 
 
-def smoke() -> None:
+def smoke(run_peers: bool = False) -> None:
     """The peers' path at a tiny size without a download: see the module docstring."""
     import tempfile
 
@@ -240,7 +243,10 @@ def smoke() -> None:
         runnable = []
         for peer in PEERS:
             reason = peer_available(peer)
-            if reason is None:
+            if reason is None and not run_peers:
+                print(f"{peer}: installed (not run: --run-peers runs it)")
+                runnable.append(peer)
+            elif reason is None:
                 if not (work / "base").is_dir():  # a tiny random base, built only for a peer that runs
                     from transformers import LlamaForCausalLM
 
@@ -260,10 +266,10 @@ def smoke() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--smoke"]:
-        smoke()
+    if sys.argv[1:2] == ["--smoke"] and sys.argv[2:] in ([], ["--run-peers"]):
+        smoke(run_peers=sys.argv[2:] == ["--run-peers"])
         sys.exit(0)
     if sys.argv[1:2] != ["deepfocus"] or len(sys.argv) != 3:
         sys.exit(f"usage: {PEER_PYTHON} {__file__} deepfocus WORK  (the child side of peer_embeddings), "
-                 f"or: python {__file__} --smoke")
+                 f"or: python {__file__} --smoke [--run-peers]")
     _deepfocus_child(Path(sys.argv[2]))
