@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from langadapt.errors import LangadaptError
 
 MIB = 1 << 20
@@ -93,7 +95,20 @@ def parse_json(text: str, what: str, suffix: str = "") -> Any:
     """`json.loads` for JSON a user gave, every failure one `LangadaptError` line "`what`: why`suffix`":
     malformed text (with line and column in a multi-line file), and nesting deeper than Python's
     recursion limit, which `json` raises as a RecursionError (a `[[[...` line of a few thousand
-    brackets in a corpus was a traceback). Every reader of user JSON goes through here."""
+    brackets in a corpus was a traceback). Every reader of user JSON goes through here.
+
+    orjson parses first: half of json's CPU on corpus lines (benchmarks/README.md, data_scale,
+    session 18), the same objects. Where it could differ, json decides: orjson refuses NaN and
+    Infinity, lone surrogates and nesting past 1,024 levels (json's message then names the
+    problem, or json accepts as it always did), and turns an integer past 64 bits into a float
+    (an id would change), which `_holds_big_float` detects."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if not _holds_big_float(value):
+            return value
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -101,3 +116,19 @@ def parse_json(text: str, what: str, suffix: str = "") -> Any:
         raise LangadaptError(f"{what}: {err.msg}{where}{suffix}") from None
     except RecursionError:
         raise LangadaptError(f"{what}: nested deeper than {sys.getrecursionlimit():,} levels{suffix}") from None
+
+
+def _holds_big_float(value: Any) -> bool:
+    """Whether a float of 2**63 or more is anywhere in `value`: what orjson makes of an integer too
+    large for 64 bits (a genuine float that large is re-parsed by json to the same float). A loop,
+    not recursion: orjson nests 1,024 levels, deeper than Python's recursion limit allows."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) is float and abs(item) >= 2.0 ** 63:
+            return True
+        if type(item) is dict:
+            pending.extend(item.values())
+        elif type(item) is list:
+            pending.extend(item)
+    return False
