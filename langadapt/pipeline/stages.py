@@ -124,33 +124,33 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     embeddings = Entry("langadapt.embeddings.scratch", ScratchSlice(recipe.base_model.architecture)) \
         if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", EmbeddingsSlice(recipe.embeddings))
     return [
-        stage("data", Entry("langadapt.data.stage", DataSlice(recipe.data)),
-              files=lambda _: OutsideFiles(local_source_files(recipe.data.sources)),
-              check_after=lambda will: check_licence(recipe, will)),
+        _stage("data", Entry("langadapt.data.stage", DataSlice(recipe.data)),
+               files=lambda _: OutsideFiles(_local_source_files(recipe.data.sources)),
+               check_after=lambda will: check_licence(recipe, will)),
         # The base model folder, through ctx.base_model: its recipe section and its files (the
         # embeddings and the rest inherit the files through the chain).
-        stage("tokenizer", Entry("langadapt.tokenizer.stage", TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
-              context=("base_model",), files=base_model_files),
+        _stage("tokenizer", Entry("langadapt.tokenizer.stage", TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
+               context=("base_model",), files=base_model_files),
         # Which entry runs (`init`) and the base model folder; a scratch model keeps the warm one's
         # `embeddings` section in its print (it was there before the keys were declared per field).
-        stage("embeddings", embeddings, context=("embeddings", "init", "base_model")),
-        stage("stage1", training("stage1"), skip_reason=recipe.training_skip_reason("stage1")),
-        stage("stage2", training("stage2"), skip_reason=recipe.training_skip_reason("stage2")),
-        stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, PlanningInput.from_recipe(recipe))),
-              files=lambda _: OutsideFiles(tuple(Path(p) for p in recipe.evaluation.suites)), needs=cold_twin),
-        stage("export", Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
-              skip_reason=None if recipe.export.enabled else "export.enabled is false"),
+        _stage("embeddings", embeddings, context=("embeddings", "init", "base_model")),
+        _stage("stage1", training("stage1"), skip_reason=recipe.training_skip_reason("stage1")),
+        _stage("stage2", training("stage2"), skip_reason=recipe.training_skip_reason("stage2")),
+        _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, PlanningInput.from_recipe(recipe))),
+               files=lambda _: OutsideFiles(tuple(Path(p) for p in recipe.evaluation.suites)), needs=cold_twin),
+        _stage("export", Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
+               skip_reason=None if recipe.export.enabled else "export.enabled is false"),
     ]
 
 
-def stage(name: str, entry: Entry, *, context: tuple[str, ...] = (), **rest: Any) -> Stage:
+def _stage(name: str, entry: Entry, *, context: tuple[str, ...] = (), **rest: Any) -> Stage:
     """A stage whose fingerprint covers the recipe keys its slice's fields declare, plus `context`:
     what it reads of the recipe besides its slice (through `ctx`)."""
     sections, ignores = recipe_keys(entry.slice, *context)
     return Stage(name, sections, entry, ignores=ignores, **rest)
 
 
-def local_source_files(sources: Sequence[SourceConfig]) -> tuple[Path, ...]:
+def _local_source_files(sources: Sequence[SourceConfig]) -> tuple[Path, ...]:
     """The files of the sources read from this machine, each pattern's matches sorted. A fetched
     source is defined by its `fetch` spec (in the data section); its file may not exist yet when the
     prints are made, so hashing the file would change the print after a fetch."""

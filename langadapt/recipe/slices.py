@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import MISSING, Field, field, fields
 from typing import Any
 
+
 def reads(*keys: str, ignores: tuple[str, ...] = (), why: str | None = None, inner: bool = False,
           default: Any = MISSING) -> Any:
     """A slice field holding the recipe's `keys` (less `ignores`); `inner`: a frozen dataclass whose
