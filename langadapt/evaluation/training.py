@@ -18,14 +18,18 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
-from langadapt.recipe import Recipe
 from langadapt.recipe.evaluation import EvaluationConfig
+from langadapt.recipe.slices import reads
 from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
 from langadapt.runtime.logs import clock
+
+if TYPE_CHECKING:  # the plan's glue reads shards and sources: imported when a plan is made
+    from langadapt.planning.recipe_plan import PlanningInput
 
 RISE = 0.005
 """Relative rise of held-out bpb above its lowest point that the report calls "hurt" (0.5%):
@@ -298,18 +302,18 @@ def _joules(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def planned_energy(layout: RunLayout, recipe: Recipe | None = None) -> dict | None:
-    """`langadapt plan`'s joules per step per training stage, or None without a recipe: for `recipe`
+def planned_energy(layout: RunLayout, planning: PlanningInput | None = None) -> dict | None:
+    """`langadapt plan`'s joules per step per training stage, or None without a recipe: for `planning`
     (the pipeline's, bound in the evaluate stage's slice and fingerprinted there), else for the
     resolved recipe the run at `layout` recorded (`langadapt eval RUN`)."""
     from langadapt.planning.plan import plan_joules_per_step
     from langadapt.planning.recipe_plan import plan_recipe
     from langadapt.recipe import load_recipe
 
-    if recipe is None and not layout.resolved_recipe.is_file():
+    if planning is None and not layout.resolved_recipe.is_file():
         return None
     try:
-        plan = plan_recipe(recipe or load_recipe(layout.resolved_recipe).recipe)
+        plan = plan_recipe(planning or load_recipe(layout.resolved_recipe).recipe)
     except (LangadaptError, OSError, ValueError) as error:
         return {"joules_per_step": {}, "note": f"no plan estimate: {error}"}
     hw = plan["hardware"]
@@ -327,12 +331,11 @@ def training_section(metrics: dict[str, Path], planned: dict | None) -> dict:
 @dataclass(frozen=True)
 class EvaluateSlice:
     """What the evaluate stage reads of the recipe. It sits beside `planned_energy`, which reads its
-    `planning` recipe: in `recipe/evaluation.py` it would tie the recipe schema, which composes that
-    module, to itself."""
+    `planning`: in `recipe/evaluation.py` it would tie the recipe schema, which composes that
+    module, to planning, which stands above it."""
 
-    config: EvaluationConfig
-    planning: Recipe | None = None
-    """The recipe `langadapt plan` estimates each training stage's energy from (the report's
-    planned column beside the measured one); None: no estimate. The stage table fingerprints the
-    parts planning reads (`pipeline.stages.PLANNING_KEYS`), so `--set cluster.hardware=...` re-runs
-    evaluate instead of leaving a report planned for the old hardware."""
+    config: EvaluationConfig = reads("evaluation")
+    planning: PlanningInput | None = reads(inner=True, default=None)
+    """What `langadapt plan` estimates each training stage's energy from (the report's planned
+    column beside the measured one); None: no estimate. Its fields declare the recipe keys they hold,
+    which evaluate's fingerprint covers (`PlanningInput`)."""

@@ -22,6 +22,7 @@ from langadapt.errors import LangadaptError
 from langadapt.inputs.text import read_input_text
 from langadapt.recipe.export import ExportConfig
 from langadapt.recipe.hints import set_option
+from langadapt.recipe.slices import reads
 from langadapt.run.base_model import hub_repo_id
 
 if TYPE_CHECKING:
@@ -132,9 +133,12 @@ class ExportSlice:
     """What the export stage reads of the recipe: its section and the facts above (here, beside
     `RunFacts`, rather than in `recipe/export.py`, which the recipe schema composes)."""
 
-    config: ExportConfig
-    facts: RunFacts
-    """The recipe's facts the model card states (languages, sources and their licences, the base)."""
+    config: ExportConfig = reads("export")
+    facts: RunFacts = reads("init", "base_model.path", "data.valid_fraction", "data.max_valid_docs",
+                            *(f"data.sources[].{key}" for key in ("name", "lang", "role", "format", "path", "valid_path")))
+    """The recipe's facts the model card states (languages, sources and their licences, the base):
+    the keys `RunFacts.from_recipe` reads. `data.split_by`, which names the held-out rule in the
+    card's text, is in the data stage's print, which the chain carries."""
 
 
 def trained_sources(facts: RunFacts, tokens: dict[str, dict[str, int]]) -> list[str]:

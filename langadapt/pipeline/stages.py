@@ -1,5 +1,6 @@
-"""The stage table: each stage of a run with its slice of the recipe bound, and the recipe parts
-its fingerprint covers.
+"""The stage table: each stage of a run with its slice of the recipe bound, and what its
+fingerprint covers: the recipe keys its slice's fields declare (`recipe.slices`) and the files it
+reads from outside the run.
 
 `stage_table` is the only place that builds a stage's slice from the recipe; `pipeline.runner`
 runs the table in order. Torch-free: `langadapt plan` and dry runs build it.
@@ -7,6 +8,7 @@ runs the table in order. Torch-free: `langadapt plan` and dry runs build it.
 
 from __future__ import annotations
 
+import glob
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,8 +17,10 @@ from typing import Any
 
 from langadapt.pipeline.preflight import check_licence
 from langadapt.recipe import LoadedRecipe, Recipe
-from langadapt.recipe.data import TRAINING_FIELDS, TRAINING_SOURCE_FIELDS, UNFINGERPRINTED_FIELDS
+from langadapt.recipe.data import SourceConfig
+from langadapt.recipe.slices import recipe_keys
 from langadapt.run.context import StageContext
+from langadapt.run.fingerprint import OutsideFiles
 from langadapt.run.layout import RunLayout
 
 
@@ -64,7 +68,7 @@ class Stage:
     name: str
     sections: tuple[str, ...]
     """What the stage reads of the recipe (sections or dotted keys, see `LoadedRecipe.section_hash`):
-    its fingerprint's recipe part, so it names everything its slice carries."""
+    its fingerprint's recipe part, the keys its slice's fields declare (`recipe.slices.recipe_keys`)."""
     run: Callable[[StageContext], dict[str, Any]]
     skip_reason: str | None = None
     ignores: tuple[str, ...] = ()
@@ -76,13 +80,18 @@ class Stage:
     """A preflight check that needs this stage's output, run once it completes, given the stages the
     run selected (the licence guard needs the notes of fetched sources, which exist only after the
     data stage fetched them)."""
+    files: Callable[[str | None], OutsideFiles] | None = None
+    """The files the stage reads from outside the run, given the resolved base model folder (None
+    while it is still to be built or downloaded): their content is in its fingerprint."""
 
 
 def stage_table(recipe: Recipe) -> list[Stage]:
-    """Each stage with its slice of the recipe bound; `sections` name the same parts, so the stage's
-    fingerprint covers exactly what it reads. Torch-free: `langadapt plan` and dry runs build it."""
+    """Each stage with its slice of the recipe bound; its `sections` are the keys the slice's fields
+    declare, so the stage's fingerprint covers what it reads. Torch-free: `langadapt plan` and dry
+    runs build it."""
     from langadapt.evaluation.training import EvaluateSlice
     from langadapt.export.provenance import ExportSlice, RunFacts
+    from langadapt.planning.recipe_plan import PlanningInput
     from langadapt.recipe.data import DataSlice
     from langadapt.recipe.embeddings import EmbeddingsSlice, ScratchSlice
     from langadapt.recipe.replay import stage_mixture
@@ -90,11 +99,11 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     from langadapt.recipe.train import TrainingSlice
 
     def training(name: str) -> Entry:
-        stage = getattr(recipe, name)
+        config = getattr(recipe, name)
         # A stage that will not run has no mixture to derive (its overrides may name what is gone).
-        mixture = None if recipe.training_skip_reason(name) else stage_mixture(recipe.data, name, stage)
+        mixture = None if recipe.training_skip_reason(name) else stage_mixture(recipe.data, name, config)
         return Entry("langadapt.train.stage", TrainingSlice(
-            name, stage, recipe.engine, mixture,
+            name, config, recipe.engine, mixture,
             after_stage1=name == "stage2" and "stage1" in recipe.training_stages,
             force_epochs=recipe.data.force_epochs, document_masking=recipe.data.document_masking))
 
@@ -106,58 +115,46 @@ def stage_table(recipe: Recipe) -> list[Stage]:
             return None
         return Dependency("cold", "the cold twin", twin, RunLayout(twin.recipe.run_dir).stage2.model)
 
+    def base_model_files(base: str | None) -> OutsideFiles:
+        if not recipe.base_model.path:
+            return OutsideFiles()
+        # Keys relative to the folder: the same bytes under another path are the same base.
+        return OutsideFiles((Path(base),), relative_to=Path(base)) if base else OutsideFiles(missing="base_model")
+
     embeddings = Entry("langadapt.embeddings.scratch", ScratchSlice(recipe.base_model.architecture)) \
         if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", EmbeddingsSlice(recipe.embeddings))
     return [
-        Stage("data", ("data",), Entry("langadapt.data.stage", DataSlice(recipe.data)), ignores=DATA_STAGE_IGNORES,
-              check_after=lambda will: check_licence(recipe, will)),
-        # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
-        Stage("tokenizer", ("tokenizer", "base_model"),
-              Entry("langadapt.tokenizer.stage", TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
-              ignores=("tokenizer.min_vocab_fraction",)),
-        Stage("embeddings", ("embeddings", "init", "base_model"), embeddings),
-        Stage("stage1", ("stage1", "engine", *TRAINING_DATA_KEYS), training("stage1"), recipe.training_skip_reason("stage1"),
-              ignores=monitoring_keys("stage1")),
-        Stage("stage2", ("stage2", "engine", *TRAINING_DATA_KEYS), training("stage2"),
-              recipe.training_skip_reason("stage2"), ignores=monitoring_keys("stage2")),
-        Stage("evaluate", ("evaluation", *PLANNING_KEYS),
-              Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, recipe)),
-              # the preparation job's settings change no estimate evaluate reports (GPU energy)
-              ignores=(*monitoring_keys("stage1"), *monitoring_keys("stage2"), "cluster.preparation"), needs=cold_twin),
-        Stage("export", ("export", *RUN_FACT_KEYS),
-              Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
-              None if recipe.export.enabled else "export.enabled is false"),
+        _stage("data", Entry("langadapt.data.stage", DataSlice(recipe.data)),
+               files=lambda _: OutsideFiles(_local_source_files(recipe.data.sources)),
+               check_after=lambda will: check_licence(recipe, will)),
+        # The base model folder, through ctx.base_model: its recipe section and its files (the
+        # embeddings and the rest inherit the files through the chain).
+        _stage("tokenizer", Entry("langadapt.tokenizer.stage", TokenizerSlice(recipe.tokenizer, recipe.data.num_workers)),
+               context=("base_model",), files=base_model_files),
+        # Which entry runs (`init`) and the base model folder; a scratch model keeps the warm one's
+        # `embeddings` section in its print (it was there before the keys were declared per field).
+        _stage("embeddings", embeddings, context=("embeddings", "init", "base_model")),
+        _stage("stage1", training("stage1"), skip_reason=recipe.training_skip_reason("stage1")),
+        _stage("stage2", training("stage2"), skip_reason=recipe.training_skip_reason("stage2")),
+        _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, PlanningInput.from_recipe(recipe))),
+               files=lambda _: OutsideFiles(tuple(Path(p) for p in recipe.evaluation.suites)), needs=cold_twin),
+        _stage("export", Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
+               skip_reason=None if recipe.export.enabled else "export.enabled is false"),
     ]
 
 
-TRAINING_DATA_KEYS = ("data.sources[].name", *(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
-                      *(f"data.{key}" for key in TRAINING_FIELDS))
-"""What the training stages read of the data section: the mixture (each source's weight, epochs,
-max_epochs, by name) and the repetition and masking switches. The YAML keeps them under `data:`
-(every recipe stays valid); the fingerprints put them where they are read."""
-DATA_STAGE_IGNORES = (*(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
-                      *(f"data.{key}" for key in (*TRAINING_FIELDS, *UNFINGERPRINTED_FIELDS)))
-"""Keys of the data section the data stage does not read: changing one must not re-run data,
-tokenizer and embeddings (hours at scale)."""
+def _stage(name: str, entry: Entry, *, context: tuple[str, ...] = (), **rest: Any) -> Stage:
+    """A stage whose fingerprint covers the recipe keys its slice's fields declare, plus `context`:
+    what it reads of the recipe besides its slice (through `ctx`)."""
+    sections, ignores = recipe_keys(entry.slice, *context)
+    return Stage(name, sections, entry, ignores=ignores, **rest)
 
 
-PLANNING_KEYS = ("cluster", "engine", "stage1", "stage2", "init", "base_model", "tokenizer.kind", "tokenizer.vocab_size",
-                 *TRAINING_DATA_KEYS)
-"""What `langadapt plan` reads to estimate a training stage's energy, which the evaluate stage
-reports (`EvaluateSlice.planning`): the hardware, engine and stage settings, the model's shape (base
-model, vocabulary) and the mixture. `data.sources[].unique_tokens` is left out: planning reads it
-only for a source without shards, and evaluate runs after the tokenizer stage wrote them."""
-RUN_FACT_KEYS = ("init", "base_model.path", "data.valid_fraction", "data.max_valid_docs",
-                 *(f"data.sources[].{key}" for key in ("name", "lang", "role", "format", "path", "valid_path")))
-"""What `export.provenance.RunFacts` reads of the recipe for the model card."""
+def _local_source_files(sources: Sequence[SourceConfig]) -> tuple[Path, ...]:
+    """The files of the sources read from this machine, each pattern's matches sorted. A fetched
+    source is defined by its `fetch` spec (in the data section); its file may not exist yet when the
+    prints are made, so hashing the file would change the print after a fetch."""
+    patterns = [p for s in sources if s.fetch is None for p in ([s.path] if isinstance(s.path, str) else s.path)]
+    return tuple(Path(match) for pattern in patterns for match in sorted(glob.glob(pattern)))
 
 
-MONITORING_KEYS = ("checkpoint", "log_every", "loggers", "validation", "profile_steps")
-"""Training-stage keys that change how a run is watched and saved, not the model it trains: out of
-the fingerprint, so that editing them (checkpoint more often, another logger) resumes a stage from
-its checkpoints instead of discarding its partial work, and a new key of this kind with a default
-does not re-run finished stages."""
-
-
-def monitoring_keys(stage_name: str) -> tuple[str, ...]:
-    return tuple(f"{stage_name}.{key}" for key in MONITORING_KEYS)

@@ -27,6 +27,7 @@ from pydantic import (
 from langadapt.errors import LangadaptError
 from langadapt.inputs.files import DEFAULT_MAX_DOCUMENT_BYTES, MAX_DOCUMENT_BYTES_CEILING
 from langadapt.recipe.base import Config
+from langadapt.recipe.slices import reads
 
 MAX_EPOCHS = 16.0
 """Above this many passes repeated data is worth less than a third of fresh data (D'/D 0.661):
@@ -46,6 +47,15 @@ UNFINGERPRINTED_FIELDS = ("num_workers", "max_document_bytes", "sources[].unique
 shards (the tokenizer stage writes the same shards whatever the number), the bound on one document
 (it decides only whether the data stage refuses), a declared size that only `langadapt plan` reads,
 and which engine cleans the corpus and how (`engine`, `datatrove`: both write the same bytes)."""
+TRAINING_DATA_KEYS = ("data.sources[].name", *(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
+                      *(f"data.{key}" for key in TRAINING_FIELDS))
+"""What the training stages read of the data section: the mixture (each source's weight, epochs,
+max_epochs, by name) and the repetition and masking switches. The YAML keeps them under `data:`
+(every recipe stays valid); the fingerprints put them where they are read."""
+DATA_STAGE_IGNORES = (*(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
+                      *(f"data.{key}" for key in (*TRAINING_FIELDS, *UNFINGERPRINTED_FIELDS)))
+"""Keys of the data section the data stage does not read: changing one must not re-run data,
+tokenizer and embeddings (hours at scale)."""
 
 
 class FetchConfig(Config):
@@ -334,4 +344,4 @@ def stream_mixture(
 class DataSlice:
     """What the data stage reads of the recipe (its stage entry is `run(slice, ctx)`)."""
 
-    config: DataConfig
+    config: DataConfig = reads("data", ignores=DATA_STAGE_IGNORES)

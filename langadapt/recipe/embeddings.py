@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from langadapt.recipe.base import Config
+from langadapt.recipe.slices import reads
 
 Method = Literal["mean", "focus", "wechsel", "align", "transformers_resize", "model_init", "random_full_cov"]
 HeadInit = Literal["same", "mean_of_base_head", "zero"]
@@ -86,12 +87,12 @@ class EmbeddingConfig(Config):
 class EmbeddingsSlice:
     """`init: warm`: the base model's embeddings moved to the new tokenizer."""
 
-    config: EmbeddingConfig
+    config: EmbeddingConfig = reads("embeddings")
 
 
 @dataclass(frozen=True)
 class ScratchSlice:
     """`init: scratch`: a model drawn at random for the new tokenizer."""
 
-    architecture: dict[str, Any] | None
+    architecture: dict[str, Any] | None = reads("base_model.architecture")
     """base_model.architecture; None: the architecture of the base model's config (`ctx.base_model`)."""

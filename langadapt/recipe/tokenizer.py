@@ -22,6 +22,7 @@ from pydantic import (
 
 from langadapt.recipe.base import Config
 from langadapt.recipe.languages import LanguageCode
+from langadapt.recipe.slices import reads
 
 DEFAULT_MAX_TRAINING_CHARS = 300_000_000
 """The training sample's bound when `max_training_chars` is unset, in characters. Chosen by measurement
@@ -158,7 +159,8 @@ class TokenizerConfig(Config):
 class TokenizerSlice:
     """What the tokenizer stage reads of the recipe."""
 
-    config: TokenizerConfig
-    num_workers: int | None = None
+    # min_vocab_fraction only decides whether a trained tokenizer is accepted, never what it is
+    config: TokenizerConfig = reads("tokenizer", ignores=("tokenizer.min_vocab_fraction",))
+    num_workers: int | None = reads(why="the same shards whatever the number", default=None)
     """The recipe's data.num_workers: processes that encode the token shards (None: every core, one
     for a small corpus). The shards are the same whatever it is, so it is in no fingerprint."""

@@ -16,7 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from langadapt.recipe.base import Config, FieldProblem
+from langadapt.recipe.data import TRAINING_SOURCE_FIELDS
 from langadapt.recipe.languages import LanguageCode
+from langadapt.recipe.slices import reads
 
 log = logging.getLogger("langadapt.train")
 
@@ -220,19 +222,29 @@ class EngineConfig(Config):
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 
 
+MONITORING_KEYS = ("checkpoint", "log_every", "loggers", "validation", "profile_steps")
+"""Training-stage keys that change how a run is watched and saved, not the model it trains: out of
+the fingerprint, so that editing them (checkpoint more often, another logger) resumes a stage from
+its checkpoints instead of discarding its partial work, and a new key of this kind with a default
+does not re-run finished stages."""
+
+
 @dataclass(frozen=True)
 class TrainingSlice:
     """What a training stage reads of the recipe."""
 
-    name: str
+    name: str = reads(why="the stage's name, stage1 or stage2 (its section is `config`)")
     """stage1 or stage2."""
-    config: TrainStageConfig
-    engine: EngineConfig
-    mixture: dict[str, dict] | None = None
-    """The data mixture with this stage's overrides and replay share applied (recipe.replay.stage_mixture)."""
-    after_stage1: bool = False
+    config: TrainStageConfig = reads("{name}", ignores=tuple(f"{{name}}.{key}" for key in MONITORING_KEYS))
+    engine: EngineConfig = reads("engine")
+    mixture: dict[str, dict] | None = reads("data.sources[].name", *(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
+                                            "data.replay", default=None)
+    """The data mixture with this stage's overrides and replay share applied (recipe.replay.stage_mixture).
+    The sources' roles, which the replay share reads, are in the data stage's print, which the chain carries."""
+    after_stage1: bool = reads(why="whether stage 1 runs: stage 1's print, which stage 2's chains", default=False)
     """Start from stage1/model (stage 2 of a run whose stage 1 is enabled), else from embeddings/model."""
-    force_epochs: bool = False
+    force_epochs: bool = reads("data.force_epochs", default=False)
     """The recipe's data.force_epochs: more than 16 epochs of a source, as `langadapt plan` and preflight assume."""
-    document_masking: bool = False
+    document_masking: bool = reads("data.document_masking", default=False)
     """The recipe's data.document_masking: attention stays inside each packed document."""
+

@@ -136,7 +136,7 @@ def test_a_bad_line_in_one_task_stops_with_file_and_line_and_marks_nothing(tmp_p
 
 
 def test_engine_settings_are_in_no_fingerprint() -> None:
-    from langadapt.pipeline.stages import DATA_STAGE_IGNORES
+    from langadapt.recipe.data import DATA_STAGE_IGNORES
     from langadapt.recipe.schema import _drop
 
     assert {"engine", "datatrove"} <= set(UNFINGERPRINTED_FIELDS)

@@ -87,8 +87,10 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
                 return {"ran": name}
             return run_stub
         sections = {"evaluate": ("evaluation",)}
-        return [Stage(name, sections.get(name, (name,)), make(name)) for name in STAGES]
+        files = {stage.name: stage.files for stage in real_table(recipe)}  # the base and suite files the stages read
+        return [Stage(name, sections.get(name, (name,)), make(name), files=files[name]) for name in STAGES]
 
+    real_table = pipeline.stage_table
     monkeypatch.setattr(pipeline, "stage_table", fake_table)
     monkeypatch.setattr(pipeline, "check_recipe", lambda loaded, selected: None)  # stubs read nothing
     monkeypatch.chdir(tmp_path)

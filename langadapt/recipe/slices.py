@@ -1,0 +1,58 @@
+"""What a stage's slice holds of the recipe, declared field by field: its fingerprint's recipe part.
+
+Every field of a slice (`DataSlice`, `TrainingSlice`, ...) is made with `reads(...)`, naming the
+recipe keys it holds as `LoadedRecipe.section_hash` takes them (sections, dotted keys,
+`data.sources[].weight` for a key of every list item; `{name}` for the slice's own `name`, a
+training stage's section) and those it leaves out (`ignores`: read by nobody downstream, or only
+deciding whether the stage refuses). A field that holds no key says `why`. `recipe_keys` collects
+them, so the pipeline fingerprints exactly what a slice carries and keeps no list by hand;
+`tests/pipeline/test_slice_keys.py` checks each declaration against the recipe it was built from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, Field, field, fields
+from typing import Any
+
+
+def reads(*keys: str, ignores: tuple[str, ...] = (), why: str | None = None, inner: bool = False,
+          default: Any = MISSING) -> Any:
+    """A slice field holding the recipe's `keys` (less `ignores`); `inner`: a frozen dataclass whose
+    own fields declare theirs (evaluate's `PlanningInput`); `why` when it holds no key."""
+    if not keys and not why and not inner:
+        raise TypeError("a slice field that holds no recipe key says why")
+    metadata = {"reads": keys, "ignores": ignores, "why": why, "inner": inner}
+    return field(metadata=metadata) if default is MISSING else field(default=default, metadata=metadata)
+
+
+def declared(slice_: Any) -> list[tuple[Field[Any], tuple[str, ...], tuple[str, ...]]]:
+    """Each field of a slice with the keys it reads and ignores (`{name}` filled in; an `inner` field's
+    own fields in its place)."""
+    name = getattr(slice_, "name", "")
+    rows = []
+    for one in fields(slice_):
+        if "reads" not in one.metadata:
+            raise TypeError(f"{type(slice_).__name__}.{one.name}: not declared with recipe.slices.reads")
+        value = getattr(slice_, one.name)
+        if one.metadata["inner"] and value is not None:
+            rows += declared(value)
+            continue
+        rows.append((one, tuple(k.format(name=name) for k in one.metadata["reads"]),
+                     tuple(k.format(name=name) for k in one.metadata["ignores"])))
+    return rows
+
+
+def recipe_keys(slice_: Any, *context: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(sections, ignores) of a stage's fingerprint: its slice's fields' keys plus `context`, what the
+    stage reads besides its slice (the base model folder through `ctx.base_model`). A key inside
+    another one (`base_model.architecture` beside `base_model`) is left out: it adds nothing."""
+    keys = [*context, *(k for _, reads_, _ in declared(slice_) for k in reads_)]
+    ignores = [k for _, _, ignores_ in declared(slice_) for k in ignores_]
+    sections = tuple(dict.fromkeys(k for k in keys if not any(_inside(k, other) for other in keys)))
+    return sections, tuple(dict.fromkeys(ignores))
+
+
+def _inside(key: str, other: str) -> bool:
+    """`key` is a part of `other` (and not `other` itself)."""
+    parts, outer = key.replace("[]", "").split("."), other.replace("[]", "").split(".")
+    return len(outer) < len(parts) and parts[: len(outer)] == outer

@@ -1,0 +1,137 @@
+"""Slices are exactly what a stage reads (issue 39 item 3): every field of every stage's slice
+declares the recipe keys it holds (`recipe.slices.reads`), the stage's fingerprint covers those keys
+and nothing else but what the stage reads through `ctx`, each declaration is true to the value the
+table put in the field, and the fingerprint hashes the outside files a stage declares whatever its name."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from langadapt.pipeline.stages import Stage, stage_table
+from langadapt.recipe import load_recipe
+from langadapt.recipe.schema import _pick
+from langadapt.recipe.slices import declared, reads, recipe_keys
+from langadapt.run.fingerprint import OutsideFiles, fingerprints
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPES = ("recipes/tiny_norwegian_warm.yaml", "recipes/tiny_english_source.yaml", "recipes/norwegian_warm.yaml",
+           "recipes/norwegian_extend.yaml", "recipes/normistral_11b_warm.yaml")
+"""Warm, scratch (its own embeddings entry), extended-tokenizer and multi-node recipes."""
+THROUGH_CONTEXT = {"tokenizer": {"base_model"}, "embeddings": {"embeddings", "init", "base_model"}}
+"""What a stage's print covers besides its slice: the base model folder it reads through
+`ctx.base_model`, and for embeddings which entry runs (`init`) and the warm entry's section, which
+a scratch model's print kept when the keys came to be declared per field."""
+DERIVED = {("TrainingSlice", "mixture"), ("ExportSlice", "facts")}
+"""Fields computed from their keys (the stage's mixture, the model card's facts), not a copy of them."""
+
+
+def _tables(tmp_path: Path) -> list[tuple[str, Any, list[Stage]]]:
+    tables = []
+    for recipe in RECIPES:
+        loaded = load_recipe(REPO / recipe, [f"run_root={tmp_path}"])
+        tables.append((recipe, loaded, stage_table(loaded.recipe)))
+    return tables
+
+
+def _inside(key: str, keys: set[str]) -> bool:
+    """`key` is one of `keys` or a part of one (`base_model.architecture` of `base_model`)."""
+    parts = key.replace("[]", "").split(".")
+    return any(parts[: len(outer)] == outer for outer in (k.replace("[]", "").split(".") for k in keys))
+
+
+def test_every_print_covers_exactly_what_its_slice_declares(tmp_path: Path) -> None:
+    for recipe, _, table in _tables(tmp_path):
+        for stage in table:
+            rows = declared(stage.run.slice)  # raises for a field declared without `reads`
+            fields = {key for _, keys, _ in rows for key in keys}
+            context = THROUGH_CONTEXT.get(stage.name, set())
+            where = f"{recipe} {stage.name}"
+            assert all(_inside(key, set(stage.sections)) for key in fields), where  # every field's keys are in the print
+            assert set(stage.sections) <= fields | context, where  # and the print holds nothing else
+            assert set(stage.ignores) == {key for _, _, ignores in rows for key in ignores}, where
+            for one, keys, _ in rows:
+                assert keys or one.metadata["why"], f"{where}: {one.name} holds no key and says not why"
+
+
+def test_each_declaration_is_true_to_the_value_in_its_field(tmp_path: Path) -> None:
+    """A field holding a part of the recipe holds exactly the part its keys name (`config` of stage 2
+    is the recipe's stage2, not stage1), so a key declared on the wrong field cannot pass."""
+    checked = 0
+    for recipe, loaded, table in _tables(tmp_path):
+        tree = loaded.recipe.model_dump(mode="json")
+        for stage in table:
+            for one, keys, ignores in _rows_with_owner(stage.run.slice):
+                owner, field = one
+                value = getattr(owner, field.name)
+                if not keys or (type(owner).__name__, field.name) in DERIVED:
+                    continue
+                where = f"{recipe} {stage.name} {type(owner).__name__}.{field.name}"
+                if isinstance(value, BaseModel):
+                    top = keys[0].split(".")[0]
+                    assert all(key.split(".")[0] == top for key in keys), where
+                    held = {top: value.model_dump(mode="json")}
+                    for key in keys:
+                        assert _pick(held, key.split(".")) == _pick(tree, key.split(".")), f"{where}: {key}"
+                else:
+                    assert len(keys) == 1 and _pick(tree, keys[0].split(".")) == value, where
+                for key in ignores:  # an ignored key lies inside the part the field holds
+                    assert _inside(key, set(keys)), f"{where}: ignores {key}"
+                checked += 1
+    assert checked > 5 * len(RECIPES)
+
+
+def _rows_with_owner(slice_: Any) -> list[tuple[tuple[Any, dataclasses.Field[Any]], tuple[str, ...], tuple[str, ...]]]:
+    """`declared`, each field with the dataclass that holds it (a slice, or its inner `PlanningInput`)."""
+    rows = []
+    for field in dataclasses.fields(slice_):
+        value = getattr(slice_, field.name)
+        if field.metadata["inner"] and value is not None:
+            rows += _rows_with_owner(value)
+        else:
+            row = next(r for r in declared(slice_) if r[0] is field)
+            rows.append(((slice_, field), row[1], row[2]))
+    return rows
+
+
+def test_an_ignored_key_changes_no_print_and_a_declared_one_does(tmp_path: Path) -> None:
+    def prints(*sets: str) -> dict[str, str]:
+        loaded = load_recipe(REPO / "recipes/tiny_norwegian_warm.yaml", [f"run_root={tmp_path}", *sets])
+        return fingerprints(loaded, stage_table(loaded.recipe), base_model="")
+
+    before = prints()
+    assert prints("tokenizer.min_vocab_fraction=0.5") == before
+    assert prints("stage2.log_every=3") == before
+    moved = prints("stage2.seq_len=96")
+    assert [name for name in before if moved[name] != before[name]] == ["stage2", "evaluate", "export"]
+
+
+def test_a_slice_field_must_declare_what_it_holds() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Undeclared:
+        config: int
+
+    with pytest.raises(TypeError, match="Undeclared.config: not declared"):
+        recipe_keys(Undeclared(1))
+    with pytest.raises(TypeError, match="says why"):
+        reads()
+
+
+def test_the_print_hashes_the_files_a_stage_declares_whatever_its_name(tmp_path: Path) -> None:
+    """No stage name in `run.fingerprint`: a stage it has never heard of gets its files hashed."""
+    loaded = load_recipe(REPO / "recipes/tiny_english_source.yaml", [f"run_root={tmp_path}"])
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("one\n")
+    stages = [Stage("anything", (), lambda ctx: {}, files=lambda base: OutsideFiles((suite,))),
+              Stage("after", (), lambda ctx: {})]
+    before = fingerprints(loaded, stages, base_model="")
+    suite.write_text("two\n")
+    after = fingerprints(loaded, stages, base_model="")
+    assert after["anything"] != before["anything"] and after["after"] != before["after"]
+    missing = Stage("anything", (), lambda ctx: {}, files=lambda base: OutsideFiles(missing="base_model"))
+    nothing = Stage("anything", (), lambda ctx: {}, files=lambda base: OutsideFiles())
+    assert fingerprints(loaded, [missing], base_model="") != fingerprints(loaded, [nothing], base_model="")
