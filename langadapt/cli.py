@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--slurm", action="store_true", required=True, help="write Slurm batch scripts")
     launch.add_argument("--dry-run", action="store_true",
                         help="print the scripts and how they are submitted; write nothing")
-    from langadapt.runtime.launch import add_launch_arguments
+    from langadapt.runtime.launch_options import add_launch_arguments
 
     add_launch_arguments(launch)
 
@@ -398,7 +398,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from langadapt.recipe import load_recipe
-    from langadapt.runtime.launch import LaunchOptions, datatrove_on_slurm, launch_from_options
+    from langadapt.runtime.launch import datatrove_on_slurm, launch_from_options
+    from langadapt.runtime.launch_options import LaunchOptions
 
     recipe = load_recipe(args.recipe, args.overrides).recipe  # fail here, not after the queue wait
     cluster = recipe.cluster

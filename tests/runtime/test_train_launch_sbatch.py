@@ -20,16 +20,11 @@ from pathlib import Path
 import pytest
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe.cluster import ClusterConfig
-from langadapt.runtime.launch import (
-    PRESETS,
-    ClusterPreset,
-    LaunchOptions,
-    PreparationConfig,
-    launch_from_options,
-    slurm_time_seconds,
-    write_sbatch,
-)
+from langadapt.recipe.cluster import ClusterConfig, PreparationConfig, slurm_time_seconds
+from langadapt.runtime.launch import launch_from_options
+from langadapt.runtime.launch_options import LaunchOptions
+from langadapt.runtime.presets import PRESETS, ClusterPreset
+from langadapt.runtime.sbatch import write_sbatch
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 
