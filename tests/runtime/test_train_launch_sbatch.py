@@ -175,7 +175,8 @@ def test_launch_options_are_frozen_and_take_gpus_per_node_only_where_the_recipe_
 
 
 def test_cmd_launch_leaves_the_namespace_as_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from langadapt.cli import build_parser, cmd_launch
+    from langadapt.cli import build_parser
+    from langadapt.cli.launch import cmd_launch
 
     monkeypatch.chdir(tmp_path)
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "norwegian_warm.yaml"
