@@ -8,12 +8,13 @@ downstream). Content, not mtimes: a finished run must stay finished after a copy
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from langadapt.recipe import LoadedRecipe
-from langadapt.run import layout as run_layout
 from langadapt.run.base_model import resolve_base_model
 from langadapt.run.contenthash import HashCache
 
@@ -52,8 +53,13 @@ def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: 
             inputs = cache.hash_paths([Path(p) for p in recipe.evaluation.suites])
         key = {"sections": loaded.section_hash(*stage.sections, ignore=stage.ignores), "seed": recipe.seed,
                "inputs": inputs, "previous": previous}
-        prints[stage.name] = previous = run_layout.hash_json(key)
+        prints[stage.name] = previous = hash_json(key)
     return prints
+
+
+def hash_json(value: Any) -> str:
+    """A short, stable hash of a JSON-able value (keys sorted): a stage's fingerprint."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _paths(path: str | list[str]) -> list[str]:
