@@ -50,12 +50,12 @@ from langadapt.evaluation.plots import plot_frontier
 from langadapt.evaluation.tables import fmt
 from langadapt.evaluation.token_cost import BASE, RUN, token_costs
 from langadapt.evaluation.tradeoff import pareto, target_langs, tradeoff
+from langadapt.experiments.sweep import link_stages
+from langadapt.pipeline.runner import plan_actions, run_pipeline
 from langadapt.recipe import LoadedRecipe, load_recipe
 from langadapt.recipe.schema import apply_overrides
-from langadapt.run import layout as run_layout
+from langadapt.run import completion
 from langadapt.run.layout import STAGES, TRAINING_STAGES, RunLayout
-from langadapt.pipeline.runner import plan_actions, run_pipeline
-from langadapt.experiments.sweep import link_stages
 
 log = logging.getLogger("langadapt")
 
@@ -170,10 +170,10 @@ def share_stages(point: Point, done: list[Point]) -> list[str]:
     prints = plan_actions(point.loaded, list(STAGES), force=False)[1]
     for stage in SHAREABLE:  # a stale link (the recipe changed since): never write through it
         folder = layout.stage_dir(stage)
-        if folder.is_symlink() and not run_layout.is_complete(folder, prints[stage]):
+        if folder.is_symlink() and not completion.is_complete(folder, prints[stage]):
             folder.unlink()
     def same_stages(other: Point) -> list[str]:  # fingerprints chain: a match implies the stages before
-        return list(itertools.takewhile(lambda s: run_layout.is_complete(other.layout.stage_dir(s), prints[s]),
+        return list(itertools.takewhile(lambda s: completion.is_complete(other.layout.stage_dir(s), prints[s]),
                                         SHAREABLE))
 
     donor = max(done, key=lambda other: len(same_stages(other)), default=None)

@@ -34,8 +34,9 @@ from pathlib import Path
 from langadapt.errors import LangadaptError
 from langadapt.recipe.paths import check_name
 from langadapt.run.layout import MARKER, STAGES, RunLayout
-from langadapt.runtime.launch import LaunchOptions, sbatch_options, write_sbatch
+from langadapt.runtime.launch_options import LaunchOptions, sbatch_options
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
+from langadapt.runtime.sbatch import write_sbatch
 
 SWEEP_KEYS = {"nodes": "nodes", "gpus": "gpus_per_node"}
 """`--sweep` key -> the launch setting it varies."""
@@ -44,7 +45,7 @@ MAX_CONFIGURATIONS = 32
 DEFAULT_STEPS, DEFAULT_WARMUP, DEFAULT_TIME = 30, 5, "1:00:00"
 SWEEP_FILE, REPORT_FILE = "sweep.json", "report.json"
 _STEP_EXIT = re.compile(r"^langadapt: .* exited with (\d+) at ", re.MULTILINE)
-"""The line the generated script's `step` function prints when a step ends (launch._run_block)."""
+"""The line the generated script's `step` function prints when a step ends (`runtime.sbatch._run_block`)."""
 
 
 @dataclass(frozen=True)

@@ -32,16 +32,10 @@ from langadapt.export.provenance import ExportSlice, RunFacts, check_licence, pu
 from langadapt.export.trained import completed_training_stages, parse_checkpoint, require_trained
 from langadapt.export.verify import default_prompt, probe, verify_folder
 from langadapt.recipe.export import RECIPE_FILE, ExportConfig
+from langadapt.run.completion import is_complete
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
-from langadapt.run.layout import (
-    MANIFEST,
-    MODEL_STAGES,
-    TRAINING_STAGES,
-    ExportPaths,
-    RunLayout,
-    is_complete,
-)
+from langadapt.run.layout import MANIFEST, MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout
 
 log = logging.getLogger("langadapt")
 
@@ -129,7 +123,8 @@ def export_checkpoint(spec: str, layout: RunLayout, config: ExportConfig, facts:
                       overwrite: bool) -> ExportPaths:
     """`langadapt export --checkpoint STAGE/STEP`: export one saved checkpoint of a training stage
     into its own folder (with a manifest; it never replaces the run's export)."""
-    from langadapt.run.layout import complete_checkpoints, promote, write_manifest
+    from langadapt.run.completion import promote, write_manifest
+    from langadapt.run.layout import complete_checkpoints
 
     stage, step = parse_checkpoint(spec)
     root = layout.trained(stage).checkpoints

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.run.layout import MODEL_STAGES, STEP_PREFIX, TRAINING_STAGES, RunLayout, is_complete
+from langadapt.run.completion import is_complete
+from langadapt.run.layout import MODEL_STAGES, STEP_PREFIX, TRAINING_STAGES, RunLayout
 
 
 def completed_training_stages(layout: RunLayout, models: dict[str, Path] | None = None) -> tuple[str, ...]:

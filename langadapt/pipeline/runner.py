@@ -31,7 +31,7 @@ from langadapt.pipeline.stages import Dependency, Entry, Stage, stage_table
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.recipe.errors import Report
 from langadapt.recipe.paths import COLD_SUFFIX
-from langadapt.run import layout as run_layout
+from langadapt.run import completion
 from langadapt.run.base_model import base_build, resolve_base_model
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
@@ -114,9 +114,9 @@ def plan_actions(loaded: LoadedRecipe, selected: list[str], force: bool, base_mo
         if stage.skip_reason:
             actions.append((stage, f"skip ({stage.skip_reason})"))
         elif stage.name not in selected:
-            done = run_layout.is_complete(stage_dir, prints[stage.name])
+            done = completion.is_complete(stage_dir, prints[stage.name])
             actions.append((stage, "complete" if done else "not selected"))
-        elif not force and run_layout.is_complete(stage_dir, prints[stage.name]):
+        elif not force and completion.is_complete(stage_dir, prints[stage.name]):
             actions.append((stage, "skip (complete, inputs unchanged)"))
         else:
             actions.append((stage, _start_action(stage.name, layout, prints[stage.name], force)))
@@ -130,7 +130,7 @@ def _start_action(name: str, layout: RunLayout, fingerprint: str, force: bool) -
     the user re-selected (--force, --from, --only) starts over, since asking to re-run a stage and
     getting the tail of the last attempt is not what was asked."""
     folder = layout.stage_dir(name) if name in TRAINING_STAGES else layout.work_dir(name)
-    if not run_layout.has_partial(folder, fingerprint):
+    if not completion.has_partial(folder, fingerprint):
         return RUN
     if force:
         return RUN_AFRESH
@@ -164,7 +164,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     with _labelled(recipe), RunLock(layout.lock, wait=wait_for_lock) if main else contextlib.nullcontext():
         if main:
             claim_run(loaded, layout, take_over, record=True)  # again under the lock: two writers at once
-            run_layout.recover(layout)
+            completion.recover(layout)
         base_model = prepare_base_model(recipe, world)
         cache = HashCache(layout.hash_cache)
         actions, prints = plan_actions(loaded, selected, force, base_model, cache)
@@ -309,9 +309,9 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     in_place = stage.name in TRAINING_STAGES
     folder = final if in_place else ctx.layout.work_dir(stage.name)
     if main:
-        resumed = run_layout.prepare_stage_dir(folder, fingerprint, keep_partial=action != RUN_AFRESH)
+        resumed = completion.prepare_stage_dir(folder, fingerprint, keep_partial=action != RUN_AFRESH)
     else:  # other ranks must not race rank 0's clean-up of the folder
-        resumed = run_layout.wait_for_fingerprint(folder, fingerprint)
+        resumed = completion.wait_for_fingerprint(folder, fingerprint)
     if not in_place:
         ctx = replace(ctx, layout=ctx.layout.building(stage.name, folder))
     label = _stage_label(stage.name, loaded.recipe.name)
@@ -327,19 +327,19 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     summary = _relocate(summary, folder, final)
     if not main:
         return
-    run_layout.write_manifest(folder, {
+    completion.write_manifest(folder, {
         "stage": stage.name,
         "fingerprint": fingerprint,
         "config_hash": loaded.section_hash(*stage.sections, ignore=stage.ignores),
         "recipe": str(loaded.path),
         "base_model": ctx.base_model,
-        "versions": run_layout.library_versions(),
+        "versions": completion.library_versions(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "wall_seconds": round(time.time() - started, 3),
         "summary": summary,
     })
     if not in_place:
-        run_layout.promote(folder, final, ctx.layout.retired_dir(stage.name))
+        completion.promote(folder, final, ctx.layout.retired_dir(stage.name))
     log.info("%s done in %.1f s", label, time.time() - started)
 
 

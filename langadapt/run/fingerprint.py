@@ -7,13 +7,14 @@ downstream). Content, not mtimes: a finished run must stay finished after a copy
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from langadapt.recipe import LoadedRecipe
-from langadapt.run import layout as run_layout
 from langadapt.run.base_model import resolve_base_model
 from langadapt.run.contenthash import HashCache
 
@@ -60,5 +61,11 @@ def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: 
         inputs = stage.files(base_model).hashes(cache) if stage.files else {}
         key = {"sections": loaded.section_hash(*stage.sections, ignore=stage.ignores), "seed": recipe.seed,
                "inputs": inputs, "previous": previous}
-        prints[stage.name] = previous = run_layout.hash_json(key)
+        prints[stage.name] = previous = hash_json(key)
     return prints
+
+
+def hash_json(value: Any) -> str:
+    """A short, stable hash of a JSON-able value (keys sorted): a stage's fingerprint."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+

@@ -1,4 +1,4 @@
-"""The run directory contract: where every artifact lives, manifests, markers, and safe replacement.
+"""The run directory contract: where every artifact lives, each file and folder named once.
 
     runs/<name>/recipe.resolved.yaml
     runs/<name>/recipe.owner.json         the recipe file that made the run (run.identity)
@@ -8,22 +8,17 @@
 
 `RunLayout` is the only place that spells a stage's folder or an artifact's path; the pipeline
 hands it to every stage in the `StageContext`. A stage re-run with a different fingerprint is
-built in a sibling work folder and swapped in only when complete (`promote`), so a failed re-run
+built in a sibling work folder (`work_dir`) and swapped in only when complete, so a failed re-run
 never costs the previous complete output; training stages resume in place instead (their
-checkpoints are the partial work worth keeping).
+checkpoints are the partial work worth keeping). When the manifest, the marker and the swap are
+written is `run.completion`'s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import platform
 import re
-import shutil
-import time
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +35,6 @@ TRAINER_STATE = "trainer_state.json"
 LATEST = "latest"
 """The file in a stage's checkpoints/ that names its newest complete checkpoint."""
 FINGERPRINT = ".fingerprint"
-TRACKED_PACKAGES = ("langadapt", "torch", "transformers", "tokenizers", "datasets", "deepspeed", "pydantic")
 
 STAGES = ("data", "tokenizer", "embeddings", "stage1", "stage2", "evaluate", "export")
 TRAINING_STAGES = ("stage1", "stage2")
@@ -206,8 +200,8 @@ def recipe_tree(path: Path) -> dict[str, Any]:
 class RunLayout:
     """Every path of one run, defined once.
 
-    `work` maps a stage to the folder it is being built in (see `promote`): the stage sees its own
-    paths there and everyone else's at their final place.
+    `work` maps a stage to the folder it is being built in (see `run.completion.promote`): the
+    stage sees its own paths there and everyone else's at their final place.
     """
 
     root: Path
@@ -333,93 +327,3 @@ def owning_run_dir(path: Path) -> Path | None:
         if layout.resolved_recipe.is_file() or layout.owner.is_file():
             return folder
     return None
-
-
-def library_versions() -> dict[str, str]:
-    """Versions of the libraries that decide a run's numbers."""
-    versions = {"python": platform.python_version()}
-    for name in TRACKED_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
-def hash_json(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def is_complete(stage_dir: Path, fingerprint: str | None = None) -> bool:
-    """Done, and (if given) done with these exact inputs."""
-    if not (stage_dir / MARKER).is_file():
-        return False
-    if fingerprint is None:
-        return True
-    try:
-        return json.loads((stage_dir / MANIFEST).read_text())["fingerprint"] == fingerprint
-    except (OSError, ValueError, KeyError):
-        return False
-
-
-def has_partial(stage_dir: Path, fingerprint: str) -> bool:
-    marker = stage_dir / FINGERPRINT
-    return marker.is_file() and marker.read_text().strip() == fingerprint
-
-
-def prepare_stage_dir(stage_dir: Path, fingerprint: str, keep_partial: bool = True) -> bool:
-    """Make the folder ready to run; returns True when it kept earlier partial work (resume).
-
-    `keep_partial` False starts over even from partial work of the same inputs (a forced re-run)."""
-    (stage_dir / MARKER).unlink(missing_ok=True)
-    if keep_partial and has_partial(stage_dir, fingerprint):
-        return True
-    if stage_dir.exists():
-        shutil.rmtree(stage_dir)
-    stage_dir.mkdir(parents=True)
-    (stage_dir / FINGERPRINT).write_text(fingerprint)
-    return False
-
-
-def promote(work: Path, final: Path, retired: Path) -> None:
-    """Swap a complete work folder into place; the previous output is deleted only after that.
-
-    Two renames: a crash between them leaves `final` missing and both the old (`retired`) and the
-    new (`work`, complete) output on disk, which `recover` sorts out at the next start."""
-    if retired.exists():
-        shutil.rmtree(retired)
-    if final.exists():
-        os.replace(final, retired)
-    os.replace(work, final)
-    shutil.rmtree(retired, ignore_errors=True)
-
-
-def recover(layout: RunLayout) -> None:
-    """Finish a swap that a crash interrupted (see `promote`)."""
-    for stage in STAGES:
-        final, work, retired = layout.stage_dir(stage), layout.work_dir(stage), layout.retired_dir(stage)
-        if final.exists():
-            shutil.rmtree(retired, ignore_errors=True)
-        elif is_complete(work):
-            os.replace(work, final)
-            shutil.rmtree(retired, ignore_errors=True)
-        elif retired.exists():
-            os.replace(retired, final)
-
-
-def wait_for_fingerprint(stage_dir: Path, fingerprint: str, timeout_s: float = 600.0) -> bool:
-    """Non-zero ranks wait until rank 0 has prepared the stage folder."""
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if has_partial(stage_dir, fingerprint):
-            return True
-        time.sleep(0.5)
-    raise TimeoutError(f"rank 0 did not prepare {stage_dir} within {timeout_s:.0f} s")
-
-
-def write_manifest(stage_dir: Path, manifest: dict[str, Any]) -> None:
-    """Manifest first, marker last: a crash between the two leaves the stage incomplete."""
-    tmp = stage_dir / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, stage_dir / MANIFEST)
-    (stage_dir / MARKER).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")

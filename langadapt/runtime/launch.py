@@ -1,16 +1,5 @@
-"""Slurm batch scripts for multi-node training: `langadapt launch RECIPE --slurm ...`.
-
-One srun task per GPU runs `langadapt run RECIPE`; each task finds its rank, world and master
-in Slurm's environment (`langadapt.runtime.distributed.DistInfo`), so the script contains no
-torchrun and the same command also works under torchrun or the deepspeed launcher.
-
-Time limits are survived, not suffered: Slurm sends the batch shell SIGUSR1 `signal_seconds`
-before the limit (`--signal=B:USR1@T`); the script forwards it to srun, which forwards it to
-every task; the training loop checkpoints and exits with `REQUEUE_EXIT_CODE`; the script then
-runs `scontrol requeue`, and the requeued job resumes from that checkpoint. The signal goes to
-the batch shell (B:) rather than straight to the tasks so that the script itself knows a requeue
-was asked for, even if srun's exit code is masked (`--kill-on-bad-exit` reports 143 for the
-ranks it had to stop).
+"""A launch's files: `langadapt launch RECIPE --slurm ...` writes a CPU preparation job, the GPU
+training job (`runtime.sbatch`) and `submit.sh`, which submits them in that order.
 
 Preparation is not the GPU job's business: `write_launch` writes a CPU job for data..embeddings
 (`render_preparation_sbatch`: one node, every core, the recipe's `cluster.preparation`), the GPU
@@ -25,27 +14,28 @@ embeddings), and no prepare.sbatch is written.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-from pydantic import Field
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe.base import Config, FieldProblem
-from langadapt.recipe.cluster import ClusterConfig, PreparationConfig, preparation_target, slurm_time_seconds
+from langadapt.recipe.base import FieldProblem
+from langadapt.recipe.cluster import PreparationConfig, preparation_target
 from langadapt.recipe.data import DatatroveConfig
-from langadapt.runtime.hostlist import SLURM_PORT_BASE, SLURM_PORT_SPAN
-from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
-from langadapt.runtime.signals import REQUEUE_EXIT_CODE
+from langadapt.runtime.launch_options import LaunchOptions, sbatch_options
+from langadapt.runtime.sbatch import (
+    SbatchConfig,
+    build_config,
+    command_check,
+    export_lines,
+    job_name,
+    render_sbatch,
+    setup_block,
+)
 
-__all__ = ["CPU_PARTITIONS", "PRESETS", "ClusterPreset", "LaunchOptions", "LaunchScripts", "PreparationConfig",
-           "SbatchConfig",
-           "datatrove_on_slurm", "datatrove_submit_command", "preparation_command", "render_launch", "render_preparation_sbatch", "render_sbatch", "slurm_time_seconds",
-           "write_launch", "write_sbatch"]
+__all__ = ["CPU_PARTITIONS", "LaunchScripts", "datatrove_on_slurm", "datatrove_submit_command", "launch_from_options",
+           "preparation_command", "render_launch", "render_preparation_sbatch", "write_launch"]
 
 GPU_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "MIOPEN_", "CXI_", "FI_CXI_")
 """Preset variables for the GPU collectives and kernels, left out of the CPU preparation job."""
@@ -54,95 +44,6 @@ CPU_PARTITIONS: dict[str, str] = {"lumi-g": "standard"}
 128-core nodes, whole nodes, 2 days). A preset not listed leaves it to `cluster.preparation.partition`
 or the site's default partition (which is a CPU one on most sites)."""
 
-
-class SbatchConfig(Config):
-    """Everything in a generated sbatch script besides the recipe (the CLI's `launch` flags)."""
-
-    preset: PresetName | ClusterPreset = "lumi-g"
-    """Built-in cluster preset name, or a ClusterPreset describing another cluster."""
-    nodes: int = Field(1, ge=1)
-    """Nodes; the job runs nodes x tasks_per_node ranks (CLI default: the recipe's cluster.nodes)."""
-    gpus_per_node: int | None = Field(None, ge=1)
-    """Training processes (one per GPU) per node; None: the preset's (CLI default: the recipe's
-    cluster.gpus_per_node when the recipe sets it)."""
-    time: str = "24:00:00"
-    """Wall-time limit per submission, Slurm syntax (MM, HH:MM:SS, D-HH:MM:SS, ...)."""
-    account: str | None = None
-    """Project/account to charge (LUMI: project_465...); None: the user's default."""
-    partition: str | None = None
-    """Partition; None: the preset's (LUMI: standard-g) or the site default."""
-    job_name: str | None = None
-    """Job name; None: the recipe file's stem."""
-    signal_seconds: int = Field(600, ge=0, le=65535)
-    """Send SIGUSR1 this long before the time limit so the run checkpoints (0: no signal, no requeue)."""
-    max_requeues: int = Field(20, ge=0)
-    """Stop requeueing after this many restarts (guards against a loop that never progresses)."""
-    setup: list[str] | None = None
-    """Shell lines that prepare the software environment; None: a marked EDIT block with hints."""
-    run_prefix: str | None = None
-    """Prefix for each command, e.g. "singularity exec $SIF" (shell syntax, not quoted); None: the
-    preset's (lumi-g: the container named by $LANGADAPT_SIF, if set at submit time or in setup)."""
-    command: str = "langadapt run"
-    """The per-task command; the recipe path and `run_args` follow it."""
-    run_args: list[str] = Field(default_factory=list)
-    """Extra arguments after the recipe, e.g. ["--set", "stage2.steps=100"] (quoted for the shell)."""
-    prepare: bool = True
-    """Run the single-process stages around the srun of the training stages: data..embeddings
-    before it (here, or in the preparation job: `preparation`) and evaluate/export after it; False:
-    srun runs `command` alone (for a command other than `langadapt run`)."""
-    preparation: PreparationConfig | None = None
-    """With `prepare`: the CPU job that runs data..embeddings before this one (`write_launch`), so
-    this script runs only the training stages and evaluate/export; None: this batch shell runs them
-    first (a script submitted alone, as a sweep's preparation job)."""
-    datatrove: DatatroveConfig | None = None
-    """With `preparation`: the recipe's `data.datatrove` when its data stage runs on datatrove over Slurm
-    (`data.engine: datatrove`, `executor: slurm`; `launch_from_options` sets it): submit.sh submits the
-    preparation through datatrove (`datatrove_submit_command`) instead of a prepare.sbatch; None: the
-    one-node preparation job."""
-    until: Literal["stage1", "stage2"] | None = None
-    """Last pipeline stage the job runs (`--until`); None: the whole pipeline. A scaling sweep's
-    preparation job stops after stage1, its configurations after stage2."""
-    workdir: Path | None = None
-    """Directory the job runs in (runs/ is created there); None: the current directory."""
-    log_dir: str = "logs"
-    """Slurm output folder, relative to workdir; created now (Slurm would not create it)."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Extra exports after the preset's (and overriding them)."""
-    extra_sbatch: list[str] = Field(default_factory=list)
-    """Extra `#SBATCH` options verbatim, e.g. ["--exclusive", "--qos=high"] (the training job's only)."""
-
-    def cluster(self) -> ClusterPreset:
-        """The preset object in force, with `gpus_per_node` applied (one task per GPU)."""
-        preset = PRESETS[self.preset] if isinstance(self.preset, str) else self.preset
-        if self.gpus_per_node is None:
-            return preset
-        gpus = self.gpus_per_node if preset.gpus_per_node else 0
-        return preset.model_copy(update={"tasks_per_node": self.gpus_per_node, "gpus_per_node": gpus})
-
-
-def render_sbatch(recipe_path: str | Path, config: SbatchConfig) -> str:
-    """The sbatch script text for `recipe_path` (made absolute: the job may run elsewhere)."""
-    cluster, recipe = config.cluster(), Path(recipe_path).resolve()
-    if config.signal_seconds and config.signal_seconds >= slurm_time_seconds(config.time):
-        raise LangadaptError(
-            f"launch signal_seconds: {config.signal_seconds} s is not shorter than the time limit {config.time}"
-        )
-    workdir = (config.workdir or Path.cwd()).resolve()
-    via = " (datatrove: after its cleaning array)" if config.datatrove else ""
-    after = [(f"# Runs after the preparation job {_job_name(recipe, config)}-prepare{via} succeeded "
-               "(its submit.sh submits both: --dependency=afterok).")] if config.prepare and config.preparation else []
-    lines = ["#!/bin/bash", f"# langadapt training job, preset {cluster.name}: {recipe}", *after,
-             "# Generated by `langadapt launch`; regenerate rather than edit, except the EDIT block.",
-             *_directives(recipe, config, cluster, workdir), ""]
-    lines += _setup_block(config, cluster)
-    lines += _env_block(config, cluster)
-    lines += _command_check(config)
-    lines += _run_block(recipe, config, cluster)
-    return "\n".join(lines) + "\n"
-
-
-def _job_name(recipe: Path, config: SbatchConfig) -> str:
-    return config.job_name or recipe.stem
 
 
 def preparation_command(recipe: Path, config: SbatchConfig) -> list[str]:
@@ -178,7 +79,7 @@ def datatrove_submit_command(recipe: Path, config: SbatchConfig) -> str:
     sets = [f"cluster.preparation.{key}={json.dumps(fallbacks[key])}"
             for key in ("partition", "account") if target[key] is None and fallbacks[key]]
     if config.datatrove.job_name is None:
-        sets.append(f"data.datatrove.job_name={json.dumps(_job_name(recipe, config))}")
+        sets.append(f"data.datatrove.job_name={json.dumps(job_name(recipe, config))}")
     args = [*config.run_args, *(part for item in sets for part in ("--set", item))]
     workdir = (config.workdir or Path.cwd()).resolve()
     command = [f'"{DATATROVE_PYTHON}"', "-m", "langadapt.data.datatrove_engine", "submit", shlex.quote(str(recipe)),
@@ -196,7 +97,7 @@ def render_preparation_sbatch(recipe_path: str | Path, config: SbatchConfig) -> 
         raise LangadaptError("launch: no preparation job configured (cluster.preparation)")
     cluster, recipe, prep = config.cluster(), Path(recipe_path).resolve(), config.preparation
     workdir = (config.workdir or Path.cwd()).resolve()
-    opts = [f"--job-name={_job_name(recipe, config)}-prepare"]
+    opts = [f"--job-name={job_name(recipe, config)}-prepare"]
     account = prep.account or config.account
     opts += [f"--account={account}"] if account else []
     partition = prep.partition or CPU_PARTITIONS.get(cluster.name)
@@ -211,173 +112,13 @@ def render_preparation_sbatch(recipe_path: str | Path, config: SbatchConfig) -> 
     lines = ["#!/bin/bash", f"# langadapt preparation job (data, tokenizer, embeddings on CPU), preset {cluster.name}: {recipe}",
              "# Generated by `langadapt launch`; regenerate rather than edit, except the EDIT block.",
              *(f"#SBATCH {opt}" for opt in opts), ""]
-    lines += _setup_block(config, cluster)
-    lines += _exports(env, cluster.env_notes) + [""]
-    lines += _command_check(config)
+    lines += setup_block(config, cluster)
+    lines += export_lines(env, cluster.env_notes) + [""]
+    lines += command_check(config)
     started = 'echo "langadapt: preparation job $SLURM_JOB_ID: ${SLURM_CPUS_PER_TASK:-?} cores on $(hostname), $(date -Is)"'
     lines += [started, *preparation_command(recipe, config)]
     return "\n".join(lines) + "\n"
 
-
-def _command_check(config: SbatchConfig) -> list[str]:
-    """Stop at once with a clear line when the EDIT block was left as it is and langadapt is not
-    on the PATH (instead of a `command not found` per task after the queue wait)."""
-    first = shlex.split(config.command)[0]
-    return [
-        f'if [ -z "$RUN_PREFIX" ] && ! command -v {shlex.quote(first)} >/dev/null; then',
-        f'  echo "langadapt: {first} not found on PATH: edit the EDIT block of this script" >&2; exit 2',
-        "fi",
-    ]
-
-
-def _directives(recipe: Path, config: SbatchConfig, cluster: ClusterPreset, workdir: Path) -> list[str]:
-    """The #SBATCH lines."""
-    opts = [f"--job-name={_job_name(recipe, config)}"]
-    opts += [f"--account={config.account}"] if config.account else []
-    partition = config.partition or cluster.partition
-    opts += [f"--partition={partition}"] if partition else []
-    opts += [f"--nodes={config.nodes}", f"--ntasks-per-node={cluster.tasks_per_node}"]
-    opts += [f"--gpus-per-node={cluster.gpus_per_node}"] if cluster.gpus_per_node else []
-    opts += [f"--cpus-per-task={cluster.cpus_per_task}"] if cluster.cpus_per_task else []
-    opts += [f"--mem={cluster.mem}"] if cluster.mem else []
-    opts += [f"--time={config.time}", f"--chdir={workdir}", f"--output={config.log_dir}/%x-%j.out",
-             "--open-mode=append"]  # a requeued run keeps the job id: one log per job, appended
-    # --requeue even without the warning signal: a run preempted with SIGTERM exits with the
-    # requeue code too, and Slurm itself requeues requeueable jobs after a node failure.
-    opts += [f"--signal=B:USR1@{config.signal_seconds}"] if config.signal_seconds else []
-    opts += ["--requeue"]
-    opts += config.extra_sbatch
-    return [f"#SBATCH {opt}" for opt in opts]
-
-
-def _setup_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
-    """The software environment: the given lines, or a clearly marked block to edit.
-
-    RUN_PREFIX is defaulted after the block so that a RUN_PREFIX set inside it wins, and so that
-    a default like "singularity exec $SIF" sees the SIF the block defined.
-    """
-    if config.setup is not None:
-        block = ["# Software environment", *config.setup]
-    else:
-        block = [
-            "# >>>>>>>>>> EDIT: software environment (placeholder: only comments as written) >>>>>>>>>>",
-            "# Make `langadapt` runnable on the compute nodes, for example:",
-            *(f"#   {hint}" for hint in cluster.setup_hint),
-            "# <<<<<<<<<< end EDIT <<<<<<<<<<",
-        ]
-    prefix = cluster.run_prefix if config.run_prefix is None else config.run_prefix
-    return [*block, f'RUN_PREFIX="${{RUN_PREFIX:-{prefix}}}"', ""]
-
-
-def _env_block(config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
-    """Rendezvous (rank 0's node, a per-job port) and the preset's collective-library settings."""
-    lines = [
-        "# Rendezvous: ranks, world and local rank come from srun's SLURM_* variables per task.",
-        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-        f"export MASTER_PORT=$(({SLURM_PORT_BASE} + SLURM_JOB_ID % {SLURM_PORT_SPAN}))",
-    ]
-    return lines + _exports({**cluster.env, **config.env}, cluster.env_notes) + [""]
-
-
-def _exports(env: dict[str, str], notes: dict[str, str]) -> list[str]:
-    """`export KEY="VALUE"` lines, each with the preset's reason for it as a comment."""
-    return [f'export {key}="{value}"' + (f"  # {notes[key]}" if key in notes else "") for key, value in env.items()]
-
-
-def _run_block(recipe: Path, config: SbatchConfig, cluster: ClusterPreset) -> list[str]:
-    """The steps, each in the background (so the shell can take SIGUSR1), then requeue if asked.
-
-    With `prepare`, up to three steps: data..embeddings in this batch shell (one process: a job
-    step of its own would need a free task slot; `placement` knows the batch shell is not rank 0
-    of N) unless the preparation job did them, the training stages under srun (the multi-rank
-    part, which refuses to start otherwise), then evaluate/export here. The last is a plain
-    `langadapt run`: complete stages are skipped, so a requeued job runs again only what is
-    missing (`--from` would re-run evaluation each time).
-    """
-    srun = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={cluster.tasks_per_node}"]
-    srun += [f"--cpus-per-task={cluster.cpus_per_task}"] if cluster.cpus_per_task else []
-    srun += [f"--cpu-bind={cluster.cpu_bind}"] if cluster.cpu_bind else []
-    extra = "".join(f" {shlex.quote(arg)}" for arg in config.run_args)
-
-    def task(*stage_flags: str) -> str:  # stage flags right after the recipe, run_args last
-        return f"$RUN_PREFIX {config.command} {shlex.quote(str(recipe))}{''.join(f' {f}' for f in stage_flags)}{extra}"
-
-    until = ("--until", config.until) if config.until else ()
-    if config.prepare:
-        steps = [] if config.preparation else [f'step "data..embeddings (one process)" {task("--until", "embeddings")}']
-        steps += [f'step "training (srun)" {" ".join(srun)} {task("--until", config.until or "stage2")}']
-        steps += [] if config.until else [f'step "evaluate, export (one process)" {task()}']
-    else:
-        steps = [f'step "srun" {" ".join(srun)} {task(*until)}']
-    return [
-        (
-            'echo "langadapt: job $SLURM_JOB_ID restart ${SLURM_RESTART_COUNT:-0}: $SLURM_JOB_NUM_NODES'
-            ' nodes, master $MASTER_ADDR:$MASTER_PORT, $(date -Is)"'
-        ),
-        "",
-        "REQUEUE=0; CHILD=; STATUS=0",
-        "on_warning() {  # Slurm's time-limit warning: tell the running step to checkpoint and exit",
-        '  echo "langadapt: SIGUSR1 (time limit near) at $(date -Is): checkpointing, then requeue"',
-        '  REQUEUE=1; [ -n "$CHILD" ] && kill -USR1 "$CHILD" 2>/dev/null  # srun forwards it to all tasks',
-        "}",
-        "trap on_warning USR1",
-        "step() {  # step NAME COMMAND...: run it, wait until it really ended; fail to stop the job",
-        f'  [ "$REQUEUE" = 1 ] && {{ STATUS={REQUEUE_EXIT_CODE}; return 1; }}  # warned between steps',
-        '  local name="$1"; shift',
-        '  "$@" & CHILD=$!',
-        "  while :; do  # `wait` also returns when the trap runs; wait again until the step ended",
-        '    wait "$CHILD"; STATUS=$?',
-        '    kill -0 "$CHILD" 2>/dev/null || break',
-        "  done",
-        "  CHILD=",
-        '  echo "langadapt: $name exited with $STATUS at $(date -Is)"',
-        '  [ "$STATUS" -eq 0 ]',
-        "}",
-        " && \\\n".join(steps),
-        f'if [ "$STATUS" -ne 0 ] && {{ [ "$REQUEUE" = 1 ] || [ "$STATUS" -eq {REQUEUE_EXIT_CODE} ]; }}; then',
-        f'  if [ "${{SLURM_RESTART_COUNT:-0}}" -ge {config.max_requeues} ]; then',
-        f'    echo "langadapt: not requeueing: already restarted {config.max_requeues} times" >&2',
-        "  else",
-        '    echo "langadapt: requeueing job $SLURM_JOB_ID to resume from its last checkpoint"',
-        '    scontrol requeue "$SLURM_JOB_ID" && exit 0',
-        "  fi",
-        "fi",
-        'exit "$STATUS"',
-    ]
-
-
-def write_sbatch(
-    recipe_path: str | Path,
-    preset: PresetName | ClusterPreset = "lumi-g",
-    *,
-    nodes: int = 1,
-    gpus_per_node: int | None = None,
-    time: str = "24:00:00",
-    account: str | None = None,
-    partition: str | None = None,
-    out_path: str | Path | None = None,
-    **options: object,
-) -> Path:
-    """Write the sbatch script for `recipe_path` and return its path.
-
-    `options` are the other `SbatchConfig` fields (job_name, signal_seconds, max_requeues, setup,
-    run_prefix, command, run_args, prepare, preparation, until, workdir, log_dir, env, extra_sbatch); an
-    unknown one is a LangadaptError naming it. One self-contained script: without `preparation` it
-    prepares in its own batch shell (a sweep's prepare.sbatch); `write_launch` writes the two jobs. Default `out_path`: `<recipe stem>.<preset>.sbatch` in the current
-    directory. The log folder is created, since Slurm does not create it.
-    """
-    if not Path(recipe_path).is_file():
-        raise LangadaptError(f"launch: recipe file {recipe_path} not found")
-    config = build_config(preset=preset, nodes=nodes, gpus_per_node=gpus_per_node, time=time, account=account,
-                          partition=partition, **options)
-    text = render_sbatch(recipe_path, config)
-    name = config.cluster().name
-    out = Path(out_path) if out_path else Path.cwd() / f"{Path(recipe_path).stem}.{name}.sbatch"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    out.chmod(0o755)
-    ((config.workdir or Path.cwd()) / config.log_dir).mkdir(parents=True, exist_ok=True)
-    return out
 
 
 @dataclass(frozen=True)
@@ -460,106 +201,6 @@ def _write_files(files: dict[Path, str], config: SbatchConfig) -> dict[Path, str
     return files
 
 
-def build_config(**fields: object) -> SbatchConfig:
-    """SbatchConfig from keyword fields; validation errors become one-line LangadaptErrors."""
-    from pydantic import ValidationError
-
-    try:
-        return SbatchConfig(**fields)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise LangadaptError(f"launch {where}: {err['msg']}") from None
-
-
-def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `langadapt launch` flags (all but the recipe, --set and --slurm, which the CLI owns). Nodes,
-    GPUs per node and profiled steps are recipe keys (`--set cluster.nodes=16`, `cluster.gpus_per_node`,
-    `stage2.profile_steps`), not flags."""
-    parser.add_argument("--preset", default="lumi-g", choices=sorted(PRESETS), help="cluster preset")
-    parser.add_argument("--time", help="training job's time limit per submission, Slurm syntax (default: 24:00:00; "
-                        "with --sweep: 1:00:00; preparation: --set cluster.preparation.time=...)")
-    parser.add_argument("--account", help="account/project to charge (both jobs, unless cluster.preparation.account)")
-    parser.add_argument("--partition", help="training job's partition (default: the preset's; preparation: "
-                        "cluster.preparation.partition)")
-    parser.add_argument("--job-name", help="job name (default: the recipe's file name)")
-    parser.add_argument("--signal-seconds", type=int, default=600,
-                        help="SIGUSR1 this many seconds before the limit: checkpoint and requeue (0: off)")
-    parser.add_argument("--max-requeues", type=int, default=20, help="give up after this many requeues")
-    parser.add_argument("--setup", action="append", metavar="LINE",
-                        help="shell line preparing the environment (repeatable; default: an EDIT block)")
-    parser.add_argument("--run-prefix", help='task command prefix, e.g. "singularity exec $SIF"')
-    parser.add_argument("--sbatch", dest="extra_sbatch", action="append", default=[], metavar="OPTION",
-                        help="extra #SBATCH option, e.g. --sbatch=--exclusive (repeatable)")
-    parser.add_argument("--out", help="script path (default: <recipe>.<preset>.sbatch here)")
-    parser.add_argument("--sweep", action="extend", nargs="+", default=[], metavar="KEY=V1,V2",
-                        help="scaling sweep: one short stage-2 job per configuration, e.g. --sweep nodes=1,2,4 "
-                             "gpus=1,8 (keys: nodes, gpus); writes a sweep folder (--out; default RUN_ROOT/NAME-sweep)")
-    parser.add_argument("--steps", type=int, help="with --sweep: stage-2 steps per configuration (default 30)")
-    parser.add_argument("--warmup-steps", type=int,
-                        help="with --sweep: first steps left out of the median tokens/s (default 5)")
-
-
-@dataclass(frozen=True)
-class LaunchOptions:
-    """What one `langadapt launch` asks for, fixed when the command line is read (`from_args`).
-
-    The flags of `add_launch_arguments`, the CLI's own (`--dry-run`, `--set` as `langadapt run`
-    arguments) and the nodes and GPUs per node the recipe's cluster gives. `cmd_launch` used to
-    write the last two into the argparse Namespace and pass the namespace down: a reader of the
-    launch code could not tell a flag from what the CLI had put there, and any callee could change
-    either. Frozen, and built in one place, every script of a launch or a sweep reads the same values.
-    """
-
-    recipe: Path
-    nodes: int
-    """The recipe's `cluster.nodes`: what `plan` and preflight assumed (`--set cluster.nodes=N`)."""
-    gpus_per_node: int | None = None
-    """The recipe's `cluster.gpus_per_node` only where the recipe sets it; None: the preset's."""
-    run_args: tuple[str, ...] = ()
-    """Arguments after the recipe in every `langadapt run` of the scripts: the `--set` overrides."""
-    dry_run: bool = False
-    """Render the scripts and write nothing."""
-    preset: str = "lumi-g"
-    time: str | None = None
-    """The training job's limit; None: 24:00:00 for a run, `experiments.sweep.DEFAULT_TIME` for a sweep."""
-    account: str | None = None
-    partition: str | None = None
-    job_name: str | None = None
-    signal_seconds: int = 600
-    max_requeues: int = 20
-    setup: tuple[str, ...] | None = None
-    run_prefix: str | None = None
-    extra_sbatch: tuple[str, ...] = ()
-    out: Path | None = None
-    sweep: tuple[str, ...] = ()
-    """`--sweep KEY=V1,V2 ...`; empty: one run's scripts."""
-    steps: int | None = None
-    warmup_steps: int | None = None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, cluster: ClusterConfig) -> LaunchOptions:
-        """The options of the CLI's `launch` namespace (the recipe, `--set` and `--dry-run`, then
-        `add_launch_arguments`' flags) with the recipe's `cluster`."""
-        # The recipe's gpus_per_node only where the recipe sets it: the default 1 would undercut any preset.
-        gpus = cluster.gpus_per_node if "gpus_per_node" in cluster.model_fields_set else None
-        return cls(recipe=Path(args.recipe), nodes=cluster.nodes, gpus_per_node=gpus,
-                   run_args=tuple(part for override in args.overrides for part in ("--set", override)),
-                   dry_run=args.dry_run, preset=args.preset, time=args.time, account=args.account,
-                   partition=args.partition, job_name=args.job_name, signal_seconds=args.signal_seconds,
-                   max_requeues=args.max_requeues, setup=None if args.setup is None else tuple(args.setup),
-                   run_prefix=args.run_prefix, extra_sbatch=tuple(args.extra_sbatch),
-                   out=None if args.out is None else Path(args.out), sweep=tuple(args.sweep), steps=args.steps,
-                   warmup_steps=args.warmup_steps)
-
-
-def sbatch_options(options: LaunchOptions) -> dict[str, object]:
-    """The `write_sbatch` arguments that a launch's options set for every script alike (a run's,
-    or each of a sweep's); nodes, time, paths and run arguments are the caller's."""
-    return {"preset": options.preset, "gpus_per_node": options.gpus_per_node, "account": options.account,
-            "partition": options.partition, "signal_seconds": options.signal_seconds,
-            "max_requeues": options.max_requeues, "setup": None if options.setup is None else list(options.setup),
-            "run_prefix": options.run_prefix, "extra_sbatch": list(options.extra_sbatch)}
 
 
 def datatrove_on_slurm(data: object) -> DatatroveConfig | None:

@@ -22,7 +22,9 @@ from langadapt.errors import LangadaptError
 from langadapt.pipeline import runner as pipeline
 from langadapt.pipeline.runner import RUN_AFRESH, STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
+from langadapt.run import completion
 from langadapt.run import layout as rundir
+from langadapt.run.fingerprint import hash_json
 from langadapt.run.lock import RunLock
 from langadapt.runtime import signals
 
@@ -67,7 +69,7 @@ def stubs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubs]:
     monkeypatch.setattr(pipeline, "stage_table", lambda recipe: [
         Stage(name, (), make(name), "disabled in the stub" if name == "stage1" else None) for name in STAGES])
     monkeypatch.setattr(pipeline, "fingerprints", lambda loaded, stages, *inputs: {
-        s.name: rundir.hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
+        s.name: hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
     monkeypatch.setattr(signals, "_latched", [])
     saved = {sig: signal.getsignal(sig) for sig in signals.STOP_SIGNALS}
     yield record
@@ -132,7 +134,7 @@ def test_a_forced_rerun_starts_a_partial_training_stage_afresh(stubs: Stubs, fla
     assert dict(run_pipeline(load_recipe(stubs.recipe), dry_run=True, **flags))["stage2"] == RUN_AFRESH
     actions = dict(run_pipeline(load_recipe(stubs.recipe), **flags))
     assert actions["stage2"] == RUN_AFRESH and stubs.found["stage2"] == [rundir.FINGERPRINT]
-    assert rundir.is_complete(stubs.run_dir / "stage2")
+    assert completion.is_complete(stubs.run_dir / "stage2")
 
 
 def test_a_forced_rerun_discards_a_partial_work_folder_too(stubs: Stubs) -> None:
@@ -220,7 +222,7 @@ def test_sigterm_during_until_data_exits_with_the_requeue_code(stubs: Stubs, cap
     code, out, err = cli(capsys, "run", str(stubs.recipe), "--until", "data")
     assert code == signals.REQUEUE_EXIT_CODE and "run complete" not in out
     assert f"langadapt: stopped by signal after stage data (completed stages are kept); exit {code}" in err
-    assert rundir.is_complete(stubs.run_dir / "data")  # it ran to its end: the signal only stops between stages
+    assert completion.is_complete(stubs.run_dir / "data")  # it ran to its end: the signal only stops between stages
 
 
 def test_sigterm_during_a_failing_stage_leaves_it_incomplete(stubs: Stubs, capsys) -> None:
@@ -228,7 +230,7 @@ def test_sigterm_during_a_failing_stage_leaves_it_incomplete(stubs: Stubs, capsy
     stubs.failing.add("data")
     code, _, err = cli(capsys, "run", str(stubs.recipe), "--until", "data")
     assert code == 2 and error_line(err) == "langadapt: error: data failed"
-    assert not rundir.is_complete(stubs.run_dir / "data")
+    assert not completion.is_complete(stubs.run_dir / "data")
 
 
 # --- 8. a Hub id that is not on this machine, offline -------------------------------------------------

@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "langadapt"
-ROOT_MODULES = {"__init__.py", "cli.py", "errors.py", "ioerrors.py", "modeling.py"}
+ROOT_MODULES = {"__init__.py", "errors.py", "ioerrors.py", "modeling.py"}
 
 
 def module_name(path: Path) -> str:
@@ -165,7 +165,8 @@ def test_only_entry_points_start_a_pipeline():
     """A run is a graph the pipeline schedules (base-model build and cold twin included): no stage
     and no helper starts a pipeline of its own from inside (docs/architecture.md)."""
     importers = {src for src, dsts in import_graph().items() if "langadapt.pipeline.runner" in dsts}
-    assert importers == {"langadapt.cli", "langadapt.experiments.frontier"}
+    assert {"langadapt.cli" if package(src) == "cli" else src for src in importers} == {
+        "langadapt.cli", "langadapt.experiments.frontier"}
 
 
 def test_the_cycle_finder_finds_a_lazy_circle():

@@ -178,7 +178,7 @@ def test_launch_writes_a_script_that_carries_the_overrides(tmp_path: Path) -> No
 
 
 def test_eval_writes_beside_a_model_folder_not_into_it(tmp_path: Path) -> None:
-    from langadapt.cli import default_eval_out
+    from langadapt.cli.evaluate import default_eval_out
 
     model = tmp_path / "my-model"
     model.mkdir()

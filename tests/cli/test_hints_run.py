@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from langadapt.cli import build_parser, run_outcome
+from langadapt.cli import build_parser
+from langadapt.cli.run import run_outcome
 from langadapt.errors import LangadaptError
 from langadapt.recipe import load_recipe
 from langadapt.recipe.hints import (

@@ -18,7 +18,8 @@ from langadapt.evaluation.training import (
     training_rate,
     validation_points,
 )
-from langadapt.run.layout import RunLayout, write_manifest
+from langadapt.run.completion import write_manifest
+from langadapt.run.layout import RunLayout
 
 CONFIG = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 512, "tie_word_embeddings": False}

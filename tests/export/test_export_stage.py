@@ -18,7 +18,8 @@ import torch
 from langadapt import cli
 from langadapt.pipeline.runner import run_pipeline
 from langadapt.recipe import load_recipe
-from langadapt.run.layout import RunLayout, is_complete
+from langadapt.run.completion import is_complete
+from langadapt.run.layout import RunLayout
 
 pytestmark = pytest.mark.slow  # one module-scoped build of two real runs (about a minute on 2 idle cores)
 

@@ -16,7 +16,9 @@ from langadapt.errors import LangadaptError
 from langadapt.pipeline import runner as pipeline
 from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
 from langadapt.recipe import load_recipe
-from langadapt.run import layout as rundir
+from langadapt.run import completion
+from langadapt.run.fingerprint import hash_json
+from langadapt.run.layout import MARKER
 from langadapt.runtime import signals
 
 SIGNALLED: set[str] = set()
@@ -50,7 +52,7 @@ def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(pipeline, "stage_table", fake_table)
     monkeypatch.setattr(pipeline, "fingerprints", lambda loaded, stages, *inputs: {
-        s.name: rundir.hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
+        s.name: hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
     return path, calls, failing
 
 
@@ -61,7 +63,7 @@ def test_runs_in_order_with_manifest_and_marker(stub) -> None:
     run_dir = load_recipe(path).recipe.run_dir
     manifest = json.loads((run_dir / "data" / "manifest.json").read_text())
     assert manifest["summary"] == {"ran": "data"} and "torch" in manifest["versions"]
-    assert (run_dir / "export" / rundir.MARKER).is_file()
+    assert (run_dir / "export" / MARKER).is_file()
     assert not (run_dir / "stage1").exists()
     assert (run_dir / "recipe.resolved.yaml").read_text().startswith("name: stub")
 
@@ -121,8 +123,8 @@ def test_failed_stage_is_never_marked_complete(stub) -> None:
     with pytest.raises(LangadaptError):
         run_pipeline(load_recipe(path))
     run_dir = load_recipe(path).recipe.run_dir
-    assert not rundir.is_complete(run_dir / "embeddings")
-    assert rundir.is_complete(run_dir / "tokenizer")
+    assert not completion.is_complete(run_dir / "embeddings")
+    assert completion.is_complete(run_dir / "tokenizer")
     failing.clear()
     calls.clear()
     run_pipeline(load_recipe(path))
@@ -141,7 +143,7 @@ def test_signal_during_a_stage_stops_before_the_next_and_keeps_it(stub, monkeypa
             run_pipeline(load_recipe(path))
         assert stopped.value.code == signals.REQUEUE_EXIT_CODE and "before stage embeddings" in str(stopped.value)
         assert calls == ["data", "tokenizer"]
-        assert rundir.is_complete(load_recipe(path).recipe.run_dir / "tokenizer")
+        assert completion.is_complete(load_recipe(path).recipe.run_dir / "tokenizer")
         signals.clear_stop()  # the requeued job: a new process, no signal yet
         SIGNALLED.clear()
         run_pipeline(load_recipe(path))

@@ -1,7 +1,7 @@
 """Every recipe field is read by the code it configures: no dead knobs.
 
 A field counts as read when its name is used outside the classes that declare settings (pydantic
-models, in `recipe/schema.py`, `recipe/data.py`, `runtime/launch.py`'s `SbatchConfig`, ..., where
+models, in `recipe/schema.py`, `recipe/data.py`, `runtime/sbatch.py`'s `SbatchConfig`, ..., where
 fields are declared and validated): as an attribute (`config.seq_len`)
 or as a string (`getattr(config, "seq_len")`, a dumped dict's `"seq_len"`). The check is by name,
 so it cannot tell two fields of one name apart; it catches a field that nothing reads at all (the

@@ -20,7 +20,7 @@ from langadapt.export.stage import check_replaceable, file_hashes
 from langadapt.recipe import load_recipe
 from langadapt.pipeline import runner as pipeline
 from langadapt.run import contenthash
-from langadapt.run import layout as rundir
+from langadapt.run import completion
 from langadapt.run.context import StageContext
 from langadapt.run.layout import RunLayout
 from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
@@ -155,7 +155,7 @@ def test_a_failed_rerun_leaves_the_previous_output_intact(run) -> None:
     with pytest.raises(LangadaptError, match="evaluate failed"):
         run_pipeline(load_recipe(root / "warm.yaml"), only="evaluate")
     assert (layout.evaluate / "artifact.txt").read_text() == before
-    assert rundir.is_complete(layout.evaluate) and layout.manifest("evaluate").read_text() == manifest
+    assert completion.is_complete(layout.evaluate) and layout.manifest("evaluate").read_text() == manifest
     assert not (layout.evaluate / "half-written.txt").exists()
     failing.clear()
     run_pipeline(load_recipe(root / "warm.yaml"), only="evaluate")
@@ -170,8 +170,8 @@ def test_a_swap_cut_by_a_crash_is_finished_at_the_next_start(tmp_path: Path) -> 
         folder.mkdir(parents=True)
         (folder / "a.txt").write_text(text)
         if complete:
-            rundir.write_manifest(folder, {"fingerprint": "x"})
-    rundir.recover(layout)
+            completion.write_manifest(folder, {"fingerprint": "x"})
+    completion.recover(layout)
     assert (layout.data.root / "a.txt").read_text() == "new" and not layout.retired_dir("data").exists()
     assert (layout.tokenizer.root / "a.txt").read_text() == "old"
 
@@ -226,7 +226,7 @@ def test_the_export_stage_refuses_a_hand_edited_card(tmp_path: Path) -> None:
     ctx = StageContext(run_dir=tmp_path, stage="export", seed=0, layout=layout.building("export", layout.work_dir("export")))
     with pytest.raises(LangadaptError, match="not written by this run's export; pass --overwrite"):
         check_replaceable(ctx)
-    rundir.write_manifest(layout.export.root, {"summary": {"files": file_hashes(folder)}})
+    completion.write_manifest(layout.export.root, {"summary": {"files": file_hashes(folder)}})
     check_replaceable(ctx)  # untouched since exported: a re-export may replace it
     (folder / "README.md").write_text("card, edited")
     with pytest.raises(LangadaptError, match=r"README.md changed since it was exported .*--overwrite"):

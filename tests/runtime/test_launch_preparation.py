@@ -19,13 +19,13 @@ from langadapt.errors import LangadaptError
 from langadapt.recipe import Recipe
 from langadapt.recipe.cluster import PreparationConfig
 from langadapt.runtime.launch import (
-    ClusterPreset,
-    build_config,
     preparation_command,
     render_launch,
     render_preparation_sbatch,
     write_launch,
 )
+from langadapt.runtime.presets import ClusterPreset
+from langadapt.runtime.sbatch import build_config
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 REPO = Path(__file__).resolve().parents[2]

@@ -59,7 +59,8 @@ if args[1:3] == ["--until", "embeddings"]:
     sys.exit(rc)
 from langadapt.data.shards import read_shards
 from langadapt.recipe import load_recipe
-from langadapt.run.layout import RunLayout, is_complete
+from langadapt.run.completion import is_complete
+from langadapt.run.layout import RunLayout
 
 layout = RunLayout(load_recipe(args[0]).recipe.run_dir)
 step = f"train-{os.environ['SLURM_PROCID']}" if "--until" in args else "evaluate"

@@ -15,7 +15,7 @@ import pytest
 from helpers.recipes import scratch_recipe
 
 from langadapt.recipe import load_recipe
-from langadapt.run import layout as rundir
+from langadapt.run.fingerprint import hash_json
 from langadapt.pipeline.runner import STAGES, Stage, run_pipeline
 from langadapt.runtime.logs import setup_logging
 from langadapt.runtime.placement import DistInfo, in_slurm_task, training_world_size
@@ -70,7 +70,7 @@ def stub_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, lis
 
     monkeypatch.setattr("langadapt.pipeline.runner.stage_table", fake_table)
     monkeypatch.setattr("langadapt.pipeline.runner.fingerprints", lambda loaded, stages, *inputs: {
-        s.name: rundir.hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
+        s.name: hash_json([loaded.recipe.model_dump(mode="json"), s.name]) for s in stages})
     return path, calls
 
 

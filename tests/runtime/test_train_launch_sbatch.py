@@ -20,16 +20,11 @@ from pathlib import Path
 import pytest
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe.cluster import ClusterConfig
-from langadapt.runtime.launch import (
-    PRESETS,
-    ClusterPreset,
-    LaunchOptions,
-    PreparationConfig,
-    launch_from_options,
-    slurm_time_seconds,
-    write_sbatch,
-)
+from langadapt.recipe.cluster import ClusterConfig, PreparationConfig, slurm_time_seconds
+from langadapt.runtime.launch import launch_from_options
+from langadapt.runtime.launch_options import LaunchOptions
+from langadapt.runtime.presets import PRESETS, ClusterPreset
+from langadapt.runtime.sbatch import write_sbatch
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 
 
@@ -180,7 +175,8 @@ def test_launch_options_are_frozen_and_take_gpus_per_node_only_where_the_recipe_
 
 
 def test_cmd_launch_leaves_the_namespace_as_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from langadapt.cli import build_parser, cmd_launch
+    from langadapt.cli import build_parser
+    from langadapt.cli.launch import cmd_launch
 
     monkeypatch.chdir(tmp_path)
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "norwegian_warm.yaml"

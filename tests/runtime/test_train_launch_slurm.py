@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.runtime.launch import ClusterPreset, write_sbatch
+from langadapt.runtime.presets import ClusterPreset
+from langadapt.runtime.sbatch import write_sbatch
 from langadapt.runtime.signals import REQUEUE_EXIT_CODE
 from tests.helpers.slurm import submit
 

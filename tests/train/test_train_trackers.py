@@ -20,8 +20,9 @@ from helpers.trackers import (
 )
 
 from langadapt.recipe.train import CheckpointConfig, EngineConfig, TrainingSlice, TrainStageConfig
+from langadapt.run.completion import write_manifest
 from langadapt.run.context import StageContext
-from langadapt.run.layout import MARKER, RunLayout, write_manifest
+from langadapt.run.layout import MARKER, RunLayout
 from langadapt.run.trackers import log_evaluation
 from langadapt.train.stage import run
 
