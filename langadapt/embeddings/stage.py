@@ -64,8 +64,7 @@ def run(slice_: EmbeddingsSlice, ctx: StageContext) -> dict[str, Any]:
         old_tokens=old_tokenizer.convert_ids_to_tokens(list(range(len(old_tokenizer)))),
     )
     model, report = transfer_embeddings(
-        model, old_tokenizer, new_tokenizer, config, corpus=corpus, seed=ctx.seed, mapping=mapping,
-        road=slice_.road,
+        model, old_tokenizer, new_tokenizer, config, corpus=corpus, seed=ctx.seed, mapping=mapping
     )
     model_dir = paths.model
     model.save_pretrained(model_dir)

@@ -23,7 +23,7 @@ from langadapt.embeddings.methods import PlanInputs, build_plan
 from langadapt.embeddings.row_plan import USE_MEAN, USE_WEIGHTS, USE_ZERO, RowPlan, apply_plan, copied_rows
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
-from langadapt.recipe.embeddings import EmbeddingConfig, resolve_head_init
+from langadapt.recipe.embeddings import EmbeddingConfig
 from langadapt.tokenizer.loading import load_tokenizer
 
 TokenizerOrPath = PreTrainedTokenizerBase | str | PathLike[str]
@@ -100,7 +100,6 @@ def transfer_embeddings(
     corpus: Iterable[str] | None = None,
     seed: int = 0,
     mapping: VocabMapping | None = None,
-    road: str | None = None,
 ) -> tuple[PreTrainedModel, dict]:
     """Resize `model` to `new_tokenizer` and initialise its input matrix and head with `config.method`.
 
@@ -109,9 +108,7 @@ def transfer_embeddings(
     it with a JSON-serialisable report (mapping summary, method, row counts, timings, and
     `shared_rows`: the ids of the rows copied bit for bit from a base row, the ones a training
     with `train_rows: new` keeps; see `plan.copied_rows`). Either tokenizer may be given as the
-    path of its folder (read with `langadapt.tokenizer.loading.load_tokenizer`). `road` (the
-    recipe's tokenizer.kind) picks `config.head_init`'s default when it is unset (`resolve_head_init`;
-    None: `same`); the report's `head_init` is the one used.
+    path of its folder (read with `langadapt.tokenizer.loading.load_tokenizer`).
     """
     old_tokenizer = tokenizer_object(old_tokenizer, "old_tokenizer")
     new_tokenizer = tokenizer_object(new_tokenizer, "new_tokenizer")
@@ -122,10 +119,9 @@ def transfer_embeddings(
     old = read_matrices(model)
     old_rows, dim = old.input.shape
     _check_mapping(mapping, old_rows)
-    head_init = resolve_head_init(config.head_init, road, old.tied)
-    if old.tied and head_init != "same":
+    if old.tied and config.head_init != "same":
         raise LangadaptError(
-            f"embeddings.head_init={head_init}: {type(model).__name__} ties its LM head to the input "
+            f"embeddings.head_init={config.head_init}: {type(model).__name__} ties its LM head to the input "
             "embeddings (one matrix), so the head rows are the input rows; use head_init: same")
     rows = math.ceil(mapping.new_size / config.pad_vocab_to_multiple_of) * config.pad_vocab_to_multiple_of
     seed += config.seed_offset
@@ -137,7 +133,7 @@ def transfer_embeddings(
     timings["plan_s"] = time.perf_counter() - stamp
 
     stamp = time.perf_counter()
-    new = apply_to_matrices(plan, old, seed, head_plan(plan, shared, head_init))
+    new = apply_to_matrices(plan, old, seed, head_plan(plan, shared, config.head_init))
     del old  # the old matrices are freed once the resize drops them from the model
     write_matrices(model, new)
     special_ids = set_special_ids(model, new_tokenizer)
@@ -146,7 +142,7 @@ def transfer_embeddings(
 
     report = {
         "method": config.method,
-        "head_init": head_init,
+        "head_init": config.head_init,
         "mapping": mapping.summary(),
         "old_rows": old_rows,
         "new_rows": rows,

@@ -14,25 +14,6 @@ from langadapt.recipe.slices import reads
 Method = Literal["mean", "focus", "wechsel", "align", "transformers_resize", "model_init", "random_full_cov"]
 HeadInit = Literal["same", "mean_of_base_head", "zero"]
 
-HEAD_INIT_BY_ROAD: dict[str, HeadInit] = {"extend": "mean_of_base_head"}
-"""`head_init`'s default per road (`tokenizer.kind`), chosen by measurement (README "Three roads for the
-vocabulary", 2026-11-29, the demo on its page split): on `extend` the mean of the base's head rows
-ends level on Bokmål (1.6661 vs 1.6655 bits/byte) and better on every other language (English
--0.2%, Finnish -1.3%; at step 0 English +2.6% vs the base against +10.9%); on a replacement
-(`inherit` and the other trained kinds) it costs Bokmål 0.2% for no English, so `same` stays;
-`keep_base` has no new rows."""
-
-
-def resolve_head_init(head_init: HeadInit | None, road: str | None, tied: bool) -> HeadInit:
-    """The head_init a transfer uses: the recipe's own when it sets one; otherwise `same` on a tied
-    base (one matrix: nothing else can hold) or where the road is unknown (library calls), else the
-    road's measured default (`HEAD_INIT_BY_ROAD`, `same` where it names none)."""
-    if head_init is not None:
-        return head_init
-    if tied or road is None:
-        return "same"
-    return HEAD_INIT_BY_ROAD.get(road, "same")
-
 
 class EmbeddingConfig(Config):
     """How the rows of the new vocabulary are filled (input matrix and output head alike).
@@ -45,14 +26,13 @@ class EmbeddingConfig(Config):
     rows: a new token's head row sets how much probability the token takes in every context, so a
     row built like its input row can take probability from the source language (issue 40). A base
     with tied embeddings (GPT-2, Gemma, Llama-3.2-1B) has ONE matrix, input and head alike: there
-    is no separate head row to choose, and any head_init but `same` set in the recipe is refused
-    (the default, unset, is `same` there).
+    is no separate head row to choose, and any head_init but `same` is refused.
     """
 
     method: Method = "mean"
     """Initialisation: mean (FVT), focus, wechsel, align (corpus-weighted mean); baselines: transformers_resize (resize_token_embeddings' default), model_init (N(0, initializer_range)), random_full_cov (N(mean, cov), every row)."""
-    head_init: HeadInit | None = None
-    """Untied LM-head rows of tokens the base lacks: same (as `method` makes them), mean_of_base_head, zero; unset (null): per road, by measurement: mean_of_base_head for tokenizer.kind extend, same for the others and on a tied base (one matrix, so only same)."""
+    head_init: HeadInit = "same"
+    """Untied LM-head rows of tokens the base lacks: same (as `method` makes them), mean_of_base_head, zero; a tied base has one matrix, so only same."""
     seed_offset: int = Field(0, ge=0, le=2**30)
     """Added to the run seed for this stage's random draws (random rows, fastText training)."""
     pad_vocab_to_multiple_of: int = Field(1, ge=1, le=4096)
@@ -108,8 +88,6 @@ class EmbeddingsSlice:
     """`init: warm`: the base model's embeddings moved to the new tokenizer."""
 
     config: EmbeddingConfig = reads("embeddings")
-    road: str | None = reads("tokenizer.kind", default=None)
-    """tokenizer.kind: picks `head_init`'s default when the recipe sets none (`resolve_head_init`)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+"""Finished runs stay finished: the recipe part of every stage's fingerprint is pinned for the
+shipped recipes.
+
+A stage re-runs when its fingerprint changes, so a refactor that changes a section hash (a new key
+in a slice, a default written differently, a field renamed) makes every user's finished run, a 7B
+one included, run again from that stage. Session 18 caught one by hand (an unset default resolved
+per road changed every recipe's embeddings hash); this makes it a failing test. When a change is
+meant to re-run a stage (its output changes), update the pin in the same commit and say so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from langadapt.pipeline.stages import stage_table
+from langadapt.recipe import load_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+PINS = {
+    "recipes/tiny_norwegian_warm.yaml": {
+        "data": "8cdde761166c8456", "tokenizer": "78b1861bdc356011", "embeddings": "4aec218b4e25d1ab",
+        "stage1": "b6947516152ad9d3", "stage2": "14e60c27aab4f3b1", "evaluate": "49912c5c769cac6f",
+        "export": "0de0f4170ec2e8ef"},
+    "recipes/norwegian_warm.yaml": {
+        "data": "dcf007c59e13f0dd", "tokenizer": "b555ffa8d0f3eedd", "embeddings": "465c0302384ddbec",
+        "stage1": "ebf4b43d0ee19a18", "stage2": "b235b14977bdaec4", "evaluate": "a083ccda7526639b",
+        "export": "5c1a1d19edf7cff7"},
+}
+
+
+@pytest.mark.parametrize("recipe", sorted(PINS))
+def test_each_stages_recipe_hash_is_what_finished_runs_recorded(recipe: str, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    loaded = load_recipe(recipe, [])
+    hashes = {stage.name: loaded.section_hash(*stage.sections, ignore=stage.ignores)
+              for stage in stage_table(loaded.recipe)}
+    changed = {name: (PINS[recipe].get(name), got) for name, got in hashes.items() if PINS[recipe].get(name) != got}
+    assert not changed, (f"{recipe}: these stages' recipe hashes changed, so every finished run re-runs "
+                         f"from them: {changed}")
