@@ -23,7 +23,7 @@ from langadapt.embeddings.methods import PlanInputs, build_plan
 from langadapt.embeddings.row_plan import USE_MEAN, USE_WEIGHTS, USE_ZERO, RowPlan, apply_plan, copied_rows
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
-from langadapt.recipe.embeddings import EmbeddingConfig
+from langadapt.recipe.embeddings import EmbeddingConfig, default_head_init
 from langadapt.tokenizer.loading import load_tokenizer
 
 TokenizerOrPath = PreTrainedTokenizerBase | str | PathLike[str]
@@ -119,9 +119,10 @@ def transfer_embeddings(
     old = read_matrices(model)
     old_rows, dim = old.input.shape
     _check_mapping(mapping, old_rows)
-    if old.tied and config.head_init != "same":
+    head_init = config.head_init or default_head_init(mapping.extends_base, old.tied)
+    if old.tied and head_init != "same":
         raise LangadaptError(
-            f"embeddings.head_init={config.head_init}: {type(model).__name__} ties its LM head to the input "
+            f"embeddings.head_init={head_init}: {type(model).__name__} ties its LM head to the input "
             "embeddings (one matrix), so the head rows are the input rows; use head_init: same")
     rows = math.ceil(mapping.new_size / config.pad_vocab_to_multiple_of) * config.pad_vocab_to_multiple_of
     seed += config.seed_offset
@@ -133,7 +134,7 @@ def transfer_embeddings(
     timings["plan_s"] = time.perf_counter() - stamp
 
     stamp = time.perf_counter()
-    new = apply_to_matrices(plan, old, seed, head_plan(plan, shared, config.head_init))
+    new = apply_to_matrices(plan, old, seed, head_plan(plan, shared, head_init))
     del old  # the old matrices are freed once the resize drops them from the model
     write_matrices(model, new)
     special_ids = set_special_ids(model, new_tokenizer)
@@ -142,7 +143,7 @@ def transfer_embeddings(
 
     report = {
         "method": config.method,
-        "head_init": config.head_init,
+        "head_init": head_init,
         "mapping": mapping.summary(),
         "old_rows": old_rows,
         "new_rows": rows,

@@ -288,7 +288,7 @@ def _check_head_init(recipe: Recipe, config: dict | None, report: Report) -> Non
     """A tied base has one matrix: its head rows are its input rows, so only `same` can hold (the
     embeddings stage refuses it too, `embeddings.transfer`; here it is said before data and tokenizer)."""
     head_init = recipe.embeddings.head_init
-    if recipe.init == "warm" and head_init != "same" and config is not None and ties_embeddings(config):
+    if recipe.init == "warm" and head_init not in (None, "same") and config is not None and ties_embeddings(config):
         report.add(("embeddings", "head_init"), f"{head_init}: the base ties its LM head to the input embeddings "
                    "(one matrix), so the head rows are the input rows; use head_init: same")
 

@@ -137,6 +137,16 @@ class Recipe(Config):
         return self
 
     @model_validator(mode="after")
+    def _head_init_off_the_extension(self) -> Recipe:
+        """Unset head_init means `same` for every tokenizer.kind but extend (`default_head_init`),
+        written into the recipe so that those recipes hash as before the default existed (a changed
+        hash re-runs every finished run from its embeddings stage). On extend it stays unset: the
+        embeddings stage decides from the base (untied: mean_of_base_head; tied: same)."""
+        if self.embeddings.head_init is None and self.tokenizer.kind != "extend":
+            self.embeddings.head_init = "same"
+        return self
+
+    @model_validator(mode="after")
     def _cold_twin_name_fits(self) -> Recipe:
         """The cold twin's run is `<name>_cold`: a name that fits alone but not with the suffix
         would fail at the evaluate stage, after all the training."""

@@ -130,3 +130,24 @@ def test_a_token_the_base_has_is_copied_even_when_it_spells_nothing(extended):
     assert torch.equal(model.get_input_embeddings().weight[empty], row) and empty in report["shared_rows"]
     lacking = build_mapping(extended[0], new)  # a base without "": nothing to copy, the mean row
     assert (lacking.status[empty], lacking.pieces[empty]) == ("fallback", [])
+
+
+def test_unset_head_init_is_the_mean_head_on_an_untied_extension_and_same_otherwise(extended):
+    """`default_head_init`, as the transfer applies it: decided from the mapping and the base."""
+    from langadapt.recipe.embeddings import default_head_init
+
+    assert [default_head_init(extends, tied) for extends in (True, False) for tied in (False, True)] == [
+        "mean_of_base_head", "same", "same", "same"]
+    base, new = extended
+    config = EmbeddingConfig()  # head_init unset
+    assert config.head_init is None
+    _, report = transfer_embeddings(tiny_model("llama", len(base), tied=False), base, new, config)
+    assert report["head_init"] == "mean_of_base_head"
+    _, report = transfer_embeddings(tiny_model("gpt2", len(base), tied=True), base, new, config)
+    assert report["head_init"] == "same"  # a tied base: the default falls back, it is not refused
+    replacement = byte_level_tokenizer(NB_TEXT)
+    _, report = transfer_embeddings(tiny_model("llama", len(base), tied=False), base, replacement, config)
+    assert report["head_init"] == "same"
+    _, report = transfer_embeddings(tiny_model("llama", len(base), tied=False), base, new,
+                                    EmbeddingConfig(head_init="same"))
+    assert report["head_init"] == "same"  # a value set wins

@@ -39,3 +39,14 @@ def test_each_stages_recipe_hash_is_what_finished_runs_recorded(recipe: str, mon
     changed = {name: (PINS[recipe].get(name), got) for name, got in hashes.items() if PINS[recipe].get(name) != got}
     assert not changed, (f"{recipe}: these stages' recipe hashes changed, so every finished run re-runs "
                          f"from them: {changed}")
+
+
+def test_unset_head_init_is_written_as_same_except_on_the_extension(monkeypatch) -> None:
+    """Why the pins above hold with a per-road default: the recipe writes `same` for every kind but
+    extend when it loads; on extend it stays unset for the embeddings stage to decide from the base."""
+    monkeypatch.chdir(ROOT)
+    recipe = "recipes/tiny_norwegian_warm.yaml"
+    assert load_recipe(recipe, []).recipe.embeddings.head_init == "same"
+    assert load_recipe(recipe, ["tokenizer.kind=keep_base"]).recipe.embeddings.head_init == "same"
+    assert load_recipe(recipe, ["tokenizer.kind=extend"]).recipe.embeddings.head_init is None
+    assert load_recipe(recipe, ["tokenizer.kind=extend", "embeddings.head_init=zero"]).recipe.embeddings.head_init == "zero"
