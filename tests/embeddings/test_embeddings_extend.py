@@ -47,7 +47,8 @@ def test_base_rows_stay_bit_for_bit_and_new_rows_are_initialised(method, tokeniz
     old_in = model.get_input_embeddings().weight.detach().clone()
     old_head = model.get_output_embeddings().weight.detach().clone()
     corpus = shared_texts("nb.debian-handbook.train", limit=60)
-    config = EmbeddingConfig(method=method, pad_vocab_to_multiple_of=64, **(FOCUS if method == "focus" else {}))
+    config = EmbeddingConfig(method=method, head_init="same", pad_vocab_to_multiple_of=64,  # the method's own head rows
+                             **(FOCUS if method == "focus" else {}))
     model, report = transfer_embeddings(model, base, extended, config, corpus=corpus, seed=0)
     new_in, new_head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
     n = len(base)
