@@ -41,6 +41,7 @@ OWN_FILES = {
     "export/folder.py": "the tokenizer_config.json the export just saved",
     "export/stage.py": "the export manifest and resolved recipe of the run",
     "recipe/errors.py": "the recipe, refused over strict_yaml.MAX_FILE_BYTES from its size before reading",
+    "run/completion.py": "the stage manifests and markers the run wrote",
     "run/contenthash.py": "the content-hash cache of the run folder",
     "run/identity.py": "the run folder's owner file",
     "run/layout.py": "run folder pointers, manifests and markers",
