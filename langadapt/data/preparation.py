@@ -35,7 +35,8 @@ from langadapt.data.cleaning import Deduplicator, DocumentFilter, hash_fraction,
 from langadapt.data.documents import DocumentFile, derived_mode, document_line
 from langadapt.data.held_out_floor import FloorCandidates, move_to_valid, shortfall_warning
 from langadapt.data.pieces import PIECE_BYTES, Piece, plan_pieces
-from langadapt.data.sources import format_of, read_piece, resolve_paths
+from langadapt.data.source_paths import resolve_paths
+from langadapt.data.sources import format_of, read_piece
 from langadapt.errors import LangadaptError
 from langadapt.inputs.text import Bound
 from langadapt.recipe.data import DataConfig, SourceConfig
