@@ -10,8 +10,8 @@ the same bytes (tests/data/test_data_datatrove.py):
    that `preparation.plan_jobs` cuts (the plan never depends on the number of tasks), each piece's
    batches saved to `pieces/<job>.pkl.zst` (pickles in one zstd stream; tmp then rename, so a
    file that exists is whole). A piece whose file exists is not cleaned again.
-2. One task reads the piece files in job order and calls `preparation.merge` (exact and near dedup,
-   the held-out split, writing `data/{train,valid}`) and `preparation.write_stats`. Locally this is the
+2. One task reads the piece files in job order and calls `merge.merge` (exact and near dedup,
+   the held-out split, writing `data/{train,valid}`) and `merge.write_stats`. Locally this is the
    data stage's own process once the cleaning executor returns; on Slurm it is the last job,
    which runs `langadapt run RECIPE --until <stage>` (`submit_preparation`): the data stage there
    finds every piece cleaned and only merges, the tokenizer stage encodes the token shards on
@@ -44,16 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.preparation import (
-    Cleaned,
-    Job,
-    clean_piece,
-    init_worker,
-    merge,
-    plan_jobs,
-    worker_count,
-    write_stats,
-)
+from langadapt.data.merge import merge, write_stats
+from langadapt.data.preparation import Cleaned, Job, clean_piece, init_worker, plan_jobs, worker_count
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.run.context import StageContext
@@ -184,7 +176,7 @@ def _write_piece(path: Path, batches: Iterator[list[Cleaned] | float]) -> None:
 
 
 def read_pieces(space: Workspace, jobs: list[Job]) -> Iterator[tuple[int, Any]]:
-    """(job index, batch) of every piece file in job order: the stream `preparation.merge` reads.
+    """(job index, batch) of every piece file in job order: the stream `merge.merge` reads.
 
     The files are this engine's own, written by `_write_piece` in this run directory (pickle is
     trusted here as it is between `workers`' processes)."""
