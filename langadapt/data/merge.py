@@ -168,7 +168,8 @@ def _process_source(
     if floored and valid_docs < max(config.min_valid_documents, 1):
         log.warning(shortfall_warning(source.name, source.lang, valid_docs, train_docs, config.min_valid_documents,
                                       config.valid_fraction))
-    fallback = {TEXT_FALLBACK: counts.pop(TEXT_FALLBACK, 0)} if config.split_by == "id" and source.valid_path is None else {}
+    fallback = ({TEXT_FALLBACK: counts.pop(TEXT_FALLBACK, 0)}
+                if config.split_by == "id" and source.valid_path is None else {})
     if fallback.get(TEXT_FALLBACK):
         log.warning("source %s: %d of its %d kept documents have no %r field, so data.split_by: id split them by "
                     "their text (their translations may fall on the other side)", source.name, fallback[TEXT_FALLBACK],

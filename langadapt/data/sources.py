@@ -73,7 +73,8 @@ def _without_nul(source: SourceConfig, path: Path, text: str, counts: Counter) -
     Stripped, not refused: NUL is no character of any language, so removing it loses nothing,
     while C-string code below the tokenizer libraries may end a string at it. A stray escaped
     `\\u0000` in a crawled JSONL file (common in web dumps) must not stop a run over terabytes; a
-    file that is binary shows NUL bytes in its first block and is refused as such (`inputs.text.open_text`).
+    file that is binary shows NUL bytes in its first block and is refused as such
+    (`inputs.text.open_text`).
     """
     counts["nul_stripped"] += 1
     if counts["nul_stripped"] == 1:
