@@ -6,12 +6,13 @@ run the same pipeline on this node (`LocalPipelineExecutor`) or as Slurm job arr
 every finished task. We use it for what it does, and keep our own cleaning, so both engines write
 the same bytes (tests/data/test_data_datatrove.py):
 
-1. `CleanPieces`, task `rank` of `tasks`: `preparation.clean_piece` on a contiguous run of the pieces
-   that `preparation.plan_jobs` cuts (the plan never depends on the number of tasks), each piece's
-   batches saved to `pieces/<job>.pkl.zst` (pickles in one zstd stream; tmp then rename, so a
-   file that exists is whole). A piece whose file exists is not cleaned again.
-2. One task reads the piece files in job order and calls `preparation.merge` (exact and near dedup,
-   the held-out split, writing `data/{train,valid}`) and `preparation.write_stats`. Locally this is the
+1. `CleanPieces` (`datatrove_pieces`), task `rank` of `tasks`: `preparation.clean_piece` on a
+   contiguous run of the pieces that `preparation.plan_jobs` cuts (the plan never depends on the
+   number of tasks), each piece's batches saved to `pieces/<job>.pkl.zst` (pickles in one zstd
+   stream; tmp then rename, so a file that exists is whole). A piece whose file exists is not
+   cleaned again.
+2. One task reads the piece files in job order and calls `merge.merge` (exact and near dedup,
+   the held-out split, writing `data/{train,valid}`) and `merge.write_stats`. Locally this is the
    data stage's own process once the cleaning executor returns; on Slurm it is the last job,
    which runs `langadapt run RECIPE --until <stage>` (`submit_preparation`): the data stage there
    finds every piece cleaned and only merges, the tokenizer stage encodes the token shards on
@@ -24,187 +25,45 @@ located error past it). datatrove's multi-stage MinHash (signatures, buckets, cl
 would lift the limit but is another estimator (bands of a different size, clusters instead of
 first-kept-wins), so its output would differ from the local engine's; not wired here.
 
-The work folder (`.data.datatrove/<key>/` in the run directory) is keyed by the data section and
-the plan (files, sizes, modification times), so pieces of other settings or other files are never
-merged; its pieces are deleted once the merge succeeded (the logs stay until the settings change).
+The work folder (`.data.datatrove/<key>/` in the run directory, `datatrove_pieces.workspace`) is
+keyed by the data section and the plan (files, sizes, modification times), so pieces of other
+settings or other files are never merged; its pieces are deleted once the merge succeeded (the
+logs stay until the settings change).
+
+This module runs the two steps: `run` on this node, `submit_preparation` (from a shell: `python -m
+langadapt.data.datatrove_engine submit`) on Slurm; what a task does and the files it leaves are
+`datatrove_pieces`'.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import pickle
 import shlex
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langadapt.data.preparation import (
-    Cleaned,
-    Job,
-    clean_piece,
-    init_worker,
-    merge,
-    plan_jobs,
-    worker_count,
-    write_stats,
+from langadapt.data.datatrove_pieces import (
+    CleanPieces,
+    Workspace,
+    drop_stale,
+    first_error,
+    forget_unfinished,
+    pipeline_step_base,
+    quiet_located_errors,
+    read_pieces,
+    require_datatrove,
+    task_count,
+    workspace,
 )
+from langadapt.data.merge import merge, write_stats
+from langadapt.data.preparation import Job, plan_jobs, worker_count
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.run.context import StageContext
 from langadapt.run.timing import PartTimer
-
-WORK_FOLDER = ".data.datatrove"
-"""The engine's folder in the run directory: cleaned pieces and datatrove's logs and markers."""
-MAX_TASKS = 1000
-"""Default ceiling on cleaning tasks: a Slurm array's usual `MaxArraySize` is 1001."""
-_INSTALL = "data.engine: datatrove needs datatrove: pip install 'langadapt[prep]'"
-
-
-def _require_datatrove() -> None:
-    try:
-        import datatrove  # noqa: F401
-    except ImportError:
-        raise LangadaptError(_INSTALL) from None
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """Where one plan's pieces and datatrove's bookkeeping live (`root`, on a filesystem every task sees)."""
-
-    root: Path
-    logs: Path
-
-    def piece(self, job: int) -> Path:
-        return self.root / "pieces" / f"{job:06d}.pkl.zst"
-
-    def error(self, job: int) -> Path:
-        """A failed piece's message, so that the parent reports the task's own located error."""
-        return self.root / "errors" / f"{job:06d}.txt"
-
-    def clean_logs(self, tasks: int) -> Path:
-        """datatrove's logging folder of the cleaning step; per task count, as a rank means a run of pieces of it."""
-        return self.logs / f"clean-{tasks}"
-
-
-def workspace(config: DataConfig, jobs: list[Job], run_dir: Path) -> Workspace:
-    """The work folder of this data section and plan, under the run directory (or `datatrove.logging_dir`)."""
-    dumped = config.model_dump(mode="json", exclude={"engine", "datatrove", "num_workers"})
-    files = sorted({job.piece.path for job in jobs})
-    plan = [[job.source, job.part, job.piece.describe()] for job in jobs]
-    stats = [[str(p), *((p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else ())] for p in files]
-    blob = json.dumps([dumped, plan, stats, Cleaned._fields], sort_keys=True, default=str)
-    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    root = Path(run_dir) / WORK_FOLDER / key
-    logs = Path(config.datatrove.logging_dir) / key if config.datatrove.logging_dir else root / "logs"
-    return Workspace(root.resolve(), logs.resolve())
-
-
-def task_jobs(rank: int, tasks: int, jobs: int) -> range:
-    """The contiguous run of job indices of task `rank` of `tasks` (pieces of a source stay together)."""
-    return range(rank * jobs // tasks, (rank + 1) * jobs // tasks)
-
-
-def task_count(config: DataConfig, jobs: int) -> int:
-    """Cleaning tasks: `datatrove.tasks`, or one per piece up to `MAX_TASKS`; never more than pieces."""
-    return max(1, min(config.datatrove.tasks or MAX_TASKS, jobs))
-
-
-def _pipeline_step_base() -> type:
-    """datatrove's `PipelineStep`, imported only when the engine is chosen (an optional extra)."""
-    _require_datatrove()
-    from datatrove.pipeline.base import PipelineStep
-
-    return PipelineStep
-
-
-def _quiet_located_errors(record: dict[str, Any]) -> None:
-    """A loguru patcher: datatrove logs a failed task's exception with its traceback; a LangadaptError
-    (bad input, located) is one line, as everywhere in langadapt, so its traceback is dropped."""
-    exception = record.get("exception")
-    if exception is not None and isinstance(exception.value, LangadaptError):
-        record["exception"] = None
-
-
-class CleanPieces(_pipeline_step_base()):  # type: ignore[misc]
-    """Step 1: clean this task's pieces into piece files (skipping those already written)."""
-
-    name = "clean pieces"
-    type = "langadapt"
-
-    def __init__(self, config: DataConfig, jobs: list[Job], root: str, tasks: int) -> None:
-        super().__init__()
-        self.config, self.jobs, self.root, self.tasks = config, jobs, root, tasks
-
-    def run(self, data: Any, rank: int = 0, world_size: int = 1) -> Iterator[Any]:
-        from loguru import logger
-
-        if world_size != self.tasks:
-            raise LangadaptError(f"data: the cleaning step was planned for {self.tasks} tasks, run with {world_size}")
-        logger.configure(patcher=_quiet_located_errors)
-        space = Workspace(Path(self.root), Path(self.root))
-        started = False
-        for index in task_jobs(rank, self.tasks, len(self.jobs)):
-            path = space.piece(index)
-            if path.is_file():
-                self.stat_update("pieces_kept")
-                continue
-            if not started:  # the filters load their models once per task, and not at all for a finished one
-                init_worker(self.config)
-                started = True
-            try:
-                _write_piece(path, clean_piece(self.jobs[index]))
-            except Exception as err:
-                message = str(err) if isinstance(err, LangadaptError) else f"{type(err).__name__}: {err}"
-                space.error(index).parent.mkdir(parents=True, exist_ok=True)
-                space.error(index).write_text(message + "\n")
-                raise
-            self.stat_update("pieces_cleaned")
-        yield from ()
-
-
-def _write_piece(path: Path, batches: Iterator[list[Cleaned] | float]) -> None:
-    """A piece's batches, one pickle each in one zstd stream, in place only once whole (tmp, then rename)."""
-    import zstandard
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as raw, zstandard.ZstdCompressor(level=3).stream_writer(raw) as out:
-            for batch in batches:
-                pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def read_pieces(space: Workspace, jobs: list[Job]) -> Iterator[tuple[int, Any]]:
-    """(job index, batch) of every piece file in job order: the stream `preparation.merge` reads.
-
-    The files are this engine's own, written by `_write_piece` in this run directory (pickle is
-    trusted here as it is between `workers`' processes)."""
-    import zstandard
-
-    for index in range(len(jobs)):
-        path = space.piece(index)
-        if not path.is_file():
-            raise LangadaptError(f"data: cleaned piece {path} ({jobs[index].piece.describe()}) is missing; "
-                                 "run the cleaning step again")
-        with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
-            while True:
-                try:
-                    batch = pickle.load(stream)
-                except EOFError:
-                    break
-                except Exception as err:  # noqa: BLE001 - a damaged file is one located error
-                    raise LangadaptError(f"data: cleaned piece {path} is damaged ({err}); delete it and run "
-                                         "again (its task is redone)") from None
-                yield index, batch
 
 
 def clean_corpus(config: DataConfig, jobs: list[Job], space: Workspace, workers: int) -> int:
@@ -212,12 +71,12 @@ def clean_corpus(config: DataConfig, jobs: list[Job], space: Workspace, workers:
 
     A task marked complete whose pieces are not all on disk (deleted, or from an interrupted run of
     another task count) loses its marker first: the piece files are the truth, the markers a shortcut."""
-    _require_datatrove()
+    require_datatrove()
     from datatrove.executor import LocalPipelineExecutor
 
     tasks = task_count(config, len(jobs))
     logs = space.clean_logs(tasks)
-    _forget_unfinished(space, logs, tasks, len(jobs))
+    forget_unfinished(space, logs, tasks, len(jobs))
     shutil.rmtree(space.root / "errors", ignore_errors=True)
     executor = LocalPipelineExecutor([CleanPieces(config, jobs, str(space.root), tasks)], tasks=tasks,
                                      workers=max(1, min(workers, tasks)), logging_dir=str(logs))
@@ -227,32 +86,18 @@ def clean_corpus(config: DataConfig, jobs: list[Job], space: Workspace, workers:
         # A task stopped mid-piece by the failure of another leaves its temporary file: never a piece.
         for partial in space.root.rglob("*.tmp"):
             partial.unlink(missing_ok=True)
-        raise _first_error(space, len(jobs)) or err from None
+        raise first_error(space, len(jobs)) or err from None
     return tasks
-
-
-def _forget_unfinished(space: Workspace, logs: Path, tasks: int, jobs: int) -> None:
-    for rank in range(tasks):
-        if not all(space.piece(i).is_file() for i in task_jobs(rank, tasks, jobs)):
-            (logs / "completions" / f"{rank:05d}").unlink(missing_ok=True)
-
-
-def _first_error(space: Workspace, jobs: int) -> LangadaptError | None:
-    """The located error of the earliest failed piece, as one process reading in order would raise it."""
-    for index in range(jobs):
-        if space.error(index).is_file():
-            return LangadaptError(space.error(index).read_text().strip())
-    return None
 
 
 def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
     """The data stage with `engine: datatrove` on this node (`stage.run` dispatches here)."""
-    _require_datatrove()
+    require_datatrove()
     config, parts = slice_.config, PartTimer()
     with parts.measure("plan_pieces"):
         jobs, input_bytes = plan_jobs(config)
     space = workspace(config, jobs, ctx.run_dir)
-    _drop_stale(space)
+    drop_stale(space)
     workers = worker_count(config.datatrove.workers, input_bytes)
     with parts.measure("clean_datatrove"):
         tasks = clean_corpus(config, jobs, space, workers)
@@ -265,14 +110,7 @@ def run(slice_: DataSlice, ctx: StageContext) -> dict[str, Any]:
     return {**summary, "run": {"engine": "datatrove", "tasks": tasks, "workers": workers, "parts": parts_}}
 
 
-def _drop_stale(space: Workspace) -> None:
-    """Work folders of other settings or files: never merged again, only disk."""
-    for other in space.root.parent.glob("*") if space.root.parent.is_dir() else ():
-        if other != space.root and other.is_dir():
-            shutil.rmtree(other, ignore_errors=True)
-
-
-class FinishPreparation(_pipeline_step_base()):  # type: ignore[misc]
+class FinishPreparation(pipeline_step_base()):  # type: ignore[misc]
     """Step 2 on Slurm: `langadapt run RECIPE --until <stage>` in the last job, after every cleaning task.
 
     The CLI in a subprocess, not the pipeline in this one: its logging, its one-line errors and its
@@ -288,7 +126,7 @@ class FinishPreparation(_pipeline_step_base()):  # type: ignore[misc]
     def run(self, data: Any, rank: int = 0, world_size: int = 1) -> Iterator[Any]:
         from loguru import logger
 
-        logger.configure(patcher=_quiet_located_errors)
+        logger.configure(patcher=quiet_located_errors)
         command = [*_langadapt_command(), "run", self.recipe, "--until", self.until,
                    *(part for item in [*self.overrides, "data.engine=datatrove"] for part in ("--set", item))]
         logger.info("running " + " ".join(shlex.quote(part) for part in command))
@@ -323,9 +161,9 @@ def submit_preparation(recipe_path: str | Path, overrides: list[str] | None = No
     config = loaded.recipe.data
     jobs, _ = plan_jobs(config)
     space = workspace(config, jobs, loaded.recipe.run_dir)
-    _drop_stale(space)
+    drop_stale(space)
     tasks = task_count(config, len(jobs))
-    _forget_unfinished(space, space.clean_logs(tasks), tasks, len(jobs))
+    forget_unfinished(space, space.clean_logs(tasks), tasks, len(jobs))
     settings = config.datatrove
     name = settings.job_name or loaded.recipe.name
     # Partition and account: cluster.preparation's, the one source (data.datatrove's spellings only
@@ -351,7 +189,7 @@ def submit_preparation(recipe_path: str | Path, overrides: list[str] | None = No
 
 
 def _slurm_base() -> type:
-    _require_datatrove()
+    require_datatrove()
     from datatrove.executor import SlurmPipelineExecutor
 
     return SlurmPipelineExecutor
@@ -401,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # The module under its own name, not as __main__: datatrove pickles the steps for its jobs by
-    # reference, and a job cannot import `__main__.CleanPieces`.
+    # reference, and a job cannot import `__main__.FinishPreparation`.
     from langadapt.data.datatrove_engine import main as _main
 
     sys.exit(_main())

@@ -1,11 +1,12 @@
 """The held-out floor: a target source keeps at least `data.min_valid_documents` held-out documents.
 
-The hash split (`data.stage`) holds a document out when the hash fraction of its key (its text, or
-with `split_by: id` its id's last path component: `stage.split_digest`) is below `valid_fraction`.
-On a tiny corpus or with a tiny fraction that can be none of a target source's documents, and every
-report then measures nothing for the language the run is for. The floor tops the held-out side up
-with the train documents of the LOWEST keys: exactly the ones a slightly larger `valid_fraction`
-would have held out first, so the floor is the hash split continued, not a second rule:
+The hash split (`data.held_out_split`) holds a document out when the hash fraction of its key (its
+text, or with `split_by: id` its id's last path component: `preparation.split_digest`) is below
+`valid_fraction`. On a tiny corpus or with a tiny fraction that can be none of a target source's
+documents, and every report then measures nothing for the language the run is for. The floor tops
+the held-out side up with the train documents of the LOWEST keys: exactly the ones a slightly
+larger `valid_fraction` would have held out first, so the floor is the hash split continued, not a
+second rule:
 
 - it depends only on the set of documents (which keys are lowest), never on the order they are read
   in, so a re-run gives the same split;

@@ -4,24 +4,17 @@
 held-out documents by a hash of their normalised text (or, with `data.split_by: id`, of their id's
 last path component: `preparation.split_digest`), and writes `ctx.out/{train,valid}/<source>.jsonl.gz`
 (format: `langadapt.data.documents`) plus `DataPaths.stats`. The work itself is `preparation`'s
-(pieces cleaned by workers, merged in piece order: the output of one process for any number of
-workers); this module runs it on local worker processes (`workers.ordered_batches`), or hands it to
-datatrove (`data.engine: datatrove`, `datatrove_engine`).
+and `merge`'s (pieces cleaned by workers, merged in piece order: the output of one process for any
+number of workers); this module runs it on local worker processes (`workers.ordered_batches`), or
+hands it to datatrove (`data.engine: datatrove`, `datatrove_engine`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from langadapt.data.preparation import (
-    AHEAD_BATCHES,
-    clean_piece,
-    init_worker,
-    merge,
-    plan_jobs,
-    worker_count,
-    write_stats,
-)
+from langadapt.data.merge import merge, write_stats
+from langadapt.data.preparation import AHEAD_BATCHES, clean_piece, init_worker, plan_jobs, worker_count
 from langadapt.data.workers import ordered_batches
 from langadapt.recipe.data import DataSlice
 from langadapt.run.context import StageContext

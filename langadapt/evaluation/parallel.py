@@ -12,7 +12,7 @@ translator. No sentence aligner is needed and the result is deterministic.
 Held out: `held_out_pages` keeps only pages whose corpus documents (exactly as `debian_docs`
 writes them) the recipe's data stage holds out in BOTH languages, so no text of a pair is ever in
 the training split. The data stage itself decides, not a copy of its rule: the documents go through
-its own cleaning, deduplication and split (`data.preparation.merge`, with the hash key, the
+its own cleaning, deduplication and split (`data.merge.merge`, with the hash key, the
 `max_valid_docs` cap and the held-out floor), and the held-out files it writes name the pages
 (tests/evaluation/test_eval_translation.py runs the real data stage on the same documents and
 compares, and on the demo's corpus checks the shipped pairs). A recipe with `data.split_by: id`
@@ -36,7 +36,8 @@ from langadapt.corpora.html_text import html_paragraphs
 from langadapt.corpora.langvote import matches_language
 from langadapt.data.cleaning import DocumentFilter
 from langadapt.data.documents import iter_split, write_documents
-from langadapt.data.preparation import clean_piece, init_worker, merge, plan_jobs
+from langadapt.data.merge import merge
+from langadapt.data.preparation import clean_piece, init_worker, plan_jobs
 from langadapt.data.workers import ordered_batches
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, SourceConfig
@@ -101,7 +102,7 @@ def held_out_documents(docs_by_source: dict[str, list[dict]], data: DataConfig) 
     them (cleaned text), by source name.
 
     This is the data stage's own decision, not a copy of it: its cleaning, deduplication and split
-    (`data.preparation.merge`, in this process), so the hash key (`split_digest`), `valid_fraction`,
+    (`data.merge.merge`, in this process), so the hash key (`split_digest`), `valid_fraction`,
     the `max_valid_docs` cap and the `min_valid_documents` floor of a target source all hold. Each
     source keeps its recipe settings (role, `max_docs`) and reads these documents in place of its
     files; the recipe's other sources are left out (exact dedup against them only drops documents,

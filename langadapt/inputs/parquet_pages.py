@@ -3,9 +3,10 @@
 Why: Arrow decompresses a whole page before a reader sees a value, and a page holds whole values,
 so a single cell is as large as its page (up to 2 GiB, the format's int32 page size). The footer
 only says how large a row group's column is; with many rows a 2 GiB cell hides in it. The page
-headers say each page's size and rows before its bytes are touched, so `_iter_parquet` can refuse
-a page over the document bound from its header alone. They also say whether the writer stored
-page checksums (`crc`), which `page_checksum_verification` can only verify when they are there.
+headers say each page's size and rows before its bytes are touched, so
+`data.parquet_reader.iter_parquet` can refuse a page over the document bound from its header alone.
+They also say whether the writer stored page checksums (`crc`), which `page_checksum_verification`
+can only verify when they are there.
 
 pyarrow exposes neither (the page index, when written at all, has no uncompressed sizes), so the
 few fields needed are read here from the Thrift compact encoding of `PageHeader` (parquet.thrift:

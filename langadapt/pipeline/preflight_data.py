@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from langadapt.data.corpus_size import bpe_vocab_ceiling, uncompressed_bytes
 from langadapt.data.epochs import stage_plan
-from langadapt.data.sources import iter_texts, local_files, matched_inputs, unmatched_patterns, why_unmatched
+from langadapt.data.source_paths import local_files, matched_inputs, unmatched_patterns, why_unmatched
+from langadapt.data.sources import iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.inputs.compression import input_problem
 from langadapt.inputs.model_folder import tokenizer_id_count

@@ -14,7 +14,7 @@ from typing import Any
 from langadapt.data.corpus_size import uncompressed_bytes
 from langadapt.data.epochs import stage_plan
 from langadapt.data.shards import read_shards
-from langadapt.data.sources import local_files
+from langadapt.data.source_paths import local_files
 from langadapt.errors import LangadaptError
 from langadapt.planning.languages import language_rows, weighted_tokens
 from langadapt.planning.models import ModelDims, complete_architecture, dims_from_config, load_model_dims

@@ -215,8 +215,8 @@ def run_dataset_fetch(command: str) -> tuple[tuple, dict]:
 
 
 def test_the_data_stage_calls_load_dataset_with_the_arguments_the_hint_passes():
-    """The hint mirrors data/sources.py's call: if that call gains an argument, so must the hint."""
-    source = (PACKAGE / "data" / "sources.py").read_text(encoding="utf-8")
+    """The hint mirrors data/hf_reader.py's call: if that call gains an argument, so must the hint."""
+    source = (PACKAGE / "data" / "hf_reader.py").read_text(encoding="utf-8")
     call = between(source, "datasets.load_dataset(", "streaming=source.streaming)") + "streaming=source.streaming"
     assert re.sub(r"\s+", " ", call) == ("str(path), name=source.subset, revision=source.revision, "
                                         "data_files=source.data_files, split=source.split, "

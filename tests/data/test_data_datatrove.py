@@ -21,7 +21,7 @@ from langadapt.recipe.data import UNFINGERPRINTED_FIELDS, DataConfig, DataSlice
 from langadapt.run.context import StageContext
 
 pytest.importorskip("datatrove", reason="datatrove is not installed (pip install 'langadapt[prep]'; CI's dev extra has it)")
-from langadapt.data import datatrove_engine  # after the skip: the module needs datatrove
+from langadapt.data import datatrove_engine, datatrove_pieces  # after the skip: the modules need datatrove
 from tests.runtime.test_train_launch_slurm import slurm  # noqa: F401  (slurm is a fixture: a usable Slurm or a skip)
 
 pytestmark = pytest.mark.slow
@@ -88,18 +88,18 @@ def test_datatrove_tasks_write_the_bytes_of_one_local_worker(tmp_path: Path, cor
     for name, data in one_files.items():
         assert tasks_files[name] == data, f"{name} differs between the local engine and datatrove"
     assert {k: v for k, v in tasks.items() if k != "run"} == {k: v for k, v in one.items() if k != "run"}
-    assert not list((tmp_path / "dt" / datatrove_engine.WORK_FOLDER).glob("*/pieces")), "pieces are removed after the merge"
+    assert not list((tmp_path / "dt" / datatrove_pieces.WORK_FOLDER).glob("*/pieces")), "pieces are removed after the merge"
 
 
 def test_a_rerun_redoes_only_the_task_whose_piece_is_gone(tmp_path: Path, corpus: list[dict]) -> None:
     config = _config(corpus, **DATATROVE)
     jobs, _ = preparation.plan_jobs(config)
-    space = datatrove_engine.workspace(config, jobs, tmp_path / "dt")
+    space = datatrove_pieces.workspace(config, jobs, tmp_path / "dt")
     assert datatrove_engine.clean_corpus(config, jobs, space, 2) == 3
     completions = space.clean_logs(3) / "completions"
     assert sorted(p.name for p in completions.iterdir()) == ["00000", "00001", "00002"]
     before = {i: space.piece(i).stat().st_mtime_ns for i in range(len(jobs))}
-    gone = datatrove_engine.task_jobs(1, 3, len(jobs))[1]  # a piece of the middle task
+    gone = datatrove_pieces.task_jobs(1, 3, len(jobs))[1]  # a piece of the middle task
     space.piece(gone).unlink()
     logs = space.clean_logs(3) / "logs"
     ran_before = {p.name: p.stat().st_mtime_ns for p in logs.iterdir()}
@@ -125,12 +125,12 @@ def test_a_bad_line_in_one_task_stops_with_file_and_line_and_marks_nothing(tmp_p
     config = _config([{"name": "nb", "path": str(bad), "lang": "nb", "role": "target"}], **DATATROVE)
     jobs, _ = preparation.plan_jobs(config)
     bad_job = max(i for i, job in enumerate(jobs) if job.piece.span.first_line <= line)  # the piece holding it
-    failing = next(rank for rank in range(3) if bad_job in datatrove_engine.task_jobs(rank, 3, len(jobs)))
+    failing = next(rank for rank in range(3) if bad_job in datatrove_pieces.task_jobs(rank, 3, len(jobs)))
     with pytest.raises(LangadaptError, match=rf"line {line} of {bad}"):
         _run(tmp_path / "dt", config)
     out = tmp_path / "dt" / "data"
     assert not list(out.rglob("*.jsonl.gz")) and not (out / "stats.json").exists()
-    space = datatrove_engine.workspace(config, jobs, tmp_path / "dt")
+    space = datatrove_pieces.workspace(config, jobs, tmp_path / "dt")
     assert not space.piece(bad_job).exists() and not list(space.root.rglob("*.tmp"))
     assert not (space.clean_logs(3) / "completions" / f"{failing:05d}").exists()
 
@@ -161,7 +161,7 @@ def test_missing_datatrove_is_one_line_naming_the_extra(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(builtins, "__import__", no_datatrove)
     with pytest.raises(LangadaptError, match=r"pip install 'langadapt\[prep\]'"):
-        datatrove_engine._require_datatrove()
+        datatrove_pieces.require_datatrove()
 
 
 @pytest.mark.usefixtures("slurm")
@@ -197,7 +197,7 @@ def test_slurm_cleaning_array_then_merge_job_writes_the_local_run(tmp_path: Path
     assert manifests[0]["fingerprint"] == manifests[1]["fingerprint"]
     assert manifests[0]["summary"]["run"]["tasks"] == 3 and (slurm_data / "COMPLETE").is_file()
     # every cleaning task ran in the array: the merge job found nothing left to clean
-    logs = next((tmp_path / "slurm-runs" / "dt" / datatrove_engine.WORK_FOLDER).glob("*/logs/clean-3"))
+    logs = next((tmp_path / "slurm-runs" / "dt" / datatrove_pieces.WORK_FOLDER).glob("*/logs/clean-3"))
     assert sorted(p.name for p in (logs / "completions").iterdir()) == ["00000", "00001", "00002"]
     assert (logs / "launch_script.slurm").is_file()
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from langadapt.data.sources import iter_texts, resolve_paths
+from langadapt.data.source_paths import resolve_paths
+from langadapt.data.sources import iter_texts
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import SourceConfig
 
@@ -146,7 +147,7 @@ def test_missing_field_bad_json_and_wrong_type(tmp_path: Path) -> None:
 def test_a_symbolic_link_that_leads_nowhere_is_said_as_such(tmp_path: Path) -> None:
     """A link loop (or a link whose target is gone) looks missing to exists() while `ls` lists it:
     the error names the link and where it points, not "matches no file"."""
-    from langadapt.data.sources import resolve_paths
+    from langadapt.data.source_paths import resolve_paths
     from langadapt.recipe.data import SourceConfig
 
     (tmp_path / "a.jsonl").symlink_to("b.jsonl")

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 from langadapt.data.cleaning import hash_fraction, text_hash
 from langadapt.data.documents import read_documents
 from langadapt.data.preparation import split_digest
-from langadapt.data.sources import Document, iter_documents
+from langadapt.data.records import Document
+from langadapt.data.sources import iter_documents
 from langadapt.data.stage import run
 from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, DataSlice, SourceConfig

@@ -26,7 +26,7 @@ WHOLE_READS = {"read_text", "read_bytes"}
 OWN_FILES = {
     "__init__.py": "the package's own pyproject.toml, for a checkout used without installing",
     "corpora/debian_docs.py": "the .deb this maintainer tool downloaded itself (hashed against its pin)",
-    "data/datatrove_engine.py": "the error note a datatrove task of this run wrote beside its piece",
+    "data/datatrove_pieces.py": "the error note a datatrove task of this run wrote beside its piece",
     "data/shards.py": "the data stage's shard metadata in the run folder",
     "embeddings/mapping.py": "the vocabulary mapping the embeddings stage saved",
     "embeddings/row_plan.py": "the shared-row plan the embeddings stage saved",
