@@ -24,6 +24,8 @@ log = logging.getLogger("langadapt.train")
 
 MAX_STEPS = 1_000_000_000
 """Upper bound of every step count: past any real run, far below where arithmetic on it misbehaves."""
+MAX_GLOBAL_BATCH = 1 << 32
+"""Upper bound of `global_batch_size` (sequences): micro_batch_size x grad_accum_steps at their bounds."""
 
 EMBEDDING_PATTERNS = [
     "*embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, OPT
@@ -115,7 +117,11 @@ class TrainStageConfig(Config):
     micro_batch_size: int = Field(8, ge=1, le=65_536)
     """Sequences per device per forward/backward."""
     grad_accum_steps: int = Field(1, ge=1, le=65_536)
-    """Micro-batches accumulated per optimizer step; global batch = micro x accum x world size."""
+    """Micro-batches accumulated per optimizer step; global batch = micro x accum x world size (derived from global_batch_size when that is set)."""
+    # Unset, it is left out of the dump that stage fingerprints hash (`LoadedRecipe.section_hash`), so
+    # a recipe without it keeps the hashes finished runs recorded (tests/run/test_fingerprint_pins.py).
+    global_batch_size: int | None = Field(None, ge=1, le=MAX_GLOBAL_BATCH, exclude_if=lambda value: value is None)
+    """Sequences per optimizer step over all ranks, the same on any world size: grad_accum_steps is derived as global_batch_size / (micro_batch_size x world size), which must divide it; None: micro x accum x world size (grows with the world)."""
     seq_len: int = Field(512, ge=8, le=1_048_576)
     """Tokens per training sequence."""
     trainable: list[str] | None = Field(None, min_length=1)
@@ -155,6 +161,25 @@ class TrainStageConfig(Config):
         if self.enabled and "warmup_steps" in self.schedule.model_fields_set and warmup > self.steps:
             raise FieldProblem(("schedule", "warmup_steps"), f"{warmup} warm-up steps is more than this stage's "
                                f"steps ({self.steps}): the LR would never reach optimizer.lr; lower it or raise steps")
+        return self
+
+    @model_validator(mode="after")
+    def _global_batch_divides(self) -> TrainStageConfig:
+        """What no world size can fix, refused at load: a global batch that is not a whole number of
+        micro batches, or of micro batches x an explicit grad_accum_steps. The world size is known
+        only where the stage runs; `planning.training.grad_accum` checks it there."""
+        total, micro = self.global_batch_size, self.micro_batch_size
+        if total is None:
+            return self
+        if total % micro:
+            raise FieldProblem(("global_batch_size",), f"{total} sequences is not a multiple of micro_batch_size "
+                               f"({micro}): no world size splits it into whole micro batches")
+        per_rank = micro * self.grad_accum_steps
+        if "grad_accum_steps" in self.model_fields_set and total % per_rank:
+            raise FieldProblem(("grad_accum_steps",), f"{self.grad_accum_steps} contradicts global_batch_size "
+                               f"{total}: micro_batch_size {micro} x {self.grad_accum_steps} = {per_rank} sequences per "
+                               "rank does not divide it on any world size; remove grad_accum_steps (derived from "
+                               "global_batch_size)")
         return self
 
     @model_validator(mode="after")
