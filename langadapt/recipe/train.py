@@ -26,6 +26,8 @@ MAX_STEPS = 1_000_000_000
 """Upper bound of every step count: past any real run, far below where arithmetic on it misbehaves."""
 MAX_GLOBAL_BATCH = 1 << 32
 """Upper bound of `global_batch_size` (sequences): micro_batch_size x grad_accum_steps at their bounds."""
+MAX_WEIGHT = 1_000_000
+"""Upper bound of a mixture weight: weights are relative shares, so a larger one is a typo (1e6 for 1e-6)."""
 
 EMBEDDING_PATTERNS = [
     "*embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, OPT
@@ -82,7 +84,7 @@ class CheckpointConfig(Config):
 class MixtureEntry(Config):
     """A training stage's override of one source's share: REPLACES that source's weight/epochs/max_epochs."""
 
-    weight: float | None = Field(None, ge=0)
+    weight: float | None = Field(None, ge=0, le=MAX_WEIGHT)
     """Share of the stage's token budget left after fixed-epoch sources."""
     epochs: float | None = Field(None, gt=0)
     """Fixed number of passes over the source's unique tokens (instead of a weight)."""
@@ -213,6 +215,13 @@ class TrainStageConfig(Config):
         return list(EMBEDDING_PATTERNS) if stage_name == "stage1" else ["all"]
 
 
+AttentionKernel = Literal["sdpa", "eager", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention"]
+"""The `attn_implementation` names transformers 5 accepts for training (its AttentionInterface and
+"eager"; 5.24 registers exactly these). Its other values are for generation (`paged|eager`) or load a
+kernel from the Hub (`org/repo`), which a training recipe does not; a typo is refused at load instead
+of in `from_pretrained`, after the CPU stages and the queue."""
+
+
 class FSDPConfig(Config):
     """FSDP2 settings (engine.kind: fsdp); see langadapt.train.engines.fsdp_engine."""
 
@@ -233,8 +242,8 @@ class EngineConfig(Config):
     """Compute precision: bf16 (autocast / DeepSpeed bf16), fp16 (loss scaling; GPUs only), fp32."""
     activation_checkpointing: bool = False
     """Recompute activations in backward (HF gradient checkpointing) to save memory."""
-    attn_implementation: str = "sdpa"
-    """transformers attention kernel: sdpa, eager, flash_attention_2, ..."""
+    attn_implementation: AttentionKernel = "sdpa"
+    """transformers attention kernel: sdpa, eager, flash_attention_2/3/4 (flash-attn installed, GPUs) or flex_attention."""
     deepspeed_config: dict[str, Any] | None = None
     """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error. Under bf16 and ZeRO 1-3 gradients accumulate and reduce in fp32 unless it sets data_types.grad_accum_dtype / communication_data_type."""
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
