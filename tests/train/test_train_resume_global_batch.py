@@ -10,7 +10,7 @@ import pytest
 from test_train_stage import config, context, make_run
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe.train import EngineConfig, TrainingSlice
+from langadapt.recipe.train import EngineConfig, TrainingSlice, TrainStageConfig
 from langadapt.train.stage import run
 
 MIXTURE = {"nb_wiki": {"weight": 1.0}}
@@ -41,7 +41,9 @@ def test_resuming_with_another_global_batch_names_it(tmp_path: Path, tiny_en_lla
 
 def test_a_fixed_global_batch_resumes_with_the_derived_accumulation(tmp_path: Path, tiny_en_llama: Path) -> None:
     make_run(tmp_path, tiny_en_llama)
-    fixed = config(steps=2, global_batch_size=4)  # micro 2: accum 2 derived on this one rank
+    # micro 2, grad_accum_steps unset: accum 2 derived on this one rank
+    fixed = TrainStageConfig(**config(steps=2).model_dump(exclude_unset=True, exclude={"grad_accum_steps"}), global_batch_size=4)
+    assert "grad_accum_steps" not in fixed.model_fields_set
     summary = run(TrainingSlice("stage1", fixed, EngineConfig(), MIXTURE), context(tmp_path, "stage1"))
     assert summary["global_batch"] == 4 and summary["settings"]["grad_accum"] == 2
     assert summary["tokens"] == 2 * 4 * 32
