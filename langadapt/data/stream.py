@@ -36,6 +36,23 @@ if TYPE_CHECKING:  # torch is imported where positions are made: reading shards 
     import torch
 
 
+class StreamMismatch(LangadaptError):
+    """A saved stream position planned for another number of samples than this stream.
+
+    The stream's length is the stage's steps x its global batch, so with the same steps and mixture
+    the global batch changed, which is what a resume on another world size does when the recipe
+    leaves `global_batch_size` unset (micro batch x accumulation x world size). The training loop,
+    which knows the steps and the world, turns it into the line that names both batches
+    (`planning.training.world_change_line`); alone it still says the cause in samples."""
+
+    def __init__(self, saved_samples: int, samples: int) -> None:
+        super().__init__(f"stream state does not match this stream: it was saved for {saved_samples:,} samples, "
+                         f"this stream plans {samples:,}: the global batch changed (steps x global batch), as on a "
+                         "resume on another world size; resume on the world size it was saved with, or set the "
+                         "stage's global_batch_size")
+        self.saved_samples, self.samples = saved_samples, samples
+
+
 @dataclass
 class _Source:
     name: str
@@ -178,8 +195,16 @@ class PackedStream:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Jump to a saved position in O(1): no data is read, no sample is replayed."""
-        expected = {"seed": self.seed, "seq_len": self.seq_len, "targets": dict(zip(self.source_names, self._targets))}
+        """Jump to a saved position in O(1): no data is read, no sample is replayed.
+
+        A state of another stream is refused with `StreamMismatch`: one line that names what differs
+        (the total samples when only the length changed: the global batch did, see its docstring)."""
+        targets = dict(zip(self.source_names, self._targets))
+        saved = state.get("targets")
+        if isinstance(saved, dict) and saved != targets and set(saved) == set(targets) \
+                and sum(saved.values()) != sum(targets.values()):
+            raise StreamMismatch(int(sum(saved.values())), int(sum(targets.values())))
+        expected = {"seed": self.seed, "seq_len": self.seq_len, "targets": targets}
         for key, value in expected.items():
             if state.get(key) != value:
                 raise LangadaptError(

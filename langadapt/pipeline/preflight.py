@@ -35,7 +35,7 @@ from langadapt.recipe.errors import Report
 from langadapt.recipe.hints import hub_dataset_fetch
 from langadapt.run.base_model import hub_cached, hub_offline, hub_reachable, hub_repo_id, not_cached_line
 from langadapt.run.layout import STAGES
-from langadapt.runtime.placement import training_world_size
+from langadapt.runtime.placement import DistInfo, training_world_size
 
 log = logging.getLogger("langadapt")
 
@@ -94,11 +94,14 @@ def find_problems(loaded: LoadedRecipe, stages: Collection[str] | None = None, w
         _check_head_init(recipe, model_config, report)
     if training:
         world = world_size or training_world_size(recipe.cluster.world_size)
+        # Rank 0 warns (once, not once per rank) when the global batch follows a world the cluster did not plan.
+        planned_world = recipe.cluster.world_size if DistInfo.from_env().rank == 0 else None
         with report.guard():
             report_estimated_epochs(recipe, training, world, report)
         for name in training:  # the engine refusals that do not depend on this machine's device
             with report.guard():
-                resolve_training(name, getattr(recipe, name), recipe.engine, world, "cuda", have_liger=True)
+                resolve_training(name, getattr(recipe, name), recipe.engine, world, "cuda", have_liger=True,
+                                 planned_world_size=planned_world)
             _warn_all_warmup(name, getattr(recipe, name))
     if "evaluate" in will:
         with report.guard():

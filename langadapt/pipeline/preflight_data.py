@@ -180,7 +180,7 @@ def report_estimated_epochs(recipe: Recipe, stages: list[str], world_size: int, 
                            f"fewer than one sample of {stage.seq_len + 1}")
             sizes[source.name] = size
         else:
-            samples = stage.steps * global_batch(stage, world_size)
+            samples = stage.steps * global_batch(stage, world_size, name)
             try:
                 stage_plan(entries, sizes, stage.seq_len, samples, force=recipe.data.force_epochs)
             except LangadaptError as exc:

@@ -32,7 +32,7 @@ def _table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> l
 
 def render_plan(plan: dict[str, Any]) -> str:
     """The plan as readable tables: compute and energy, data per source and per language, memory per GPU."""
-    sections = [_header(plan), _compute(plan), render_preparation(plan["preparation"]) if plan.get("preparation") else [],
+    sections = [_header(plan), _compute(plan), _batch(plan), render_preparation(plan["preparation"]) if plan.get("preparation") else [],
                 _data(plan), _languages(plan), _memory(plan), _recommendation(plan.get("recommendation") or {}, plan["hardware"]["mfu"]),
                 _warnings(plan)]
     return "\n\n".join("\n".join(section) for section in sections if section)
@@ -56,6 +56,21 @@ def _compute(plan: dict[str, Any]) -> list[str]:
                  f"{t['wall_hours']:,.1f}", f"{t['energy_kwh']:,.0f}", f"{t['co2_kg']:,.0f}"])
     header = ["stage", "trains", "steps", "tokens", "FLOP/tok", "FLOPs", "tok/s/GPU", "GPU-h", "wall-h", "kWh", "kg CO2e"]
     return _table(header, rows, text_columns=2)
+
+
+def _batch(plan: dict[str, Any]) -> list[str]:
+    """Each stage's global batch as training resolves it (`planning.training.resolve_training`), and
+    whether the recipe fixes it or it follows the world size."""
+    lines = []
+    for s in plan["stages"]:
+        one = s.get("settings")
+        if not one:
+            continue
+        how = (f"fixed by {s['name']}.global_batch_size" if one.get("global_batch_fixed")
+               else f"grows with the world size; {s['name']}.global_batch_size fixes it")
+        lines.append(f"{s['name']}  global batch {one['global_batch']:,} sequences = micro {one['micro_batch']} x "
+                     f"accum {one['grad_accum']} x {one['world_size']} GPUs ({how})")
+    return lines
 
 
 def _data(plan: dict[str, Any]) -> list[str]:

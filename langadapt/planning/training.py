@@ -148,12 +148,74 @@ def _check_zero3_recompute(zkey: str, stage_name: str) -> None:
                              "for this stage")
 
 
-def global_batch(stage: TrainStageConfig, world_size: int) -> int:
-    """Sequences per optimizer step over `world_size` ranks: micro batch x accumulation x ranks.
+def grad_accum(stage: TrainStageConfig, world_size: int, stage_name: str = "stage") -> int:
+    """Micro-batches each rank accumulates per optimizer step on `world_size` ranks.
+
+    With `global_batch_size` unset, `grad_accum_steps` as set (the global batch then grows with the
+    world). Set, it is derived: global_batch_size / (micro_batch_size x world_size), so the recipe
+    trains the same batch and token budget on any allocation (LitGPT's `global_batch_size`,
+    torchtitan's and OLMo-core's do the same). A world size that does not divide it, or an explicit
+    grad_accum_steps that disagrees with it, is one error line naming the key and the numbers
+    (`stage_name` prefixes the key; preflight's report locates it at the recipe line)."""
+    total, micro = stage.global_batch_size, stage.micro_batch_size
+    if total is None:
+        return stage.grad_accum_steps
+    per_pass = micro * world_size
+    if total % per_pass:
+        raise LangadaptError(f"{stage_name}.global_batch_size: {total} sequences does not split over world size "
+                             f"{world_size}: micro_batch_size {micro} x {world_size} ranks = {per_pass} sequences per "
+                             f"micro-step does not divide it; use a multiple of {per_pass}, or a world size "
+                             f"that divides {total // micro}")
+    derived = total // per_pass
+    if "grad_accum_steps" in stage.model_fields_set and stage.grad_accum_steps != derived:
+        raise LangadaptError(f"{stage_name}.grad_accum_steps: {stage.grad_accum_steps} contradicts global_batch_size "
+                             f"{total} on world size {world_size}, which needs {derived} (= {total} / (micro_batch_size "
+                             f"{micro} x {world_size} ranks)); remove grad_accum_steps: it is derived from "
+                             "global_batch_size")
+    return derived
+
+
+def global_batch(stage: TrainStageConfig, world_size: int, stage_name: str = "stage") -> int:
+    """Sequences per optimizer step over `world_size` ranks: micro batch x accumulation x ranks
+    (`global_batch_size` when set; `grad_accum` derives the accumulation and refuses a world that
+    does not divide it).
 
     The one formula: `resolve_training` stores it in `TrainingSettings.global_batch`, and what has
     no resolved settings (preflight, the DeepSpeed config, the cold twin) calls it directly."""
-    return stage.micro_batch_size * stage.grad_accum_steps * world_size
+    return stage.micro_batch_size * grad_accum(stage, world_size, stage_name) * world_size
+
+
+def world_size_warning(stage_name: str, stage: TrainStageConfig, planned_world: int, world_size: int) -> str | None:
+    """The warning for a stage whose global batch follows the world, run on another world than the
+    recipe's cluster section plans (`langadapt plan`'s numbers, the token budget its comments quote);
+    None when `global_batch_size` fixes the batch or the worlds agree."""
+    if stage.global_batch_size is not None or planned_world == world_size:
+        return None
+    planned, actual = global_batch(stage, planned_world), global_batch(stage, world_size)
+    ranks = f"{planned_world} rank" + ("s" if planned_world != 1 else "")
+    return (f"{stage_name}: the global batch is {actual:,} sequences on this world of {world_size} ranks, not the "
+            f"{planned:,} the recipe's cluster plans ({ranks}; micro_batch_size {stage.micro_batch_size} "
+            f"x grad_accum_steps {stage.grad_accum_steps} x world size), so the stage trains {actual / planned:g}x "
+            f"the planned tokens; set {stage_name}.global_batch_size: {planned} to train the planned batch on any "
+            "world size")
+
+
+def world_change_line(stage_name: str, stage: TrainStageConfig, checkpoint: object, saved_samples: int,
+                      samples: int, world_size: int) -> str:
+    """Why a checkpoint's data stream does not fit this run when its total samples differ: the global
+    batch changed (steps x global batch is the stream's length; the steps and the batch keys are in the
+    stage's fingerprint, so on a resume only the world size can have changed it). One line: the cause,
+    both batches, both world sizes where they follow, and the fix."""
+    steps = stage.steps
+    old, new = saved_samples / steps, samples / steps
+    per_rank = stage.micro_batch_size * stage.grad_accum_steps
+    worlds = (f"world size {int(old // per_rank)} -> {world_size}"
+              if stage.global_batch_size is None and old == int(old) and int(old) % per_rank == 0
+              else f"world size now {world_size}")
+    return (f"{stage_name}: cannot resume {checkpoint}: the global batch changed: {old:,.0f} -> {new:,.0f} sequences "
+            f"({worlds}; micro_batch_size x grad_accum_steps x world size), so its data stream no longer fits; "
+            f"resume on the world size it was saved with, or set {stage_name}.global_batch_size to fix the batch "
+            "on any world size (the stage then trains again from its start)")
 
 
 def trainable_kind(stage_name: str, stage: TrainStageConfig) -> Literal["embeddings", "all"]:
@@ -181,11 +243,14 @@ class TrainingSettings:
     seq_len: int
     trainable: Literal["embeddings", "all"]
     """`trainable_kind`: 'all', or 'embeddings' for any narrower selection (the body frozen)."""
+    global_batch_fixed: bool = False
+    """The recipe sets `global_batch_size`: grad_accum was derived from it for this world."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings `plan --json` reports and the stage's summary records."""
         return {"engine": self.engine.kind, "zero_stage": self.engine.zero_stage, "world_size": self.world_size,
                 "micro_batch": self.micro_batch, "grad_accum": self.grad_accum, "global_batch": self.global_batch,
+                "global_batch_fixed": self.global_batch_fixed,
                 "seq_len": self.seq_len, "trainable": self.trainable, "precision": self.engine.precision,
                 "compile": self.engine.compile, "fused_loss": self.engine.fused_loss,
                 "activation_checkpointing": self.engine.activation_checkpointing,
@@ -193,13 +258,21 @@ class TrainingSettings:
 
 
 def resolve_training(stage_name: str, stage: TrainStageConfig, engine: EngineConfig, world_size: int,
-                     device_type: str, have_liger: bool | None = None) -> TrainingSettings:
+                     device_type: str, have_liger: bool | None = None,
+                     planned_world_size: int | None = None) -> TrainingSettings:
     """The settings training stage `stage_name` runs with on `world_size` ranks of `device_type`.
 
     The training stage calls it with the world it finds (and whether liger-kernel is installed
     there); `langadapt plan` with the recipe's cluster (GPUs, the `gpu` extra installed). Every
-    derived value goes through here, so a plan is what training will do.
+    derived value goes through here, so a plan is what training will do. `planned_world_size`
+    (the recipe's cluster, which the run's preflight passes): warn when the global batch follows
+    the world and this world is another (`world_size_warning`).
     """
     resolved = check_engine(stage_name, stage, engine, device_type, have_liger)
-    return TrainingSettings(stage_name, resolved, world_size, stage.micro_batch_size, stage.grad_accum_steps,
-                            global_batch(stage, world_size), stage.seq_len, trainable_kind(stage_name, stage))
+    accum = grad_accum(stage, world_size, stage_name)
+    if planned_world_size is not None and (warning := world_size_warning(stage_name, stage, planned_world_size,
+                                                                         world_size)):
+        log.warning("%s", warning)
+    return TrainingSettings(stage_name, resolved, world_size, stage.micro_batch_size, accum,
+                            stage.micro_batch_size * accum * world_size, stage.seq_len,
+                            trainable_kind(stage_name, stage), stage.global_batch_size is not None)

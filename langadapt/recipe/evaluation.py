@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from langadapt.recipe.base import Config
+
+MAX_CONTEXT = 1_048_576
+"""Upper bound of a token count of one sequence (as training's seq_len): past any model's context."""
+DEVICE = re.compile(r"^(cpu|cuda|mps|xpu)(:\d+)?$")
+"""The torch devices evaluation loads models on, as `torch.device` spells them, checked without importing torch."""
 
 
 class GenerateOptions(Config):
     """How the `generate` task samples (prompts live in the suite, decoding knobs here)."""
 
-    max_new_tokens: int = Field(40, ge=1)
+    max_new_tokens: int = Field(40, ge=1, le=MAX_CONTEXT)
     """Tokens generated per prompt."""
     temperature: float = Field(0.8, ge=0)
     """Sampling temperature; 0 means greedy decoding."""
@@ -36,7 +42,7 @@ class EvaluationConfig(Config):
 
     suites: list[str] = Field(default_factory=lambda: list(DEFAULT_SUITES))
     """Suite YAML files; relative paths resolve against the working directory, then the langadapt checkout."""
-    window: int = Field(512, ge=2)
+    window: int = Field(512, ge=2, le=MAX_CONTEXT)
     """Tokens the model sees per scoring window (capped at the model's context length)."""
     stride: int | None = Field(None, ge=1)
     """Tokens newly scored per window after the first; None = window (lm-eval's disjoint windows)."""
@@ -51,11 +57,20 @@ class EvaluationConfig(Config):
     cold_baseline: bool = False
     """Also train and score `cold`: this recipe from scratch at the warm run's FLOPs, in <run_root>/<name>_cold, kept like the demo's base model (langadapt.evaluation.cold_twin)."""
     device: str | None = None
-    """Torch device (cpu, cuda, cuda:1); None = cuda when available, else cpu."""
+    """Torch device (cpu, cuda, cuda:1, mps, xpu); None = cuda when available, else cpu."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights dtype when loading models; auto = bfloat16 on GPU, float32 on CPU."""
     generate: GenerateOptions = Field(default_factory=GenerateOptions)
     """Decoding options of the `generate` task."""
+
+    @field_validator("device")
+    @classmethod
+    def _torch_device(cls, device: str | None) -> str | None:
+        """A typo (`cuda0`, `gpu`) fails here, at load, not when evaluate loads its first model."""
+        if device is not None and not DEVICE.match(device):
+            raise ValueError(f"{device!r} is not a torch device: use cpu, cuda, cuda:N, mps or xpu "
+                             "(or leave it unset: cuda when available, else cpu)")
+        return device
 
     @model_validator(mode="after")
     def _stride_fits(self) -> EvaluationConfig:

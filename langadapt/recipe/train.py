@@ -24,6 +24,10 @@ log = logging.getLogger("langadapt.train")
 
 MAX_STEPS = 1_000_000_000
 """Upper bound of every step count: past any real run, far below where arithmetic on it misbehaves."""
+MAX_GLOBAL_BATCH = 1 << 32
+"""Upper bound of `global_batch_size` (sequences): micro_batch_size x grad_accum_steps at their bounds."""
+MAX_WEIGHT = 1_000_000
+"""Upper bound of a mixture weight: weights are relative shares, so a larger one is a typo (1e6 for 1e-6)."""
 
 EMBEDDING_PATTERNS = [
     "*embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, OPT
@@ -80,7 +84,7 @@ class CheckpointConfig(Config):
 class MixtureEntry(Config):
     """A training stage's override of one source's share: REPLACES that source's weight/epochs/max_epochs."""
 
-    weight: float | None = Field(None, ge=0)
+    weight: float | None = Field(None, ge=0, le=MAX_WEIGHT)
     """Share of the stage's token budget left after fixed-epoch sources."""
     epochs: float | None = Field(None, gt=0)
     """Fixed number of passes over the source's unique tokens (instead of a weight)."""
@@ -115,7 +119,11 @@ class TrainStageConfig(Config):
     micro_batch_size: int = Field(8, ge=1, le=65_536)
     """Sequences per device per forward/backward."""
     grad_accum_steps: int = Field(1, ge=1, le=65_536)
-    """Micro-batches accumulated per optimizer step; global batch = micro x accum x world size."""
+    """Micro-batches accumulated per optimizer step; global batch = micro x accum x world size (derived from global_batch_size when that is set)."""
+    # Unset, it is left out of the dump that stage fingerprints hash (`LoadedRecipe.section_hash`), so
+    # a recipe without it keeps the hashes finished runs recorded (tests/run/test_fingerprint_pins.py).
+    global_batch_size: int | None = Field(None, ge=1, le=MAX_GLOBAL_BATCH, exclude_if=lambda value: value is None)
+    """Sequences per optimizer step over all ranks, the same on any world size: grad_accum_steps is derived as global_batch_size / (micro_batch_size x world size), which must divide it; None: micro x accum x world size (grows with the world)."""
     seq_len: int = Field(512, ge=8, le=1_048_576)
     """Tokens per training sequence."""
     trainable: list[str] | None = Field(None, min_length=1)
@@ -158,6 +166,25 @@ class TrainStageConfig(Config):
         return self
 
     @model_validator(mode="after")
+    def _global_batch_divides(self) -> TrainStageConfig:
+        """What no world size can fix, refused at load: a global batch that is not a whole number of
+        micro batches, or of micro batches x an explicit grad_accum_steps. The world size is known
+        only where the stage runs; `planning.training.grad_accum` checks it there."""
+        total, micro = self.global_batch_size, self.micro_batch_size
+        if total is None:
+            return self
+        if total % micro:
+            raise FieldProblem(("global_batch_size",), f"{total} sequences is not a multiple of micro_batch_size "
+                               f"({micro}): no world size splits it into whole micro batches")
+        per_rank = micro * self.grad_accum_steps
+        if "grad_accum_steps" in self.model_fields_set and total % per_rank:
+            raise FieldProblem(("grad_accum_steps",), f"{self.grad_accum_steps} contradicts global_batch_size "
+                               f"{total}: micro_batch_size {micro} x {self.grad_accum_steps} = {per_rank} sequences per "
+                               "rank does not divide it on any world size; remove grad_accum_steps (derived from "
+                               "global_batch_size)")
+        return self
+
+    @model_validator(mode="after")
     def _profile_range(self) -> TrainStageConfig:
         if self.profile_steps is not None and not 1 <= self.profile_steps[0] <= self.profile_steps[1]:
             raise ValueError(f"profile_steps {list(self.profile_steps)}: need 1 <= first <= last")
@@ -188,6 +215,13 @@ class TrainStageConfig(Config):
         return list(EMBEDDING_PATTERNS) if stage_name == "stage1" else ["all"]
 
 
+AttentionKernel = Literal["sdpa", "eager", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention"]
+"""The `attn_implementation` names transformers 5 accepts for training (its AttentionInterface and
+"eager"; 5.24 registers exactly these). Its other values are for generation (`paged|eager`) or load a
+kernel from the Hub (`org/repo`), which a training recipe does not; a typo is refused at load instead
+of in `from_pretrained`, after the CPU stages and the queue."""
+
+
 class FSDPConfig(Config):
     """FSDP2 settings (engine.kind: fsdp); see langadapt.train.engines.fsdp_engine."""
 
@@ -208,8 +242,8 @@ class EngineConfig(Config):
     """Compute precision: bf16 (autocast / DeepSpeed bf16), fp16 (loss scaling; GPUs only), fp32."""
     activation_checkpointing: bool = False
     """Recompute activations in backward (HF gradient checkpointing) to save memory."""
-    attn_implementation: str = "sdpa"
-    """transformers attention kernel: sdpa, eager, flash_attention_2, ..."""
+    attn_implementation: AttentionKernel = "sdpa"
+    """transformers attention kernel: sdpa, eager, flash_attention_2/3/4 (flash-attn installed, GPUs) or flex_attention."""
     deepspeed_config: dict[str, Any] | None = None
     """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error. Under bf16 and ZeRO 1-3 gradients accumulate and reduce in fp32 unless it sets data_types.grad_accum_dtype / communication_data_type."""
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)

@@ -198,11 +198,13 @@ class Checkpointer:
     def load(self, path: Path, engine: Engine, stream: Stateful) -> TrainState:
         """Restore weights, optimizer, RNG and the data position from a complete checkpoint."""
         trainer = json.loads((path / TRAINER_STATE).read_text())
+        # The data position first: a stream planned for another global batch (another world size)
+        # is refused in a second, before the weights and optimizer state are read.
+        stream.load_state_dict(trainer.pop("stream"))
         engine.load(path)
         rng = path / f"rng_rank{self.rank}.pt"
         if rng.is_file():  # absent when resuming with more ranks than were saved
             set_rng_state(torch.load(rng, weights_only=False))
-        stream.load_state_dict(trainer.pop("stream"))
         fields = TrainState.__dataclass_fields__
         return TrainState(**{k: v for k, v in trainer.items() if k in fields})
 

@@ -20,7 +20,9 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from langadapt.data.stream import StreamMismatch
 from langadapt.errors import LangadaptError
+from langadapt.planning.training import world_change_line
 from langadapt.recipe.train import TrainStageConfig
 from langadapt.run.layout import ModelStagePaths
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
@@ -90,7 +92,11 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
         ckpt = Checkpointer(paths.checkpoints, config.checkpoint, dist.rank)
         state, resumed, resumed_step = TrainState(), ckpt.latest(), None
         if resumed is not None:  # weights, optimizer, RNG and data position; the data is not re-read
-            state = ckpt.load(resumed, engine, stream)
+            try:
+                state = ckpt.load(resumed, engine, stream)
+            except StreamMismatch as exc:  # another world size: say so, not the stream's lengths
+                raise LangadaptError(world_change_line(stage_name, config, resumed, exc.saved_samples, exc.samples,
+                                                       dist.world_size)) from None
             resumed_step = state.step
             log.info("%s: resumed from %s (step %d)", stage_name, resumed, state.step)
         cost = StepCost(global_batch * config.seq_len, flops_per_token(model, selection, config.seq_len),
@@ -110,7 +116,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                 # Ranks must agree: on the loss (a NaN anywhere skips the step everywhere), on a stop
                 # signal and on a time-based save. One all-reduce per step carries all three.
                 loss, stop_votes, save_votes = engine.all_reduce_sum([float(loss), stop.requested, ckpt.time_due()])
-                loss /= config.grad_accum_steps * dist.world_size
+                loss /= job.settings.grad_accum * dist.world_size
                 lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
                 grad_norm = engine.step(lr, skip=not math.isfinite(loss))
                 _account(state, loss, grad_norm, config, stage_name, ckpt)

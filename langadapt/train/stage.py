@@ -137,7 +137,7 @@ def plan_epochs_on_shards(slice_: TrainingSlice, ctx: StageContext) -> None:
 
     if not slice_.config.enabled:
         return
-    mixture, samples = stream_budget(slice_, stage_global_batch(slice_.config, ctx.dist.world_size))
+    mixture, samples = stream_budget(slice_, stage_global_batch(slice_.config, ctx.dist.world_size, slice_.name))
     with _epochs_located(slice_, ctx.layout.tokenizer.tokens):
         plan_stream(ctx.layout.tokenizer.tokens, mixture, slice_.config.seq_len, samples, slice_.force_epochs)
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers.shards import BASE, make_shards
 
-from langadapt.data.stream import build_stream
+from langadapt.data.stream import StreamMismatch, build_stream
 from langadapt.errors import LangadaptError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,6 +133,21 @@ def test_bad_mixtures_and_states(tmp_path: Path) -> None:
         stream.next_batch(8, rank=0, world_size=3)
     with pytest.raises(LangadaptError, match="stream state does not match this stream: seed is 5"):
         stream.load_state_dict({**stream.state_dict(), "seed": 5})
+
+
+def test_a_state_of_another_length_says_the_global_batch_changed(tmp_path: Path) -> None:
+    """A resume on another world size (the global batch unset) plans another number of samples:
+    the line names that cause and the fix, not the per-source targets."""
+    shards = make_shards(tmp_path, {"nb": 10_001, "en": 20_001})
+    saved = build_stream(shards, None, 10, 800, 0).state_dict()  # e.g. 100 steps x 8 sequences
+    with pytest.raises(StreamMismatch) as caught:
+        build_stream(shards, None, 10, 1_600, 0).load_state_dict(saved)  # 100 steps x 16
+    assert (caught.value.saved_samples, caught.value.samples) == (800, 1_600)
+    line = str(caught.value)
+    assert "targets" not in line and "{" not in line and "\n" not in line
+    assert line.startswith("stream state does not match this stream: it was saved for 800 samples, this stream "
+                           "plans 1,600: the global batch changed")
+    assert "resume on the world size it was saved with, or set the stage's global_batch_size" in line
 
 
 def test_position_ids_restart_after_each_document(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ class DeepSpeedEngine(Engine):
 
         stage, config, dist, device = job.config, job.engine, job.dist, job.dist.device()
         ds_config = job.deepspeed_config  # built with the job (ZeRO-3: the model was loaded with it)
-        self.device, self.model, self.accum, self.zero = device, model.train(), stage.grad_accum_steps, config.zero_stage
+        self.device, self.model, self.accum, self.zero = device, model.train(), job.settings.grad_accum, config.zero_stage
         self.rank, self.world_size = dist.rank, dist.world_size
         self.params, self.fp32 = selection.params, config.precision == "fp32"
         if config.activation_checkpointing:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from langadapt.errors import LangadaptError
-from langadapt.planning.training import global_batch
+from langadapt.planning.training import global_batch, grad_accum
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 
 FP32_GRADIENTS = {"data_types.grad_accum_dtype": "fp32", "communication_data_type": "fp32"}
@@ -35,11 +35,14 @@ def deepspeed_config(stage: TrainStageConfig, stage_name: str, engine: EngineCon
 
     A training stage builds it once, as `TrainingJob.deepspeed_config`; ZeRO-3 loading and
     `DeepSpeedEngine` read that field rather than calling this again."""
+    accum_from = (f"{stage_name}.grad_accum_steps" if stage.global_batch_size is None
+                  else f"{stage_name}.global_batch_size / (micro_batch_size x world size)")
     ours: dict[str, tuple[Any, str]] = {  # DeepSpeed key -> (value, recipe key it comes from)
         "train_micro_batch_size_per_gpu": (stage.micro_batch_size, f"{stage_name}.micro_batch_size"),
-        "gradient_accumulation_steps": (stage.grad_accum_steps, f"{stage_name}.grad_accum_steps"),
-        "train_batch_size": (global_batch(stage, world_size),
-                             f"{stage_name}.micro_batch_size x grad_accum_steps x world size"),
+        "gradient_accumulation_steps": (grad_accum(stage, world_size, stage_name), accum_from),
+        "train_batch_size": (global_batch(stage, world_size, stage_name),
+                             f"{stage_name}.global_batch_size" if stage.global_batch_size is not None
+                             else f"{stage_name}.micro_batch_size x grad_accum_steps x world size"),
         "gradient_clipping": (stage.grad_clip, f"{stage_name}.grad_clip"),
         "zero_optimization.stage": (engine.zero_stage, "engine.zero_stage"),
         "bf16.enabled": (engine.precision == "bf16", "engine.precision"),

@@ -69,7 +69,7 @@ class FSDPEngine(Engine):
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
         stage, config, dist, device = job.config, job.engine, job.dist, job.dist.device()
-        self.device, self.model, self.accum = device, model.train(), stage.grad_accum_steps
+        self.device, self.model, self.accum = device, model.train(), job.settings.grad_accum
         self.grad_clip, self.freeze = stage.grad_clip or math.inf, freeze
         if config.activation_checkpointing:  # inside each block's call, so FSDP's hooks recompute too
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

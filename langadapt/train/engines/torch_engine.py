@@ -25,7 +25,7 @@ class TorchEngine(Engine):
     def __init__(self, model: torch.nn.Module, selection: TrainableParams, job: TrainingJob,
                  freeze: RowFreeze | None = None) -> None:
         stage, config, dist, device = job.config, job.engine, job.dist, job.dist.device()
-        self.device, self.model, self.accum = device, model.to(device).train(), stage.grad_accum_steps
+        self.device, self.model, self.accum = device, model.to(device).train(), job.settings.grad_accum
         self.freeze = freeze
         self.params, self.grad_clip = selection.params, stage.grad_clip or math.inf
         if config.activation_checkpointing:
