@@ -73,6 +73,9 @@ class Stage:
     skip_reason: str | None = None
     ignores: tuple[str, ...] = ()
     """Fields of `sections` the stage does not read: changing one must not re-run it."""
+    at_default: tuple[str, ...] = ()
+    """Fields of `sections` the stage does not read that finished runs' prints hashed: hashed at
+    their default value (`run.fingerprint.recipe_hash`), so those prints hold and a change re-runs nothing."""
     needs: Callable[[StageContext], Dependency | None] | None = None
     """The run this stage depends on, known only once the stages before it are done (the cold
     twin's recipe takes its dims from this run's embeddings): the pipeline runs it just before."""
@@ -146,8 +149,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
 def _stage(name: str, entry: Entry, *, context: tuple[str, ...] = (), **rest: Any) -> Stage:
     """A stage whose fingerprint covers the recipe keys its slice's fields declare, plus `context`:
     what it reads of the recipe besides its slice (through `ctx`)."""
-    sections, ignores = recipe_keys(entry.slice, *context)
-    return Stage(name, sections, entry, ignores=ignores, **rest)
+    keys = recipe_keys(entry.slice, *context)
+    return Stage(name, keys.sections, entry, ignores=keys.ignores, at_default=keys.at_default, **rest)
 
 
 def _local_source_files(sources: Sequence[SourceConfig]) -> tuple[Path, ...]:

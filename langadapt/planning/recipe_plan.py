@@ -50,7 +50,7 @@ class PlanningInput:
     """Read for the mixture. `data.sources[].unique_tokens` is left out: planning reads it only for a
     source without shards, and evaluate runs after the tokenizer stage wrote them; the sources'
     files, languages and roles feed the preparation and language tables, not the energy per step."""
-    engine: EngineConfig = reads("engine")
+    engine: EngineConfig = reads("engine", at_default=("engine.peak_tflops",))  # the MFU column's: no estimate
     cluster: ClusterConfig = reads("cluster", ignores=("cluster.preparation",))
     stage1: TrainStageConfig = reads("stage1", ignores=tuple(f"stage1.{key}" for key in MONITORING_KEYS))
     stage2: TrainStageConfig = reads("stage2", ignores=tuple(f"stage2.{key}" for key in MONITORING_KEYS))

@@ -48,14 +48,15 @@ def test_every_print_covers_exactly_what_its_slice_declares(tmp_path: Path) -> N
     for recipe, _, table in _tables(tmp_path):
         for stage in table:
             rows = declared(stage.run.slice)  # raises for a field declared without `reads`
-            fields = {key for _, keys, _ in rows for key in keys}
+            fields = {key for row in rows for key in row.reads}
             context = THROUGH_CONTEXT.get(stage.name, set())
             where = f"{recipe} {stage.name}"
             assert all(_inside(key, set(stage.sections)) for key in fields), where  # every field's keys are in the print
             assert set(stage.sections) <= fields | context, where  # and the print holds nothing else
-            assert set(stage.ignores) == {key for _, _, ignores in rows for key in ignores}, where
-            for one, keys, _ in rows:
-                assert keys or one.metadata["why"], f"{where}: {one.name} holds no key and says not why"
+            assert set(stage.ignores) == {key for row in rows for key in row.ignores}, where
+            assert set(stage.at_default) == {key for row in rows for key in row.at_default}, where
+            for row in rows:
+                assert row.reads or row.field.metadata["why"], f"{where}: {row.field.name} holds no key and says not why"
 
 
 def test_each_declaration_is_true_to_the_value_in_its_field(tmp_path: Path) -> None:
@@ -106,6 +107,7 @@ def test_an_ignored_key_changes_no_print_and_a_declared_one_does(tmp_path: Path)
     before = prints()
     assert prints("tokenizer.min_vocab_fraction=0.5") == before
     assert prints("stage2.log_every=3") == before
+    assert prints("engine.peak_tflops=300") == before  # the MFU column's peak: hashed at its default
     moved = prints("stage2.seq_len=96")
     assert [name for name in before if moved[name] != before[name]] == ["stage2", "evaluate", "export"]
 

@@ -16,6 +16,7 @@ import pytest
 
 from langadapt.pipeline.stages import stage_table
 from langadapt.recipe import load_recipe
+from langadapt.run.fingerprint import recipe_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = {
@@ -34,11 +35,21 @@ PINS = {
 def test_each_stages_recipe_hash_is_what_finished_runs_recorded(recipe: str, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     loaded = load_recipe(recipe, [])
-    hashes = {stage.name: loaded.section_hash(*stage.sections, ignore=stage.ignores)
-              for stage in stage_table(loaded.recipe)}
+    hashes = {stage.name: recipe_hash(loaded, stage) for stage in stage_table(loaded.recipe)}
     changed = {name: (PINS[recipe].get(name), got) for name, got in hashes.items() if PINS[recipe].get(name) != got}
     assert not changed, (f"{recipe}: these stages' recipe hashes changed, so every finished run re-runs "
                          f"from them: {changed}")
+
+
+@pytest.mark.parametrize("recipe", sorted(PINS))
+def test_the_mfu_columns_peak_retrains_nothing_and_moves_no_pin(recipe: str, monkeypatch) -> None:
+    """`engine.peak_tflops` only scales the MFU column: the training stages hash it at its default
+    (`reads(..., at_default=...)`), so setting it leaves their pins, and unset it hashes as it always did."""
+    monkeypatch.chdir(ROOT)
+    loaded = load_recipe(recipe, ["engine.peak_tflops=312"])
+    hashes = {stage.name: recipe_hash(loaded, stage) for stage in stage_table(loaded.recipe)}
+    assert hashes == PINS[recipe]
+    assert loaded.recipe.engine.peak_tflops == 312  # hashed at its default, not changed
 
 
 def test_unset_head_init_is_written_as_same_except_on_the_extension(monkeypatch) -> None:
