@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
+from langadapt.evaluation.held_out import is_model_folder
+from langadapt.evaluation.naming import split_named
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe.evaluation import EvaluationConfig
@@ -339,3 +341,29 @@ class EvaluateSlice:
     """What `langadapt plan` estimates each training stage's energy from (the report's planned
     column beside the measured one); None: no estimate. Its fields declare the recipe keys they hold,
     which evaluate's fingerprint covers (`PlanningInput`)."""
+
+
+def compare_folder(path: Path) -> Path | None:
+    """The model an `evaluation.compare` path names: a Hugging Face model folder as itself, a run
+    directory as its final (or latest) model; None when it is neither. The evaluate stage scores it
+    and its print hashes it (`evaluate_inputs`)."""
+    if is_model_folder(path):
+        return path
+    found = list(RunLayout(path).models_on_disk().values())
+    return found[-1] if found else None
+
+
+def evaluate_inputs(config: EvaluationConfig) -> tuple[tuple[str, Path], ...]:
+    """The files the evaluate stage reads from outside the run, each under a name that does not
+    depend on the working directory: every suite file and the data files its tasks name, resolved by
+    the suite loader (`suite.suite_inputs`), and each `compare` model folder, under the entry as the
+    recipe writes it (`compare_folder`; an entry that names no model yet adds nothing, and the stage
+    refuses it)."""
+    from langadapt.evaluation.suite import suite_inputs
+
+    compared = []
+    for entry in config.compare:
+        folder = compare_folder(Path(split_named(entry)[1]))
+        if folder is not None:
+            compared.append((f"compare {entry}", folder))
+    return (*suite_inputs(list(config.suites)), *compared)

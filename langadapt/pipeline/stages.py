@@ -92,7 +92,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     """Each stage with its slice of the recipe bound; its `sections` are the keys the slice's fields
     declare, so the stage's fingerprint covers what it reads. Torch-free: `langadapt plan` and dry
     runs build it."""
-    from langadapt.evaluation.training import EvaluateSlice
+    from langadapt.evaluation.training import EvaluateSlice, evaluate_inputs
     from langadapt.export.provenance import ExportSlice, RunFacts
     from langadapt.planning.recipe_plan import PlanningInput
     from langadapt.recipe.data import DataSlice
@@ -139,8 +139,9 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         _stage("embeddings", embeddings, context=("embeddings", "init", "base_model")),
         _stage("stage1", training("stage1"), skip_reason=recipe.training_skip_reason("stage1")),
         _stage("stage2", training("stage2"), skip_reason=recipe.training_skip_reason("stage2")),
+        # The suites, their data files and the compare models, found as the stage finds them.
         _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, PlanningInput.from_recipe(recipe))),
-               files=lambda _: OutsideFiles(tuple(Path(p) for p in recipe.evaluation.suites)), needs=cold_twin),
+               files=lambda _: OutsideFiles(named=evaluate_inputs(recipe.evaluation)), needs=cold_twin),
         _stage("export", Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
                skip_reason=None if recipe.export.enabled else "export.enabled is false"),
     ]

@@ -32,11 +32,19 @@ class OutsideFiles:
     missing: str | None = None
     """An input that is not there yet (a base still to be built or downloaded), recorded under this
     name as missing, which matches no finished run."""
+    named: tuple[tuple[str, Path], ...] = ()
+    """(name, file or folder) hashed under the name, a folder's files under `name/<path inside>`:
+    inputs found in a place that depends on the working directory (a suite found in the checkout)
+    keep the same print wherever they were found."""
 
     def hashes(self, cache: HashCache) -> dict[str, str]:
         if self.missing is not None:
             return {self.missing: "missing"}
-        return cache.hash_paths(self.paths, relative_to=self.relative_to)
+        hashes = cache.hash_paths(self.paths, relative_to=self.relative_to)
+        for name, path in self.named:
+            for inside, digest in cache.hash_paths((path,), relative_to=path).items():
+                hashes[name if inside == "." else f"{name}/{inside}"] = digest
+        return hashes
 
 
 class StageLike(Protocol):
