@@ -140,7 +140,7 @@ def run(slice_: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     name_held_out_run(results, ctx.run_dir)
     add_tokenizer_facts(results, ctx.layout)
     write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
-                 planned_energy=planned_energy(ctx.layout, slice_.planning))
+                 planned_energy=planned_energy(ctx.layout))
     log_evaluation(ctx.layout, results, ctx.out)  # into the trackers the training stages opened
     return _summary(results)
 

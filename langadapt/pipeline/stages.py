@@ -94,7 +94,6 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     runs build it."""
     from langadapt.evaluation.training import EvaluateSlice, evaluate_inputs
     from langadapt.export.provenance import ExportSlice, RunFacts
-    from langadapt.planning.recipe_plan import PlanningInput
     from langadapt.recipe.data import DataSlice
     from langadapt.recipe.embeddings import EmbeddingsSlice, ScratchSlice
     from langadapt.recipe.replay import stage_mixture
@@ -140,7 +139,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         _stage("stage1", training("stage1"), skip_reason=recipe.training_skip_reason("stage1")),
         _stage("stage2", training("stage2"), skip_reason=recipe.training_skip_reason("stage2")),
         # The suites, their data files and the compare models, found as the stage finds them.
-        _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, PlanningInput.from_recipe(recipe))),
+        _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation)),
                files=lambda _: OutsideFiles(named=evaluate_inputs(recipe.evaluation)), needs=cold_twin),
         _stage("export", Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
                skip_reason=None if recipe.export.enabled else "export.enabled is false"),

@@ -17,14 +17,14 @@ from typing import Any, NamedTuple
 
 
 def reads(*keys: str, ignores: tuple[str, ...] = (), at_default: tuple[str, ...] = (), why: str | None = None,
-          inner: bool = False, default: Any = MISSING) -> Any:
+          default: Any = MISSING) -> Any:
     """A slice field holding the recipe's `keys` (less `ignores`); `at_default`: fields of them the
     stage does not read but finished runs' prints hashed, hashed at their default value
-    (`run.fingerprint.recipe_hash`: dropping them would re-run every finished run); `inner`: a frozen
-    dataclass whose own fields declare theirs (evaluate's `PlanningInput`); `why` when it holds no key."""
-    if not keys and not why and not inner:
+    (`run.fingerprint.recipe_hash`: dropping them would re-run every finished run); `why` when it
+    holds no key."""
+    if not keys and not why:
         raise TypeError("a slice field that holds no recipe key says why")
-    metadata = {"reads": keys, "ignores": ignores, "at_default": at_default, "why": why, "inner": inner}
+    metadata = {"reads": keys, "ignores": ignores, "at_default": at_default, "why": why}
     return field(metadata=metadata) if default is MISSING else field(default=default, metadata=metadata)
 
 
@@ -46,17 +46,12 @@ class RecipeKeys(NamedTuple):
 
 
 def declared(slice_: Any) -> list[Declared]:
-    """Each field of a slice with the keys it reads, ignores and hashes at their default (`{name}`
-    filled in; an `inner` field's own fields in its place)."""
+    """Each field of a slice with the keys it reads, ignores and hashes at their default."""
     name = getattr(slice_, "name", "")
     rows = []
     for one in fields(slice_):
         if "reads" not in one.metadata:
             raise TypeError(f"{type(slice_).__name__}.{one.name}: not declared with recipe.slices.reads")
-        value = getattr(slice_, one.name)
-        if one.metadata["inner"] and value is not None:
-            rows += declared(value)
-            continue
         rows.append(Declared(one, *(tuple(k.format(name=name) for k in one.metadata[part])
                                     for part in ("reads", "ignores", "at_default"))))
     return rows

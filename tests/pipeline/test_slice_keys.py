@@ -66,12 +66,12 @@ def test_each_declaration_is_true_to_the_value_in_its_field(tmp_path: Path) -> N
     for recipe, loaded, table in _tables(tmp_path):
         tree = loaded.recipe.model_dump(mode="json")
         for stage in table:
-            for one, keys, ignores in _rows_with_owner(stage.run.slice):
-                owner, field = one
-                value = getattr(owner, field.name)
-                if not keys or (type(owner).__name__, field.name) in DERIVED:
+            slice_ = stage.run.slice
+            for row in declared(slice_):
+                keys, value = row.reads, getattr(slice_, row.field.name)
+                if not keys or (type(slice_).__name__, row.field.name) in DERIVED:
                     continue
-                where = f"{recipe} {stage.name} {type(owner).__name__}.{field.name}"
+                where = f"{recipe} {stage.name} {type(slice_).__name__}.{row.field.name}"
                 if isinstance(value, BaseModel):
                     top = keys[0].split(".")[0]
                     assert all(key.split(".")[0] == top for key in keys), where
@@ -80,23 +80,10 @@ def test_each_declaration_is_true_to_the_value_in_its_field(tmp_path: Path) -> N
                         assert _pick(held, key.split(".")) == _pick(tree, key.split(".")), f"{where}: {key}"
                 else:
                     assert len(keys) == 1 and _pick(tree, keys[0].split(".")) == value, where
-                for key in ignores:  # an ignored key lies inside the part the field holds
-                    assert _inside(key, set(keys)), f"{where}: ignores {key}"
+                for key in (*row.ignores, *row.at_default):  # a key left out lies inside the part the field holds
+                    assert _inside(key, set(keys)), f"{where}: leaves out {key}"
                 checked += 1
     assert checked > 5 * len(RECIPES)
-
-
-def _rows_with_owner(slice_: Any) -> list[tuple[tuple[Any, dataclasses.Field[Any]], tuple[str, ...], tuple[str, ...]]]:
-    """`declared`, each field with the dataclass that holds it (a slice, or its inner `PlanningInput`)."""
-    rows = []
-    for field in dataclasses.fields(slice_):
-        value = getattr(slice_, field.name)
-        if field.metadata["inner"] and value is not None:
-            rows += _rows_with_owner(value)
-        else:
-            row = next(r for r in declared(slice_) if r[0] is field)
-            rows.append(((slice_, field), row[1], row[2]))
-    return rows
 
 
 def test_an_ignored_key_changes_no_print_and_a_declared_one_does(tmp_path: Path) -> None:
@@ -108,6 +95,7 @@ def test_an_ignored_key_changes_no_print_and_a_declared_one_does(tmp_path: Path)
     assert prints("tokenizer.min_vocab_fraction=0.5") == before
     assert prints("stage2.log_every=3") == before
     assert prints("engine.peak_tflops=300") == before  # the MFU column's peak: hashed at its default
+    assert prints("cluster.hardware=a100") == before  # the report's estimate: read from plan.json
     moved = prints("stage2.seq_len=96")
     assert [name for name in before if moved[name] != before[name]] == ["stage2", "evaluate", "export"]
 
