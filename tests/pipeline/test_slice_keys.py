@@ -61,7 +61,9 @@ def test_every_print_covers_exactly_what_its_slice_declares(tmp_path: Path) -> N
 
 def test_each_declaration_is_true_to_the_value_in_its_field(tmp_path: Path) -> None:
     """A field holding a part of the recipe holds exactly the part its keys name (`config` of stage 2
-    is the recipe's stage2, not stage1), so a key declared on the wrong field cannot pass."""
+    is the recipe's stage2, not stage1), so a key declared on the wrong field cannot pass; and a
+    field holding a settings object declares all of it (less what it ignores or hashes at its
+    default), so a stage cannot read a part of it that its print does not cover."""
     checked = 0
     for recipe, loaded, table in _tables(tmp_path):
         tree = loaded.recipe.model_dump(mode="json")
@@ -78,12 +80,37 @@ def test_each_declaration_is_true_to_the_value_in_its_field(tmp_path: Path) -> N
                     held = {top: value.model_dump(mode="json")}
                     for key in keys:
                         assert _pick(held, key.split(".")) == _pick(tree, key.split(".")), f"{where}: {key}"
+                    left = _undeclared([top], held[top], set(keys), {*row.ignores, *row.at_default})
+                    assert not left, f"{where}: holds {left}, which no key of its declares"
                 else:
                     assert len(keys) == 1 and _pick(tree, keys[0].split(".")) == value, where
                 for key in (*row.ignores, *row.at_default):  # a key left out lies inside the part the field holds
                     assert _inside(key, set(keys)), f"{where}: leaves out {key}"
                 checked += 1
     assert checked > 5 * len(RECIPES)
+
+
+def _undeclared(path: list[str], value: Any, keys: set[str], left_out: set[str]) -> list[str]:
+    """The parts of `value` (at dotted `path`) that no key in `keys` covers and none in `left_out`
+    leaves out; a part that holds a declared key is looked into (each list item alike)."""
+    dotted = ".".join(path)
+    if _inside(dotted, keys | left_out):
+        return []
+    if not any(_inside(key, {dotted}) for key in keys):
+        return [dotted]
+    if isinstance(value, dict):
+        return [part for name, inner in value.items() for part in _undeclared([*path, name], inner, keys, left_out)]
+    if isinstance(value, list):
+        return list(dict.fromkeys(part for item in value for part in _undeclared(path, item, keys, left_out)))
+    return [dotted]
+
+
+def test_the_check_of_a_settings_field_finds_what_it_holds_and_no_key_declares() -> None:
+    held = {"kind": "bpe", "vocab_size": 8, "min_vocab_fraction": 0.5}
+    assert _undeclared(["tokenizer"], held, {"tokenizer.kind"}, {"tokenizer.min_vocab_fraction"}) == ["tokenizer.vocab_size"]
+    assert _undeclared(["tokenizer"], held, {"tokenizer"}, set()) == []
+    data = {"sources": [{"name": "a", "weight": 1}, {"name": "b", "weight": 2}], "replay": None}
+    assert _undeclared(["data"], data, {"data.sources[].name", "data.replay"}, set()) == ["data.sources.weight"]
 
 
 def test_an_ignored_key_changes_no_print_and_a_declared_one_does(tmp_path: Path) -> None:
