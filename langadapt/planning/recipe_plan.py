@@ -45,8 +45,8 @@ def write_run_plan(recipe: Recipe) -> None:
     estimate stops no run."""
     try:
         plan = plan_recipe(recipe)
-    except (LangadaptError, OSError, ValueError) as error:
-        plan = {"error": str(error)}
+    except Exception as error:  # a fault in an estimate must not stop days of training: the report names it
+        plan = {"error": str(error) if isinstance(error, LangadaptError) else f"{type(error).__name__}: {error}"}
     run_plan_file(RunLayout(recipe.run_dir)).write_text(json.dumps(plan, indent=2, default=str), encoding="utf-8")
 
 

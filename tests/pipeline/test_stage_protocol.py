@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,8 @@ from helpers.recipes import scratch_recipe
 
 from langadapt.evaluation.training import planned_energy
 from langadapt.pipeline import runner as pipeline
-from langadapt.planning.recipe_plan import run_plan_file, write_run_plan
+from langadapt.planning import recipe_plan
+from langadapt.planning.recipe_plan import write_run_plan
 from langadapt.recipe import load_recipe
 from langadapt.recipe.tokenizer import TokenizerSlice
 from langadapt.run.context import StageContext
@@ -148,8 +148,16 @@ def test_evaluate_reports_the_plan_the_run_wrote_and_its_print_leaves_the_estima
         assert evaluate([unread])[0] == before, unread
 
 
-def test_a_plan_that_cannot_be_made_stops_no_run_and_the_report_says_why(tmp_path: Path) -> None:
-    layout = RunLayout(tmp_path)
+def test_a_plan_that_cannot_be_made_stops_no_run_and_the_report_says_why(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = load_recipe(REPO / "recipes/tiny_english_source.yaml", [f"run_root={tmp_path}"])
+    layout = RunLayout(loaded.recipe.run_dir)
+    layout.root.mkdir(parents=True)
     assert planned_energy(layout) is None  # no plan and no recipe: no column
-    run_plan_file(layout).write_text(json.dumps({"error": "base_model.path x: no config.json"}))
-    assert planned_energy(layout) == {"joules_per_step": {}, "note": "no plan estimate: base_model.path x: no config.json"}
+
+    def broken(recipe: object) -> dict:
+        raise KeyError("num_layers")
+
+    monkeypatch.setattr(recipe_plan, "plan_recipe", broken)
+    recipe_plan.write_run_plan(loaded.recipe)  # a fault in an estimate is recorded, not raised
+    assert planned_energy(layout) == {"joules_per_step": {}, "note": "no plan estimate: KeyError: 'num_layers'"}
