@@ -39,7 +39,7 @@ from langadapt.evaluation.preparation import RUN_DATA
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.token_cost import token_costs
-from langadapt.evaluation.training import EvaluateSlice, planned_energy, trained_runs
+from langadapt.evaluation.training import EvaluateSlice, compare_folder, planned_energy, trained_runs
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout
@@ -97,12 +97,9 @@ def compare_models(entries: list[str], taken: set[str] = frozenset()) -> dict[st
 
 
 def _model_of(path: Path, entry: str) -> Path:
-    if is_model_folder(path):
-        return path
-    found = list(RunLayout(path).models_on_disk().values())
-    if not found:
+    if (found := compare_folder(path)) is None:
         raise LangadaptError(f"compare: {entry}: neither a Hugging Face model folder nor a run directory with models")
-    return found[-1]
+    return found
 
 
 def target_langs(layout: RunLayout) -> list[str]:
@@ -143,7 +140,7 @@ def run(slice_: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
     name_held_out_run(results, ctx.run_dir)
     add_tokenizer_facts(results, ctx.layout)
     write_report(results, ctx.out, trained_runs(models), title=f"langadapt evaluation: {ctx.run_dir.name}",
-                 planned_energy=planned_energy(ctx.layout, slice_.planning))
+                 planned_energy=planned_energy(ctx.layout))
     log_evaluation(ctx.layout, results, ctx.out)  # into the trackers the training stages opened
     return _summary(results)
 

@@ -18,7 +18,8 @@ reads what a suite's tasks read, without torch, for `langadapt eval` before any 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Collection
+import os
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +27,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.lm_eval_yaml import include_path_problem
+from langadapt.evaluation.lm_eval_yaml import IGNORED_FOLDERS, include_path_problem
 from langadapt.evaluation.task_data import read_minimal_pairs
 from langadapt.inputs.compression import input_problem
 from langadapt.inputs.files import file_kind
@@ -241,16 +242,67 @@ def _resolve_paths(task: Task, base: Path, where: str) -> Task:
             raise LangadaptError(f"{where}: {problem}")
         return str(resolved)
 
-    if isinstance(task, (MinimalPairsTask, TranslationTask)):
-        return task.model_copy(update={"path": check(task.path)})
-    if isinstance(task, BpbTask):
-        return task.model_copy(update={"files": {k: [check(p) for p in v] for k, v in task.files.items()}})
-    if isinstance(task, LmEvalTask) and task.include_path:
-        folder = Path(check(task.include_path))
-        if problem := include_path_problem(folder, task.tasks, task.include_defaults):
-            raise LangadaptError(f"{where}: {problem}")
-        return task.model_copy(update={"include_path": str(folder)})
+    task = _with_data_paths(task, check)
+    if isinstance(task, LmEvalTask) and task.include_path and (
+            problem := include_path_problem(Path(task.include_path), task.tasks, task.include_defaults)):
+        raise LangadaptError(f"{where}: {problem}")
     return task
+
+
+def _with_data_paths(task: Task, change: Callable[[str], str]) -> Task:
+    """`task` with every data path it names passed through `change`: the one list of the task fields
+    that name files, for the loader (`_resolve_paths`) and the evaluate stage's print (`suite_inputs`)."""
+    if isinstance(task, (MinimalPairsTask, TranslationTask)):
+        return task.model_copy(update={"path": change(task.path)})
+    if isinstance(task, BpbTask):
+        return task.model_copy(update={"files": {k: [change(p) for p in v] for k, v in task.files.items()}})
+    if isinstance(task, LmEvalTask) and task.include_path:
+        return task.model_copy(update={"include_path": change(task.include_path)})
+    return task
+
+
+def suite_inputs(paths: list[str]) -> tuple[tuple[str, Path], ...]:
+    """The files the suites at `paths` read, resolved by the loader itself (`load_suite`: the suite
+    file through the checkout fallback, its tasks' data paths against its folder), each under a name
+    that does not depend on where it was found: the suite as the recipe names it, and a data file's
+    path relative to the suite's folder (`eval/multilingual.yaml:data/en_minimal_pairs.jsonl`). The
+    evaluate stage's print hashes them, so editing a pairs file re-runs evaluate, and running from
+    another working directory hashes the same files under the same names.
+
+    An lm_eval task's `include_path` counts with every file lm-eval would index there (less
+    `__pycache__` and hidden files); data files its task YAMLs name outside that folder are not
+    listed. A suite that does not load yet (a data file missing) counts its own file alone: the
+    run's preflight refuses it before evaluate runs, and the print changes once it loads."""
+    found: list[tuple[str, Path]] = []
+    for given in paths:
+        path = resolve_suite_path(given)
+        found.append((str(given), path))
+        try:
+            suite = load_suite(path)
+        except LangadaptError:
+            continue
+        folder = path.parent.resolve()
+        for task in suite.tasks:
+            for data in _data_paths(task):
+                found += [(f"{given}:{os.path.relpath(file, folder)}", file) for file in _read_files(data)]
+    return tuple(dict.fromkeys(found))
+
+
+def _data_paths(task: Task) -> list[Path]:
+    """The data paths `task` names (after `load_suite`: resolved), in the loader's order."""
+    named: list[Path] = []
+    _with_data_paths(task, lambda value: named.append(Path(value)) or value)
+    return named
+
+
+def _read_files(path: Path) -> list[Path]:
+    """A data file itself; an lm_eval `include_path` folder's files as lm-eval indexes the folder
+    (`lm_eval_yaml.IGNORED_FOLDERS` and hidden files left out: a `.pyc` written beside a task's
+    `!function` module changes nothing it reads)."""
+    if not path.is_dir():
+        return [path]
+    return sorted(f for f in path.rglob("*") if f.is_file() and not any(
+        part in IGNORED_FOLDERS or part.startswith(".") for part in f.relative_to(path).parts))
 
 
 def _name_tasks(tasks: list[Task]) -> None:

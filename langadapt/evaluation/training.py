@@ -18,18 +18,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from langadapt.errors import LangadaptError
+from langadapt.evaluation.held_out import is_model_folder
+from langadapt.evaluation.naming import split_named
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.slices import reads
 from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
 from langadapt.runtime.logs import clock
-
-if TYPE_CHECKING:  # the plan's glue reads shards and sources: imported when a plan is made
-    from langadapt.planning.recipe_plan import PlanningInput
 
 RISE = 0.005
 """Relative rise of held-out bpb above its lowest point that the report calls "hurt" (0.5%):
@@ -302,18 +300,24 @@ def _joules(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def planned_energy(layout: RunLayout, planning: PlanningInput | None = None) -> dict | None:
-    """`langadapt plan`'s joules per step per training stage, or None without a recipe: for `planning`
-    (the pipeline's, bound in the evaluate stage's slice and fingerprinted there), else for the
-    resolved recipe the run at `layout` recorded (`langadapt eval RUN`)."""
+def planned_energy(layout: RunLayout) -> dict | None:
+    """`langadapt plan`'s joules per step per training stage, or None without one: the plan the
+    pipeline wrote into the run folder when it started (`planning.recipe_plan.write_run_plan`), else,
+    for a run made before it did, the plan of the resolved recipe the run recorded. Read outside the
+    evaluate stage's print: an estimate beside the measured column changes no score, so
+    `--set cluster.hardware=a100` does not re-run evaluation."""
     from langadapt.planning.plan import plan_joules_per_step
-    from langadapt.planning.recipe_plan import plan_recipe
+    from langadapt.planning.recipe_plan import plan_recipe, run_plan_file
     from langadapt.recipe import load_recipe
 
-    if planning is None and not layout.resolved_recipe.is_file():
+    written = run_plan_file(layout)
+    if not written.is_file() and not layout.resolved_recipe.is_file():
         return None
     try:
-        plan = plan_recipe(planning or load_recipe(layout.resolved_recipe).recipe)
+        plan = json.loads(written.read_text(encoding="utf-8")) if written.is_file() \
+            else plan_recipe(load_recipe(layout.resolved_recipe).recipe)
+        if "error" in plan:
+            raise LangadaptError(plan["error"])
     except (LangadaptError, OSError, ValueError) as error:
         return {"joules_per_step": {}, "note": f"no plan estimate: {error}"}
     hw = plan["hardware"]
@@ -330,12 +334,35 @@ def training_section(metrics: dict[str, Path], planned: dict | None) -> dict:
 
 @dataclass(frozen=True)
 class EvaluateSlice:
-    """What the evaluate stage reads of the recipe. It sits beside `planned_energy`, which reads its
-    `planning`: in `recipe/evaluation.py` it would tie the recipe schema, which composes that
-    module, to planning, which stands above it."""
+    """What the evaluate stage reads of the recipe: its section. The report's planned energy is read
+    from the plan the pipeline wrote into the run folder (`planned_energy`), not from this slice: an
+    estimate is not in the print. The files the stage reads from outside the run are
+    `evaluate_inputs`."""
 
     config: EvaluationConfig = reads("evaluation")
-    planning: PlanningInput | None = reads(inner=True, default=None)
-    """What `langadapt plan` estimates each training stage's energy from (the report's planned
-    column beside the measured one); None: no estimate. Its fields declare the recipe keys they hold,
-    which evaluate's fingerprint covers (`PlanningInput`)."""
+
+
+def compare_folder(path: Path) -> Path | None:
+    """The model an `evaluation.compare` path names: a Hugging Face model folder as itself, a run
+    directory as its final (or latest) model; None when it is neither. The evaluate stage scores it
+    and its print hashes it (`evaluate_inputs`)."""
+    if is_model_folder(path):
+        return path
+    found = list(RunLayout(path).models_on_disk().values())
+    return found[-1] if found else None
+
+
+def evaluate_inputs(config: EvaluationConfig) -> tuple[tuple[str, Path], ...]:
+    """The files the evaluate stage reads from outside the run, each under a name that does not
+    depend on the working directory: every suite file and the data files its tasks name, resolved by
+    the suite loader (`suite.suite_inputs`), and each `compare` model folder, under the entry as the
+    recipe writes it (`compare_folder`; an entry that names no model yet adds nothing, and the stage
+    refuses it)."""
+    from langadapt.evaluation.suite import suite_inputs
+
+    compared = []
+    for entry in config.compare:
+        folder = compare_folder(Path(split_named(entry)[1]))
+        if folder is not None:
+            compared.append((f"compare {entry}", folder))
+    return (*suite_inputs(list(config.suites)), *compared)

@@ -28,6 +28,7 @@ from typing import Any
 from langadapt.errors import LangadaptError
 from langadapt.pipeline.preflight import check_recipe, find_problems
 from langadapt.pipeline.stages import Dependency, Entry, Stage, stage_table
+from langadapt.planning.recipe_plan import write_run_plan
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.recipe.errors import Report
 from langadapt.recipe.paths import COLD_SUFFIX
@@ -173,6 +174,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
         if main:
             cache.save()
             layout.resolved_recipe.write_text(loaded.resolved_yaml(), encoding="utf-8")
+            write_run_plan(recipe)  # the report's planned energy: read outside evaluate's print
         models = run_models([s for s, _ in actions], layout)
         epochs_checked = False
         for stage, action in actions:

@@ -73,6 +73,9 @@ class Stage:
     skip_reason: str | None = None
     ignores: tuple[str, ...] = ()
     """Fields of `sections` the stage does not read: changing one must not re-run it."""
+    at_default: tuple[str, ...] = ()
+    """Fields of `sections` the stage does not read that finished runs' prints hashed: hashed at
+    their default value (`run.fingerprint.recipe_hash`), so those prints hold and a change re-runs nothing."""
     needs: Callable[[StageContext], Dependency | None] | None = None
     """The run this stage depends on, known only once the stages before it are done (the cold
     twin's recipe takes its dims from this run's embeddings): the pipeline runs it just before."""
@@ -89,9 +92,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     """Each stage with its slice of the recipe bound; its `sections` are the keys the slice's fields
     declare, so the stage's fingerprint covers what it reads. Torch-free: `langadapt plan` and dry
     runs build it."""
-    from langadapt.evaluation.training import EvaluateSlice
+    from langadapt.evaluation.training import EvaluateSlice, evaluate_inputs
     from langadapt.export.provenance import ExportSlice, RunFacts
-    from langadapt.planning.recipe_plan import PlanningInput
     from langadapt.recipe.data import DataSlice
     from langadapt.recipe.embeddings import EmbeddingsSlice, ScratchSlice
     from langadapt.recipe.replay import stage_mixture
@@ -136,8 +138,9 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         _stage("embeddings", embeddings, context=("embeddings", "init", "base_model")),
         _stage("stage1", training("stage1"), skip_reason=recipe.training_skip_reason("stage1")),
         _stage("stage2", training("stage2"), skip_reason=recipe.training_skip_reason("stage2")),
-        _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation, PlanningInput.from_recipe(recipe))),
-               files=lambda _: OutsideFiles(tuple(Path(p) for p in recipe.evaluation.suites)), needs=cold_twin),
+        # The suites, their data files and the compare models, found as the stage finds them.
+        _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation)),
+               files=lambda _: OutsideFiles(named=evaluate_inputs(recipe.evaluation)), needs=cold_twin),
         _stage("export", Entry("langadapt.export.stage", ExportSlice(recipe.export, RunFacts.from_recipe(recipe))),
                skip_reason=None if recipe.export.enabled else "export.enabled is false"),
     ]
@@ -146,8 +149,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
 def _stage(name: str, entry: Entry, *, context: tuple[str, ...] = (), **rest: Any) -> Stage:
     """A stage whose fingerprint covers the recipe keys its slice's fields declare, plus `context`:
     what it reads of the recipe besides its slice (through `ctx`)."""
-    sections, ignores = recipe_keys(entry.slice, *context)
-    return Stage(name, sections, entry, ignores=ignores, **rest)
+    keys = recipe_keys(entry.slice, *context)
+    return Stage(name, keys.sections, entry, ignores=keys.ignores, at_default=keys.at_default, **rest)
 
 
 def _local_source_files(sources: Sequence[SourceConfig]) -> tuple[Path, ...]:

@@ -7,7 +7,7 @@ shards when the tokenizer stage has run, else from the sources' declared `unique
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,49 +21,36 @@ from langadapt.planning.models import ModelDims, complete_architecture, dims_fro
 from langadapt.planning.plan import StagePlanInput, build_plan
 from langadapt.planning.preparation import preparation_estimate, source_text
 from langadapt.planning.training import TrainingSettings, resolve_training
-from langadapt.recipe import BaseModelConfig, ClusterConfig, Recipe, load_recipe
-from langadapt.recipe.data import TRAINING_DATA_KEYS, DataConfig, SourceConfig
+from langadapt.recipe import Recipe, load_recipe
+from langadapt.recipe.data import SourceConfig
 from langadapt.recipe.replay import REPLAY_ROLE, stage_mixture, stage_replay
-from langadapt.recipe.slices import reads
-from langadapt.recipe.tokenizer import TokenizerConfig
-from langadapt.recipe.train import MONITORING_KEYS, EngineConfig, TrainStageConfig
 from langadapt.run.layout import RunLayout
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
-
-@dataclass(frozen=True)
-class PlanningInput:
-    """What `plan_recipe` reads of a recipe, frozen: the evaluate stage holds this, not the recipe,
-    for the plan's energy per step it reports beside the measured one. Each field declares the
-    recipe keys it holds (`recipe.slices.reads`), which evaluate's fingerprint covers, so
-    `--set cluster.hardware=a100` re-runs evaluate instead of leaving a report planned for the old
-    hardware; the training stages' monitoring keys and the preparation job's settings change no
-    energy estimate, so they are left out."""
-
-    name: str = reads(why="the plan's title; a run's name is in no print")
-    run_dir: Path = reads(why="where the tokenizer stage's vocabulary and shards are read; its print covers them")
-    init: str = reads("init")
-    base_model: BaseModelConfig = reads("base_model")
-    tokenizer: TokenizerConfig = reads("tokenizer.kind", "tokenizer.vocab_size")
-    """Read for the model's vocabulary (`model_dims`)."""
-    data: DataConfig = reads(*TRAINING_DATA_KEYS)
-    """Read for the mixture. `data.sources[].unique_tokens` is left out: planning reads it only for a
-    source without shards, and evaluate runs after the tokenizer stage wrote them; the sources'
-    files, languages and roles feed the preparation and language tables, not the energy per step."""
-    engine: EngineConfig = reads("engine")
-    cluster: ClusterConfig = reads("cluster", ignores=("cluster.preparation",))
-    stage1: TrainStageConfig = reads("stage1", ignores=tuple(f"stage1.{key}" for key in MONITORING_KEYS))
-    stage2: TrainStageConfig = reads("stage2", ignores=tuple(f"stage2.{key}" for key in MONITORING_KEYS))
-    training_stages: tuple[str, ...] = reads(why="decided by init and stage1/stage2.enabled, held above")
-
-    @classmethod
-    def from_recipe(cls, recipe: Recipe) -> PlanningInput:
-        return cls(name=recipe.name, run_dir=recipe.run_dir, init=recipe.init, base_model=recipe.base_model,
-                   tokenizer=recipe.tokenizer, data=recipe.data, engine=recipe.engine, cluster=recipe.cluster,
-                   stage1=recipe.stage1, stage2=recipe.stage2, training_stages=tuple(recipe.training_stages))
+PLAN_FILE = "plan.json"
+"""`langadapt plan` of the recipe a run was started with, in its folder beside recipe.resolved.yaml."""
 
 
-def model_dims(recipe: PlanningInput) -> ModelDims:
+def run_plan_file(layout: RunLayout) -> Path:
+    """Where the pipeline writes the run's plan (`write_run_plan`) and the report reads it."""
+    return layout.resolved_recipe.with_name(PLAN_FILE)
+
+
+def write_run_plan(recipe: Recipe) -> None:
+    """`langadapt plan` of `recipe` into its run folder, written by the pipeline once per `langadapt
+    run`, beside the resolved recipe: the report's planned energy per step reads it
+    (`evaluation.training.planned_energy`), outside every stage's print. Made as the run starts: a
+    first run plans the vocabulary the recipe asks for, and one the tokenizer stage left short is in
+    the plan of the next `langadapt run`. A recipe that cannot be planned writes {"error": why}: an
+    estimate stops no run."""
+    try:
+        plan = plan_recipe(recipe)
+    except Exception as error:  # a fault in an estimate must not stop days of training: the report names it
+        plan = {"error": str(error) if isinstance(error, LangadaptError) else f"{type(error).__name__}: {error}"}
+    run_plan_file(RunLayout(recipe.run_dir)).write_text(json.dumps(plan, indent=2, default=str), encoding="utf-8")
+
+
+def model_dims(recipe: Recipe) -> ModelDims:
     """The model's shape with the vocabulary it will have after the tokenizer swap: the size the
     tokenizer stage reached once it has run (it can stop short of vocab_size), else the one asked for."""
     spec = recipe.base_model
@@ -79,7 +66,7 @@ def model_dims(recipe: PlanningInput) -> ModelDims:
     return dims.with_vocab(reached if isinstance(reached, int) else recipe.tokenizer.vocab_size)
 
 
-def _architecture_dims(recipe: Recipe | PlanningInput) -> ModelDims:
+def _architecture_dims(recipe: Recipe) -> ModelDims:
     """The shape of a scratch recipe's model: its architecture, with the vocabulary its own
     tokenizer will have (a scratch architecture leaves vocab_size to the tokenizer)."""
     architecture = {"vocab_size": recipe.tokenizer.vocab_size,
@@ -87,13 +74,13 @@ def _architecture_dims(recipe: Recipe | PlanningInput) -> ModelDims:
     return dims_from_config(architecture, name=recipe.name)
 
 
-def measured_tokens(recipe: Recipe | PlanningInput) -> dict[str, float]:
+def measured_tokens(recipe: Recipe) -> dict[str, float]:
     """Unique tokens per source from this run's shards, when they exist."""
     shards = read_shards(RunLayout(recipe.run_dir).tokenizer.tokens)
     return {name: float(shard.num_tokens) for name, shard in shards.items()}
 
 
-def stage_settings(recipe: PlanningInput, name: str, world_size: int) -> TrainingSettings:
+def stage_settings(recipe: Recipe, name: str, world_size: int) -> TrainingSettings:
     """What training stage `name` will run with on `world_size` GPUs of the cluster: the training
     stage's own resolver, for GPUs with the `gpu` extra (liger-kernel) installed."""
     return resolve_training(name, getattr(recipe, name), recipe.engine, world_size, "cuda", have_liger=True)
@@ -105,7 +92,7 @@ def deepspeed_buckets(raw: dict[str, Any] | None) -> dict[str, Any]:
     return {key: zero[key] for key in ("reduce_bucket_size", "overlap_comm") if key in zero}
 
 
-def _stage_input(recipe: PlanningInput, settings: TrainingSettings, entries: dict[str, dict],
+def _stage_input(recipe: Recipe, settings: TrainingSettings, entries: dict[str, dict],
                  measured: dict[str, float]) -> StagePlanInput:
     stage, engine = getattr(recipe, settings.stage), settings.engine
     declared = {s.name: s.unique_tokens for s in recipe.data.sources}
@@ -122,11 +109,9 @@ def _stage_input(recipe: PlanningInput, settings: TrainingSettings, entries: dic
         flash_attention=engine.attn_implementation != "eager", mixture=mixture, fused_loss=bool(engine.fused_loss))
 
 
-def plan_recipe(recipe: Recipe | PlanningInput, hardware: str | None = None, num_gpus: int | None = None,
+def plan_recipe(recipe: Recipe, hardware: str | None = None, num_gpus: int | None = None,
                 mfu: float | None = None) -> dict[str, Any]:
     """The JSON plan of the recipe's enabled training stages (the arguments override `cluster`)."""
-    if isinstance(recipe, Recipe):
-        recipe = PlanningInput.from_recipe(recipe)
     cluster = recipe.cluster
     world = num_gpus or cluster.world_size
     measured = measured_tokens(recipe)
@@ -153,7 +138,7 @@ def plan_recipe(recipe: Recipe | PlanningInput, hardware: str | None = None, num
     return plan
 
 
-def preparation_plan(recipe: Recipe | PlanningInput, measured: dict[str, float]) -> dict[str, Any]:
+def preparation_plan(recipe: Recipe, measured: dict[str, float]) -> dict[str, Any]:
     """Core-hours and wall time of the preparation job (`planning.preparation`) on one node of
     `cluster.preparation.cpus` cores, from each source's text: its local files' size, else its
     tokens (this run's shards, else `unique_tokens`)."""
@@ -170,7 +155,7 @@ def _file_bytes(source: SourceConfig) -> float | None:
     return None if not files or None in sizes else float(sum(sizes))  # type: ignore[arg-type]
 
 
-def _languages(recipe: PlanningInput, stages: list[dict[str, Any]], mixtures: dict[str, dict[str, dict]],
+def _languages(recipe: Recipe, stages: list[dict[str, Any]], mixtures: dict[str, dict[str, dict]],
                notes: list[str]) -> list[dict[str, Any]]:
     """Tokens per language and role of each stage (`planning.languages`): from the size-aware
     mixture plan when the sizes are known, else from the weights where they alone decide. A replay

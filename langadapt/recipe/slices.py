@@ -4,7 +4,8 @@ Every field of a slice (`DataSlice`, `TrainingSlice`, ...) is made with `reads(.
 recipe keys it holds as `LoadedRecipe.section_hash` takes them (sections, dotted keys,
 `data.sources[].weight` for a key of every list item; `{name}` for the slice's own `name`, a
 training stage's section) and those it leaves out (`ignores`: read by nobody downstream, or only
-deciding whether the stage refuses). A field that holds no key says `why`. `recipe_keys` collects
+deciding whether the stage refuses; `at_default`: left out after finished runs had hashed them, so
+hashed at their default). A field that holds no key says `why`. `recipe_keys` collects
 them, so the pipeline fingerprints exactly what a slice carries and keeps no list by hand;
 `tests/pipeline/test_slice_keys.py` checks each declaration against the recipe it was built from.
 """
@@ -12,44 +13,60 @@ them, so the pipeline fingerprints exactly what a slice carries and keeps no lis
 from __future__ import annotations
 
 from dataclasses import MISSING, Field, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 
-def reads(*keys: str, ignores: tuple[str, ...] = (), why: str | None = None, inner: bool = False,
+def reads(*keys: str, ignores: tuple[str, ...] = (), at_default: tuple[str, ...] = (), why: str | None = None,
           default: Any = MISSING) -> Any:
-    """A slice field holding the recipe's `keys` (less `ignores`); `inner`: a frozen dataclass whose
-    own fields declare theirs (evaluate's `PlanningInput`); `why` when it holds no key."""
-    if not keys and not why and not inner:
+    """A slice field holding the recipe's `keys` (less `ignores`); `at_default`: fields of them the
+    stage does not read but finished runs' prints hashed, hashed at their default value
+    (`run.fingerprint.recipe_hash`: dropping them would re-run every finished run); `why` when it
+    holds no key."""
+    if not keys and not why:
         raise TypeError("a slice field that holds no recipe key says why")
-    metadata = {"reads": keys, "ignores": ignores, "why": why, "inner": inner}
+    metadata = {"reads": keys, "ignores": ignores, "at_default": at_default, "why": why}
     return field(metadata=metadata) if default is MISSING else field(default=default, metadata=metadata)
 
 
-def declared(slice_: Any) -> list[tuple[Field[Any], tuple[str, ...], tuple[str, ...]]]:
-    """Each field of a slice with the keys it reads and ignores (`{name}` filled in; an `inner` field's
-    own fields in its place)."""
+class Declared(NamedTuple):
+    """One slice field and the recipe keys it declares (`{name}` filled in)."""
+
+    field: Field[Any]
+    reads: tuple[str, ...]
+    ignores: tuple[str, ...]
+    at_default: tuple[str, ...]
+
+
+class RecipeKeys(NamedTuple):
+    """A stage's fingerprint's recipe part (`LoadedRecipe.section_hash`, `run.fingerprint.recipe_hash`)."""
+
+    sections: tuple[str, ...]
+    ignores: tuple[str, ...]
+    at_default: tuple[str, ...]
+
+
+def declared(slice_: Any) -> list[Declared]:
+    """Each field of a slice with the keys it reads, ignores and hashes at their default."""
     name = getattr(slice_, "name", "")
     rows = []
     for one in fields(slice_):
         if "reads" not in one.metadata:
             raise TypeError(f"{type(slice_).__name__}.{one.name}: not declared with recipe.slices.reads")
-        value = getattr(slice_, one.name)
-        if one.metadata["inner"] and value is not None:
-            rows += declared(value)
-            continue
-        rows.append((one, tuple(k.format(name=name) for k in one.metadata["reads"]),
-                     tuple(k.format(name=name) for k in one.metadata["ignores"])))
+        rows.append(Declared(one, *(tuple(k.format(name=name) for k in one.metadata[part])
+                                    for part in ("reads", "ignores", "at_default"))))
     return rows
 
 
-def recipe_keys(slice_: Any, *context: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(sections, ignores) of a stage's fingerprint: its slice's fields' keys plus `context`, what the
-    stage reads besides its slice (the base model folder through `ctx.base_model`). A key inside
-    another one (`base_model.architecture` beside `base_model`) is left out: it adds nothing."""
-    keys = [*context, *(k for _, reads_, _ in declared(slice_) for k in reads_)]
-    ignores = [k for _, _, ignores_ in declared(slice_) for k in ignores_]
+def recipe_keys(slice_: Any, *context: str) -> RecipeKeys:
+    """(sections, ignores, at_default) of a stage's fingerprint: its slice's fields' keys plus
+    `context`, what the stage reads besides its slice (the base model folder through
+    `ctx.base_model`). A key inside another one (`base_model.architecture` beside `base_model`) is
+    left out: it adds nothing."""
+    rows = declared(slice_)
+    keys = [*context, *(k for row in rows for k in row.reads)]
     sections = tuple(dict.fromkeys(k for k in keys if not any(_inside(k, other) for other in keys)))
-    return sections, tuple(dict.fromkeys(ignores))
+    return RecipeKeys(sections, tuple(dict.fromkeys(k for row in rows for k in row.ignores)),
+                      tuple(dict.fromkeys(k for row in rows for k in row.at_default)))
 
 
 def _inside(key: str, other: str) -> bool:

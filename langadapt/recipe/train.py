@@ -270,7 +270,7 @@ class TrainingSlice:
     name: str = reads(why="the stage's name, stage1 or stage2 (its section is `config`)")
     """stage1 or stage2."""
     config: TrainStageConfig = reads("{name}", ignores=tuple(f"{{name}}.{key}" for key in MONITORING_KEYS))
-    engine: EngineConfig = reads("engine")
+    engine: EngineConfig = reads("engine", at_default=("engine.peak_tflops",))  # MFU column only: not in the print
     mixture: dict[str, dict] | None = reads("data.sources[].name", *(f"data.sources[].{key}" for key in TRAINING_SOURCE_FIELDS),
                                             "data.replay", default=None)
     """The data mixture with this stage's overrides and replay share applied (recipe.replay.stage_mixture).

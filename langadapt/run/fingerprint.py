@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from langadapt.recipe import LoadedRecipe
 from langadapt.run.base_model import resolve_base_model
 from langadapt.run.contenthash import HashCache
@@ -30,17 +32,28 @@ class OutsideFiles:
     missing: str | None = None
     """An input that is not there yet (a base still to be built or downloaded), recorded under this
     name as missing, which matches no finished run."""
+    named: tuple[tuple[str, Path], ...] = ()
+    """(name, file or folder) hashed under the name, a folder's files under `name/<path inside>`:
+    inputs found in a place that depends on the working directory (a suite found in the checkout)
+    keep the same print wherever they were found."""
 
     def hashes(self, cache: HashCache) -> dict[str, str]:
         if self.missing is not None:
             return {self.missing: "missing"}
-        return cache.hash_paths(self.paths, relative_to=self.relative_to)
+        hashes = cache.hash_paths(self.paths, relative_to=self.relative_to)
+        for name, path in self.named:
+            for inside, digest in cache.hash_paths((path,), relative_to=path).items():
+                hashes[name if inside == "." else f"{name}/{inside}"] = digest
+        return hashes
 
 
 class StageLike(Protocol):
     name: str
     sections: tuple[str, ...]
     ignores: tuple[str, ...]
+    at_default: tuple[str, ...]
+    """Fields of `sections` the stage does not read that finished runs' prints hashed: hashed at
+    their default value (`recipe_hash`)."""
     files: Callable[[str | None], OutsideFiles] | None
     """The files the stage reads from outside the run, given the resolved base model folder."""
 
@@ -59,10 +72,34 @@ def fingerprints(loaded: LoadedRecipe, stages: Sequence[StageLike], base_model: 
         base_model = resolve_base_model(recipe, fetch=False)
     for stage in stages:
         inputs = stage.files(base_model).hashes(cache) if stage.files else {}
-        key = {"sections": loaded.section_hash(*stage.sections, ignore=stage.ignores), "seed": recipe.seed,
+        key = {"sections": recipe_hash(loaded, stage), "seed": recipe.seed,
                "inputs": inputs, "previous": previous}
         prints[stage.name] = previous = hash_json(key)
     return prints
+
+
+def recipe_hash(loaded: LoadedRecipe, stage: StageLike) -> str:
+    """The recipe part of a stage's print: its sections less its ignores, with each `at_default`
+    field read as its default value. Dropping a field from a print changes the print of every
+    finished run; hashing it at its default changes none that left it unset, and a value set later
+    re-runs nothing."""
+    if not stage.at_default:
+        return loaded.section_hash(*stage.sections, ignore=stage.ignores)
+    recipe = _with_defaults(loaded.recipe, [key.split(".") for key in stage.at_default])
+    return LoadedRecipe(recipe, loaded.path, loaded.tree, loaded.inheritance).section_hash(
+        *stage.sections, ignore=stage.ignores)
+
+
+def _with_defaults(model: BaseModel, keys: list[list[str]]) -> Any:
+    """A copy of `model` with the fields at `keys` (dotted paths, split) set to their defaults."""
+    updates = {}
+    for name in dict.fromkeys(key[0] for key in keys):
+        if name not in type(model).model_fields:
+            raise KeyError(f"at_default: {type(model).__name__} has no field {name!r}")
+        inner = [key[1:] for key in keys if key[0] == name]
+        updates[name] = type(model).model_fields[name].get_default(call_default_factory=True) if [] in inner \
+            else _with_defaults(getattr(model, name), inner)
+    return model.model_copy(update=updates)
 
 
 def hash_json(value: Any) -> str:

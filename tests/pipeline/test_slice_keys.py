@@ -48,54 +48,69 @@ def test_every_print_covers_exactly_what_its_slice_declares(tmp_path: Path) -> N
     for recipe, _, table in _tables(tmp_path):
         for stage in table:
             rows = declared(stage.run.slice)  # raises for a field declared without `reads`
-            fields = {key for _, keys, _ in rows for key in keys}
+            fields = {key for row in rows for key in row.reads}
             context = THROUGH_CONTEXT.get(stage.name, set())
             where = f"{recipe} {stage.name}"
             assert all(_inside(key, set(stage.sections)) for key in fields), where  # every field's keys are in the print
             assert set(stage.sections) <= fields | context, where  # and the print holds nothing else
-            assert set(stage.ignores) == {key for _, _, ignores in rows for key in ignores}, where
-            for one, keys, _ in rows:
-                assert keys or one.metadata["why"], f"{where}: {one.name} holds no key and says not why"
+            assert set(stage.ignores) == {key for row in rows for key in row.ignores}, where
+            assert set(stage.at_default) == {key for row in rows for key in row.at_default}, where
+            for row in rows:
+                assert row.reads or row.field.metadata["why"], f"{where}: {row.field.name} holds no key and says not why"
 
 
 def test_each_declaration_is_true_to_the_value_in_its_field(tmp_path: Path) -> None:
     """A field holding a part of the recipe holds exactly the part its keys name (`config` of stage 2
-    is the recipe's stage2, not stage1), so a key declared on the wrong field cannot pass."""
+    is the recipe's stage2, not stage1), so a key declared on the wrong field cannot pass; and a
+    field holding a settings object declares all of it (less what it ignores or hashes at its
+    default), so a stage cannot read a part of it that its print does not cover."""
     checked = 0
     for recipe, loaded, table in _tables(tmp_path):
         tree = loaded.recipe.model_dump(mode="json")
         for stage in table:
-            for one, keys, ignores in _rows_with_owner(stage.run.slice):
-                owner, field = one
-                value = getattr(owner, field.name)
-                if not keys or (type(owner).__name__, field.name) in DERIVED:
+            slice_ = stage.run.slice
+            for row in declared(slice_):
+                keys, value = row.reads, getattr(slice_, row.field.name)
+                if not keys or (type(slice_).__name__, row.field.name) in DERIVED:
                     continue
-                where = f"{recipe} {stage.name} {type(owner).__name__}.{field.name}"
+                where = f"{recipe} {stage.name} {type(slice_).__name__}.{row.field.name}"
                 if isinstance(value, BaseModel):
                     top = keys[0].split(".")[0]
                     assert all(key.split(".")[0] == top for key in keys), where
                     held = {top: value.model_dump(mode="json")}
                     for key in keys:
                         assert _pick(held, key.split(".")) == _pick(tree, key.split(".")), f"{where}: {key}"
+                    left = _undeclared([top], held[top], set(keys), {*row.ignores, *row.at_default})
+                    assert not left, f"{where}: holds {left}, which no key of its declares"
                 else:
                     assert len(keys) == 1 and _pick(tree, keys[0].split(".")) == value, where
-                for key in ignores:  # an ignored key lies inside the part the field holds
-                    assert _inside(key, set(keys)), f"{where}: ignores {key}"
+                for key in (*row.ignores, *row.at_default):  # a key left out lies inside the part the field holds
+                    assert _inside(key, set(keys)), f"{where}: leaves out {key}"
                 checked += 1
     assert checked > 5 * len(RECIPES)
 
 
-def _rows_with_owner(slice_: Any) -> list[tuple[tuple[Any, dataclasses.Field[Any]], tuple[str, ...], tuple[str, ...]]]:
-    """`declared`, each field with the dataclass that holds it (a slice, or its inner `PlanningInput`)."""
-    rows = []
-    for field in dataclasses.fields(slice_):
-        value = getattr(slice_, field.name)
-        if field.metadata["inner"] and value is not None:
-            rows += _rows_with_owner(value)
-        else:
-            row = next(r for r in declared(slice_) if r[0] is field)
-            rows.append(((slice_, field), row[1], row[2]))
-    return rows
+def _undeclared(path: list[str], value: Any, keys: set[str], left_out: set[str]) -> list[str]:
+    """The parts of `value` (at dotted `path`) that no key in `keys` covers and none in `left_out`
+    leaves out; a part that holds a declared key is looked into (each list item alike)."""
+    dotted = ".".join(path)
+    if _inside(dotted, keys | left_out):
+        return []
+    if not any(_inside(key, {dotted}) for key in keys):
+        return [dotted]
+    if isinstance(value, dict):
+        return [part for name, inner in value.items() for part in _undeclared([*path, name], inner, keys, left_out)]
+    if isinstance(value, list):
+        return list(dict.fromkeys(part for item in value for part in _undeclared(path, item, keys, left_out)))
+    return [dotted]
+
+
+def test_the_check_of_a_settings_field_finds_what_it_holds_and_no_key_declares() -> None:
+    held = {"kind": "bpe", "vocab_size": 8, "min_vocab_fraction": 0.5}
+    assert _undeclared(["tokenizer"], held, {"tokenizer.kind"}, {"tokenizer.min_vocab_fraction"}) == ["tokenizer.vocab_size"]
+    assert _undeclared(["tokenizer"], held, {"tokenizer"}, set()) == []
+    data = {"sources": [{"name": "a", "weight": 1}, {"name": "b", "weight": 2}], "replay": None}
+    assert _undeclared(["data"], data, {"data.sources[].name", "data.replay"}, set()) == ["data.sources.weight"]
 
 
 def test_an_ignored_key_changes_no_print_and_a_declared_one_does(tmp_path: Path) -> None:
@@ -106,6 +121,8 @@ def test_an_ignored_key_changes_no_print_and_a_declared_one_does(tmp_path: Path)
     before = prints()
     assert prints("tokenizer.min_vocab_fraction=0.5") == before
     assert prints("stage2.log_every=3") == before
+    assert prints("engine.peak_tflops=300") == before  # the MFU column's peak: hashed at its default
+    assert prints("cluster.hardware=a100") == before  # the report's estimate: read from plan.json
     moved = prints("stage2.seq_len=96")
     assert [name for name in before if moved[name] != before[name]] == ["stage2", "evaluate", "export"]
 

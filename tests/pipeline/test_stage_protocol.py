@@ -1,6 +1,7 @@
 """One stage protocol: every stage's entry point is `run(slice, ctx) -> dict`, its slice a frozen
-object bound by the stage table; and the evaluate stage, which reports `langadapt plan`'s energy
-estimate, is fingerprinted on what planning reads, so a `--set cluster.*` cannot leave its report stale."""
+object bound by the stage table; and the evaluate stage reports `langadapt plan`'s energy estimate
+from the plan the run wrote, outside its print, so a `--set cluster.*` re-runs no evaluation and
+still leaves no report stale."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from helpers.recipes import scratch_recipe
 
 from langadapt.evaluation.training import planned_energy
 from langadapt.pipeline import runner as pipeline
+from langadapt.planning import recipe_plan
+from langadapt.planning.recipe_plan import write_run_plan
 from langadapt.recipe import load_recipe
 from langadapt.recipe.tokenizer import TokenizerSlice
 from langadapt.run.context import StageContext
@@ -119,23 +122,42 @@ def _write(tmp_path: Path, name: str = "r") -> Path:
     return path
 
 
-def test_evaluate_plans_from_its_slice_and_is_fingerprinted_on_what_planning_reads(tmp_path: Path) -> None:
-    """The report's planned energy comes from the recipe bound in evaluate's slice; each change that
-    moves that estimate moves evaluate's fingerprint, and a change planning does not read leaves it."""
+def test_evaluate_reports_the_plan_the_run_wrote_and_its_print_leaves_the_estimate_out(tmp_path: Path) -> None:
+    """The report's planned energy is the plan the pipeline wrote into the run folder when it started
+    (plan.json beside the resolved recipe), read outside evaluate's print: a change that moves only
+    the estimate (hardware, MFU, GPUs per node) re-runs no evaluation, yet the next run's report
+    shows it; a change to training moves both."""
     def evaluate(overrides: list[str]) -> tuple[str, dict]:
         loaded = load_recipe(REPO / "recipes/tiny_english_source.yaml", [f"run_root={tmp_path}", *overrides])
-        table = pipeline.stage_table(loaded.recipe)
-        prints = fingerprints(loaded, table)
-        slice_ = next(s for s in table if s.name == "evaluate").run.slice
-        return prints["evaluate"], planned_energy(RunLayout(loaded.recipe.run_dir), slice_.planning)
+        prints = fingerprints(loaded, pipeline.stage_table(loaded.recipe))
+        RunLayout(loaded.recipe.run_dir).root.mkdir(parents=True, exist_ok=True)
+        write_run_plan(loaded.recipe)  # what run_pipeline writes beside recipe.resolved.yaml
+        return prints["evaluate"], planned_energy(RunLayout(loaded.recipe.run_dir))
 
     before, planned = evaluate([])
     assert "h100" in planned["note"].lower() and planned["joules_per_step"]
-    for change in ("cluster.hardware=a100", "cluster.mfu=0.2", "cluster.gpus_per_node=4", "stage2.grad_accum_steps=2",
-                   "stage2.seq_len=96"):
+    for change in ("cluster.hardware=a100", "cluster.mfu=0.2", "cluster.gpus_per_node=4"):
         after, moved = evaluate([change])
-        assert after != before, change
-        assert moved["joules_per_step"] != planned["joules_per_step"], change  # the estimate it reports moved
+        assert after == before, change  # an estimate is no score
+        assert moved["joules_per_step"] != planned["joules_per_step"], change  # the report shows it
     assert "a100" in evaluate(["cluster.hardware=a100"])[1]["note"].lower()
+    for change in ("stage2.grad_accum_steps=2", "stage2.seq_len=96"):
+        after, moved = evaluate([change])
+        assert after != before and moved["joules_per_step"] != planned["joules_per_step"], change
     for unread in ("stage2.log_every=7", "stage2.checkpoint.every_steps=3", "export.dtype=float32"):
         assert evaluate([unread])[0] == before, unread
+
+
+def test_a_plan_that_cannot_be_made_stops_no_run_and_the_report_says_why(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = load_recipe(REPO / "recipes/tiny_english_source.yaml", [f"run_root={tmp_path}"])
+    layout = RunLayout(loaded.recipe.run_dir)
+    layout.root.mkdir(parents=True)
+    assert planned_energy(layout) is None  # no plan and no recipe: no column
+
+    def broken(recipe: object) -> dict:
+        raise KeyError("num_layers")
+
+    monkeypatch.setattr(recipe_plan, "plan_recipe", broken)
+    recipe_plan.write_run_plan(loaded.recipe)  # a fault in an estimate is recorded, not raised
+    assert planned_energy(layout) == {"joules_per_step": {}, "note": "no plan estimate: KeyError: 'num_layers'"}

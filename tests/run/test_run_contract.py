@@ -145,6 +145,33 @@ def test_a_changed_suite_file_reruns_evaluate(run) -> None:
     assert warm_calls(calls) == ["evaluate"]
 
 
+def test_a_changed_suite_data_file_or_compare_model_reruns_evaluate(run) -> None:
+    """evaluate's print hashes the files the suite loader resolves (a task's data file, relative to
+    its suite's folder) and the `compare` model folders, not only the suite YAML."""
+    root, calls, _ = run
+    (root / "data").mkdir()
+    pairs = root / "data" / "pairs.jsonl"
+    pairs.write_text('{"good": "Hun er glad.", "bad": "Hun er glade."}\n')
+    (root / "suite.yaml").write_text("name: stub\ntasks:\n  - {kind: minimal_pairs, lang: nb, path: data/pairs.jsonl}\n")
+    other = root / "other_model"
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "llama"}')
+    (other / "model.safetensors").write_bytes(WEIGHTS)
+    compare = [f"evaluation.compare=[{other}]"]
+    run_pipeline(load_recipe(root / "warm.yaml", compare))
+    calls.clear()
+    pairs.write_text('{"good": "Han er glad.", "bad": "Han er glade."}\n')
+    run_pipeline(load_recipe(root / "warm.yaml", compare))
+    assert warm_calls(calls) == ["evaluate"]
+    calls.clear()
+    (other / "model.safetensors").write_bytes(safetensors_bytes({"w": np.ones(2, np.float32)}))
+    run_pipeline(load_recipe(root / "warm.yaml", compare))
+    assert warm_calls(calls) == ["evaluate"]
+    calls.clear()
+    run_pipeline(load_recipe(root / "warm.yaml", compare))
+    assert warm_calls(calls) == []
+
+
 def test_a_failed_rerun_leaves_the_previous_output_intact(run) -> None:
     root, calls, failing = run
     run_pipeline(load_recipe(root / "warm.yaml"))
