@@ -18,7 +18,6 @@ Inside the pipeline the models are the ones the recipe's enabled stages made (`c
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from langadapt.evaluation.token_cost import token_costs
 from langadapt.evaluation.training import EvaluateSlice, planned_energy, trained_runs
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.context import StageContext
-from langadapt.run.layout import MODEL_STAGES, RunLayout
+from langadapt.run.layout import MODEL_STAGES, RunLayout, read_manifest
 from langadapt.run.trackers import log_evaluation
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
@@ -175,9 +174,8 @@ def _run_base_and_seed(run_dir: Path) -> tuple[str | None, int]:
     seed = int(tree.get("seed", 0))
     base = (tree.get("base_model") or {}).get("path") if tree.get("init") == "warm" else None
     for stage in MODEL_STAGES.values():
-        manifest = layout.manifest(stage)
-        if manifest.is_file():
-            base = json.loads(manifest.read_text(encoding="utf-8")).get("base_model") or base
+        if layout.manifest(stage).is_file():
+            base = read_manifest(layout.stage_dir(stage)).get("base_model") or base
             break
     return base, seed
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from langadapt.run.metrics_log import kept_lines, read_metrics
 from langadapt.runtime.logs import clock, terminal_bar
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
@@ -46,15 +47,6 @@ def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def _parse(line: str) -> dict:
-    """A metrics.jsonl row; a line cut short by a kill counts as never written (step inf)."""
-    try:
-        row = json.loads(line)
-        return row if isinstance(row, dict) and "step" in row else {"step": math.inf}
-    except ValueError:
-        return {"step": math.inf}
 
 
 def source_progress(stream: object) -> tuple[dict[str, int], dict[str, float]]:
@@ -78,13 +70,6 @@ def human(count: float) -> str:
         if abs(count) >= size:
             return f"{count / size:.1f}{unit}"
     return f"{count:.0f}"
-
-
-def kept_rows(path: Path, step: int) -> list[str]:
-    """metrics.jsonl's rows up to `step`: a resumed stage drops those logged after its checkpoint."""
-    if not path.is_file():
-        return []
-    return [row for row in path.read_text().splitlines() if _parse(row)["step"] <= step]
 
 
 class LossWindow:
@@ -130,8 +115,9 @@ class StepMeter(Callback):
 
     def on_stage_start(self, start: StageStart) -> None:
         self.cost, self.total_steps = start.cost, start.total_steps
-        kept = kept_rows(self.previous, start.step) if self.previous is not None else []
-        self._elapsed_before = max((_parse(r).get("elapsed_seconds") or 0.0 for r in kept), default=0.0)
+        kept = read_metrics(self.previous).train if self.previous is not None else []
+        self._elapsed_before = max((r.get("elapsed_seconds") or 0.0 for r in kept if r["step"] <= start.step),
+                                   default=0.0)
         self._energy = energy_counter(start.cost.device)
         self._started = time.perf_counter()
         self._new_window()
@@ -208,7 +194,7 @@ class MetricsFile(Callback):
     def on_stage_start(self, start: StageStart) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_file():
-            self.path.write_text("".join(row + "\n" for row in kept_rows(self.path, start.step)))
+            self.path.write_text("".join(line + "\n" for line in kept_lines(self.path, start.step)))
         self._file = open(self.path, "a", encoding="utf-8")
 
     def on_log(self, row: dict) -> None:
