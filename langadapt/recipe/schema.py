@@ -90,7 +90,7 @@ class Recipe(Config):
     @field_validator("name")
     @classmethod
     def _name_is_a_folder_name(cls, name: str) -> str:
-        """The name becomes <run_root>/<name>: one folder name, never a path (run.layout.name_problem)."""
+        """The name becomes <run_root>/<name>: one folder name, never a path (recipe.paths.name_problem)."""
         if (problem := name_problem(name)) is not None:
             raise ValueError(problem)
         return name

@@ -157,7 +157,7 @@ class EmbeddingsPaths(ModelStagePaths):
 
     @property
     def mapping(self) -> Path:
-        """Every new token's old pieces (`embeddings.mapping.TokenMapping`)."""
+        """Every new token's old pieces (`embeddings.mapping.VocabMapping`)."""
         return self.root / "mapping.json"
 
     @property
