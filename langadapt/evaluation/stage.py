@@ -159,7 +159,7 @@ def add_tokenizer_facts(results: dict[str, Any], layout: RunLayout) -> None:
     """What the run's tokenizer stage made and measured, for the report and results.json: its
     `tokenizer.kind` (the road: keep_base, extend or a new tokenizer), tokens per byte (the run's
     tokenizer and the base's) and, when the vocabulary stopped short of vocab_size, the
-    line that says so (said on the console, in `plan` and the card; the report used to omit it)."""
+    line that says so (as the console, `plan` and the card say it)."""
     results["tokens_per_byte"] = token_costs(layout)
     if kind := layout.stage_summary("tokenizer").get("kind") or layout.recipe().get("tokenizer", {}).get("kind"):
         results.setdefault("tokenizers", {})["kind"] = kind  # the report names the road near its top

@@ -247,7 +247,7 @@ def base_costs(rows: list[dict], langs: list[str]) -> str:
 def forgetting_cell(row: dict) -> str:
     """The table's forgetting cell: `en +5.0%` when a language got worse, `none (en -1.0%: least
     gain)` when none did (the column is the worst other language; a fall is no forgetting, and
-    calling it the largest forgetting read as a loss: issue 38), `–` when none was scored."""
+    calling it the largest forgetting would read as a loss), `–` when none was scored."""
     if row["forgetting"] is None:
         return "–"
     change = f"{row['forgetting_lang']} {row['forgetting']:+.1%}"

@@ -16,9 +16,9 @@ PREPARATION_CPU_SECONDS_PER_GB = 180.0
 """CPU-seconds (user + sys) per GB (1e9 bytes) of text for the data and tokenizer stages together,
 per GB past the first (the tokenizer's merges are bounded by its sample and stop growing):
 benchmarks/data_scale.py, the slope from 0.5 to 5 GB with 2 workers on the 2-core dev machine,
-2026-11-28, session 17 (179.7; at 5 GB the data stage ~33, token-shard encoding ~140 with tiktoken,
-reading the corpus for the sample ~22; session 14 measured 293). Update it from that table. The embeddings stage (loading the base model once,
-minutes) is not in it."""
+measured 2026-11-28 (179.7; at 5 GB the data stage ~33, token-shard encoding ~140 with tiktoken,
+reading the corpus for the sample ~22). Update it from that table. The embeddings stage (loading
+the base model once, minutes) is not in it."""
 BYTES_PER_TOKEN = 4.0
 """UTF-8 bytes per token, to turn a source's token count into bytes when its files are not here:
 trained BPE tokenizers average 3-5 bytes per token on their own language (NorMistral's 1.22

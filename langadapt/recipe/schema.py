@@ -247,7 +247,7 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
 
 def _bad_index(dotted_key: str, name: str, written: str, items: Any) -> LangadaptError:
     """The error for `sources[-1]`, `sources[]` or `sources[first]`: the index is the problem, so it
-    is named with the positions there are (read as a key, it used to end in "unknown key; did you
+    is named with the positions there are (read as a key, it would end in "unknown key; did you
     mean sources?"). Only positions counted from 0 are taken: the list a recipe inherits can grow,
     and an index from the end would then silently change which entry it sets."""
     count = len(items) if isinstance(items, list) else 0

@@ -78,9 +78,9 @@ class LossWindow:
     One definition for two readers: `StepMeter` writes each window's mean as the curve's point, and
     `fit` closes its own window on the same steps, so `TrainResult.final_loss` (and the stage
     summary's `final_loss`, which the model card prints) is the curve's last point, not a second,
-    noisier number (until issue 38 it was the last step's loss alone, one batch, which differed from
-    the last point of the curve the report draws). Steps with a non-finite loss are left out; a
-    window of none has no mean (NaN)."""
+    noisier number (the last step's loss alone is one batch's, and would differ from the last point
+    of the curve the report draws). Steps with a non-finite loss are left out; a window of none has
+    no mean (NaN)."""
 
     def __init__(self, log_every: int) -> None:
         self.log_every = log_every
