@@ -5,7 +5,7 @@ Library use: `transfer_embeddings(model, old_tokenizer, new_tokenizer, Embedding
 
 Names are imported lazily (the settings, `recipe.embeddings`, are plain pydantic): loading
 a recipe must not import torch and transformers (an invalid recipe then errors in a fraction of a
-second instead of ~5 s; `tests/run/test_preflight.py` checks it).
+second instead of ~5 s; `tests/cli/test_schema_import.py` checks it).
 """
 
 from __future__ import annotations

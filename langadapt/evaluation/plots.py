@@ -7,7 +7,6 @@ returns the path, or None when there is nothing to draw (so the report simply le
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from langadapt.evaluation.tables import ordered_langs
 from langadapt.evaluation.training import TrainedRun, epoch_marks, token_axis, validation_points
+from langadapt.run.metrics_log import read_metrics
 
 GAIN, LOSS, NEUTRAL = "#2a9d4b", "#c8452c", "#9a9a9a"
 """Bar colours for a lower (better), a higher (worse) and an equal (or unknown) bpb than the reference."""
@@ -111,20 +111,12 @@ def _tokenizer_label(results: dict, name: str) -> str:
     return f"{name} tokenizer ({', '.join(used_by)})"
 
 
-def read_metrics(path: Path) -> list[dict]:
-    """Rows of a training metrics.jsonl with a finite loss; bad or cut-off lines are skipped."""
-    rows: dict[float, dict] = {}
-    if not path.is_file():
-        return []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-        loss = row.get("loss") if isinstance(row, dict) else None
-        if isinstance(loss, (int, float)) and math.isfinite(loss) and "step" in row:
-            rows[row["step"]] = row  # a resumed run may rewrite steps: keep the last
-    return [rows[s] for s in sorted(rows)]
+def _curve_rows(path: Path) -> list[dict]:
+    """The train rows of a metrics.jsonl (`run.metrics_log`) that a loss curve draws: a finite loss
+    and a token count."""
+    return [row for row in read_metrics(path).train
+            if isinstance(row.get("loss"), (int, float)) and math.isfinite(row["loss"])
+            and isinstance(row.get("tokens"), (int, float))]
 
 
 Curve = tuple[str, list[float], list[float], list[float], bool]
@@ -142,7 +134,7 @@ def loss_curves(runs: list[TrainedRun], per_token: bool) -> list[Curve]:
             scale = record.flops_per_token if per_token else 1.0
             if not scale:
                 break
-            rows = [r for r in read_metrics(record.metrics) if isinstance(r.get("tokens"), (int, float))]
+            rows = _curve_rows(record.metrics)
             if not rows:
                 continue
             x = [offset + r["tokens"] * scale for r in rows]

@@ -18,7 +18,6 @@ Inside the pipeline the models are the ones the recipe's enabled stages made (`c
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from langadapt.evaluation.token_cost import token_costs
 from langadapt.evaluation.training import EvaluateSlice, compare_folder, planned_energy, trained_runs
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.context import StageContext
-from langadapt.run.layout import MODEL_STAGES, RunLayout
+from langadapt.run.layout import MODEL_STAGES, RunLayout, read_manifest
 from langadapt.run.trackers import log_evaluation
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
@@ -157,7 +156,7 @@ def add_tokenizer_facts(results: dict[str, Any], layout: RunLayout) -> None:
     """What the run's tokenizer stage made and measured, for the report and results.json: its
     `tokenizer.kind` (the road: keep_base, extend or a new tokenizer), tokens per byte (the run's
     tokenizer and the base's) and, when the vocabulary stopped short of vocab_size, the
-    line that says so (said on the console, in `plan` and the card; the report used to omit it)."""
+    line that says so (as the console, `plan` and the card say it)."""
     results["tokens_per_byte"] = token_costs(layout)
     if kind := layout.stage_summary("tokenizer").get("kind") or layout.recipe().get("tokenizer", {}).get("kind"):
         results.setdefault("tokenizers", {})["kind"] = kind  # the report names the road near its top
@@ -172,9 +171,8 @@ def _run_base_and_seed(run_dir: Path) -> tuple[str | None, int]:
     seed = int(tree.get("seed", 0))
     base = (tree.get("base_model") or {}).get("path") if tree.get("init") == "warm" else None
     for stage in MODEL_STAGES.values():
-        manifest = layout.manifest(stage)
-        if manifest.is_file():
-            base = json.loads(manifest.read_text(encoding="utf-8")).get("base_model") or base
+        if layout.manifest(stage).is_file():
+            base = read_manifest(layout.stage_dir(stage)).get("base_model") or base
             break
     return base, seed
 

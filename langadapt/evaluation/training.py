@@ -13,7 +13,6 @@ stage 2's step s is plotted at (stage 1's last step + s).
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.slices import reads
-from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout
+from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout, read_manifest
+from langadapt.run.metrics_log import read_metrics
 from langadapt.runtime.logs import clock
 
 RISE = 0.005
@@ -64,14 +64,6 @@ class TrainedRun:
         return {record.stage: record.metrics for record in self.stages}
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _stage_flops(model: Path, settings: dict) -> float | None:
     """FLOPs per token of the stage's model as it trained (`settings`: seq_len, trainable)."""
     try:
@@ -86,9 +78,9 @@ def trained_run(name: str, layout: RunLayout) -> TrainedRun:
     records = []
     for stage in TRAINING_STAGES:
         paths = layout.trained(stage)
-        if not read_rows(paths.metrics)[0]:
+        if not read_metrics(paths.metrics).train:
             continue
-        manifest = _read_json(layout.manifest(stage))
+        manifest = read_manifest(layout.stage_dir(stage))
         summary = manifest.get("summary") if isinstance(manifest.get("summary"), dict) else {}
         records.append(StageRecord(stage, paths.metrics, summary, manifest.get("wall_seconds"),
                                    recipe.get(stage) if isinstance(recipe.get(stage), dict) else {},
@@ -129,7 +121,7 @@ def training_rate(record: StageRecord) -> float | None:
     do in the logged rate, and a slow first window weighs by its duration rather than as one row."""
     tokens = seconds = 0.0
     before = 0.0
-    for row in read_rows(record.metrics)[0]:
+    for row in read_metrics(record.metrics).train:
         seen, rate = row.get("tokens"), row.get("tokens_per_second")
         if isinstance(seen, (int, float)) and isinstance(rate, (int, float)) and rate > 0 and seen > before:
             tokens, seconds = tokens + seen - before, seconds + (seen - before) / rate
@@ -183,29 +175,12 @@ def settings_rows(runs: list[TrainedRun]) -> tuple[list[str], list[list[str]]] |
     return ["", *(name for name, _ in columns)], [[label, *(f.get(label, "–") for _, f in columns)] for label in labels]
 
 
-def read_rows(path: Path) -> tuple[list[dict], list[dict]]:
-    """(train rows, validation rows) of a metrics.jsonl, by step (a resumed run's rewrite wins)."""
-    train: dict[float, dict] = {}
-    valid: dict[float, dict] = {}
-    if not Path(path).is_file():
-        return [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-        if not isinstance(row, dict) or "step" not in row:
-            continue
-        (valid if isinstance(row.get("valid"), dict) else train)[row["step"]] = row
-    return [train[s] for s in sorted(train)], [valid[s] for s in sorted(valid)]
-
-
 def validation_points(metrics: dict[str, Path]) -> list[dict]:
     """Every validation row of every stage, with `stage`, `global_step` (`offset`: where the stage
     starts on that axis) and the most repeated source's passes at that step (`source`, `epochs`)."""
     points, offset = [], 0
     for stage, path in metrics.items():
-        train, valid = read_rows(path)
+        train, valid = read_metrics(path)
         epochs = {r["step"]: r.get("epochs_by_source") or {} for r in train}
         for row in valid:
             seen = epochs.get(row["step"]) or {}
@@ -223,7 +198,7 @@ def token_axis(metrics: dict[str, Path]) -> dict[int, float]:
     axis: dict[int, float] = {}
     step_offset, token_offset = 0, 0.0
     for path in metrics.values():
-        train, valid = read_rows(path)
+        train, valid = read_metrics(path)
         counted = [r for r in train if isinstance(r.get("tokens"), (int, float))]
         axis.update({step_offset + r["step"]: token_offset + r["tokens"] for r in counted})
         last = [r["step"] for r in train] or [r["step"] for r in valid]
@@ -237,7 +212,7 @@ def epoch_marks(metrics: dict[str, Path]) -> list[tuple[int, str, int]]:
     3rd, ... pass, from the logged train rows (the step is the first logged one past the boundary)."""
     marks, offset = [], 0
     for path in metrics.values():
-        train, _ = read_rows(path)
+        train, _ = read_metrics(path)
         final = train[-1].get("epochs_by_source") if train else None
         if final:
             source = max(final, key=final.get)
@@ -281,7 +256,7 @@ def energy_rows(metrics: dict[str, Path], planned: dict | None) -> list[list[str
     """Per stage: measured joules per step (all devices) next to the plan's estimate."""
     rows = []
     for stage, path in metrics.items():
-        train, _ = read_rows(path)
+        train, _ = read_metrics(path)
         measured = [r for r in train if isinstance(r.get("joules_per_step"), (int, float))]
         plan = (planned or {}).get("joules_per_step", {}).get(stage)
         if not train or (not measured and plan is None):

@@ -55,7 +55,7 @@ from langadapt.pipeline.runner import plan_actions, run_pipeline
 from langadapt.recipe import LoadedRecipe, load_recipe
 from langadapt.recipe.schema import apply_overrides
 from langadapt.run import completion
-from langadapt.run.layout import STAGES, TRAINING_STAGES, RunLayout
+from langadapt.run.layout import STAGES, TRAINING_STAGES, RunLayout, read_manifest
 
 log = logging.getLogger("langadapt")
 
@@ -196,7 +196,7 @@ def measure(point: Point, recipe: str | Path) -> dict:
     sides = {key: getattr(found, key) if found else None for key in
              ("model", "reference", "target_lang", "target_change", "gain", "forgetting_lang", "forgetting")}
     summaries = {s: layout.stage_summary(s) for s in TRAINING_STAGES}
-    manifests = [layout.manifest(s) for s in TRAINING_STAGES if layout.manifest(s).is_file()]
+    walls = [read_manifest(layout.stage_dir(s)).get("wall_seconds", 0) for s in TRAINING_STAGES]
     grid_sets = [f"{k}={v}" for k, v in point.grid.items()]
     return {
         "id": point_id(point.grid), "label": point.label, "grid": point.grid, "run_dir": str(layout.root),
@@ -206,7 +206,7 @@ def measure(point: Point, recipe: str | Path) -> dict:
         **sides, "headline": found.headline() if found else None,
         "target_langs": target_langs(results), "tokens_per_byte": token_costs(layout),
         "train_tokens": sum(int(s.get("tokens") or 0) for s in summaries.values()),
-        "train_seconds": round(sum(json.loads(m.read_text()).get("wall_seconds", 0) for m in manifests), 1),
+        "train_seconds": round(sum(walls), 1),
     }
 
 
@@ -247,7 +247,7 @@ def base_costs(rows: list[dict], langs: list[str]) -> str:
 def forgetting_cell(row: dict) -> str:
     """The table's forgetting cell: `en +5.0%` when a language got worse, `none (en -1.0%: least
     gain)` when none did (the column is the worst other language; a fall is no forgetting, and
-    calling it the largest forgetting read as a loss: issue 38), `–` when none was scored."""
+    calling it the largest forgetting would read as a loss), `–` when none was scored."""
     if row["forgetting"] is None:
         return "–"
     change = f"{row['forgetting_lang']} {row['forgetting']:+.1%}"

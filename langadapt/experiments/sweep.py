@@ -34,6 +34,7 @@ from pathlib import Path
 from langadapt.errors import LangadaptError
 from langadapt.recipe.paths import check_name
 from langadapt.run.layout import MARKER, STAGES, RunLayout
+from langadapt.run.metrics_log import read_metrics
 from langadapt.runtime.launch_options import LaunchOptions, sbatch_options
 from langadapt.runtime.presets import PRESETS, ClusterPreset, PresetName
 from langadapt.runtime.sbatch import write_sbatch
@@ -199,18 +200,11 @@ def measure(run_dir: Path, warmup_steps: int) -> dict[str, object]:
     """Status and throughput of one configuration's stage 2 (median over the steps after warm-up)."""
     layout = RunLayout(run_dir)
     stage2 = layout.stage2
-    rows = []
-    if stage2.metrics.is_file():
-        for line in stage2.metrics.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:  # a line cut short by a kill
-                continue
-            if isinstance(row, dict) and "tokens_per_second" in row and row.get("step", 0) > warmup_steps:
-                rows.append(row)
+    rows = [row for row in read_metrics(stage2.metrics).train
+            if "tokens_per_second" in row and row["step"] > warmup_steps]
     if not (stage2.root / MARKER).is_file() or not rows:
         return {"status": "incomplete" if stage2.root.is_dir() else "not started"}
-    summary = json.loads(layout.manifest("stage2").read_text()).get("summary", {})
+    summary = layout.stage_summary("stage2")
     mfus = [row["mfu"] for row in rows if row.get("mfu") is not None]
     return {"status": "ok", "world_size": summary.get("world_size"), "steps_measured": len(rows),
             "tokens_per_second": statistics.median(row["tokens_per_second"] for row in rows),

@@ -20,7 +20,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from langadapt.data.shards import read_shard
 from langadapt.export.provenance import RunFacts, trained_sources
 from langadapt.recipe.export import ExportConfig
-from langadapt.run.layout import TRAINER_STATE, TRAINING_STAGES, RunLayout, latest_checkpoint
+from langadapt.run.layout import TRAINER_STATE, TRAINING_STAGES, RunLayout, latest_checkpoint, read_manifest
 from langadapt.tokenizer.summary import vocabulary_shortfall
 
 STAGE_TEXT = {
@@ -237,7 +237,7 @@ def duration(seconds: float) -> str:
 def compute_text(layout: RunLayout, stages: tuple[str, ...]) -> str:
     lines = []
     for stage in stages:
-        manifest = read_json(layout.manifest(stage))
+        manifest = read_manifest(layout.stage_dir(stage))
         s = manifest.get("summary", {})
         energy = f", {s['energy_kwh']:.2f} kWh" if "energy_kwh" in s else ""
         lines.append(f"- {stage}: {s.get('world_size', 1)} process(es), {s.get('engine', '?')} engine "

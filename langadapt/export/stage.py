@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import logging
 import shutil
 import tempfile
@@ -26,7 +25,7 @@ import torch
 from huggingface_hub.constants import REPOCARD_NAME
 
 from langadapt.errors import LangadaptError
-from langadapt.export.card import Exported, build_card, read_json, trained_tokens
+from langadapt.export.card import Exported, build_card, trained_tokens
 from langadapt.export.folder import write_model_folder
 from langadapt.export.provenance import ExportSlice, RunFacts, check_licence, publishable_recipe
 from langadapt.export.trained import completed_training_stages, parse_checkpoint, require_trained
@@ -35,7 +34,7 @@ from langadapt.recipe.export import RECIPE_FILE, ExportConfig
 from langadapt.run.completion import is_complete
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
-from langadapt.run.layout import MANIFEST, MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout
+from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, ExportPaths, RunLayout, read_manifest
 
 log = logging.getLogger("langadapt")
 
@@ -50,10 +49,7 @@ def check_replaceable(ctx: StageContext) -> None:
     folder = final.export.model
     if ctx.overwrite or not folder.exists():
         return
-    try:
-        recorded = json.loads(final.manifest(ctx.stage).read_text())["summary"]["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        recorded = None
+    recorded = final.stage_summary(ctx.stage).get("files")
     current = file_hashes(folder)
     if recorded is None:
         raise LangadaptError(f"{folder}: exists and was not written by this run's export; "
@@ -156,7 +152,7 @@ def verified_for_push(paths: ExportPaths, layout: RunLayout, config: ExportConfi
     from huggingface_hub import ModelCard
     from transformers import AutoModelForCausalLM
 
-    manifest = read_json(paths.root / MANIFEST).get("summary", {})
+    manifest = read_manifest(paths.root).get("summary", {})
     if "verification" not in manifest:
         raise LangadaptError(f"{paths.model}: no verification recorded (exported by an older langadapt?); "
                              "re-export with --overwrite before pushing")

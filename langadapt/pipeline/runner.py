@@ -138,6 +138,12 @@ def _start_action(name: str, layout: RunLayout, fingerprint: str, force: bool) -
     return RESUME if name in TRAINING_STAGES else RUN
 
 
+def _force(force: bool | None, only: str | None, start: str | None) -> bool:
+    """Whether complete stages among the selected re-run: `force` when given, else only under
+    --only and --from (asking for a stage by name means running it)."""
+    return bool(only) or bool(start) if force is None else force
+
+
 def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | None = None,
                  until: str | None = None, force: bool | None = None, dry_run: bool = False,
                  overwrite: bool = False, wait_for_lock: bool = False) -> list[tuple[str, str]]:
@@ -153,7 +159,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     selected = select_stages(list(STAGES), only, start, until)
     take_over = force is True  # --force, not the re-run that --only/--from imply
     claim_run(loaded, layout, take_over, record=False)  # another recipe's folder: refused before anything
-    force = bool(only) or bool(start) if force is None else force
+    force = _force(force, only, start)
     check_recipe(loaded, selected)  # everything knowable without training, before any stage runs
     if dry_run:
         actions, _ = plan_actions(loaded, selected, force, cache=HashCache(layout.hash_cache))
@@ -203,7 +209,8 @@ def _check_training_epochs(actions: list[tuple[Stage, str]], ctx: StageContext) 
     """Every training stage about to run plans its epochs on the token shards (`train.stage.plan_epochs_on_shards`,
     the plan training streams with) as soon as they exist: after the tokenizer stage, before the
     embeddings stage and stage 1. Preflight had only estimates where the shards were still to be
-    written, and a cap that only the real counts cross used to stop stage 2 after stage 1 trained."""
+    written: a cap that only the real counts cross would otherwise stop stage 2 after stage 1 trained.
+    A stage whose entry is not an `Entry` (a stand-in, in the tests) has no slice to plan."""
     from langadapt.train.stage import plan_epochs_on_shards
 
     for stage, action in actions:
@@ -263,7 +270,7 @@ def dry_run(loaded: LoadedRecipe, only: str | None = None, start: str | None = N
     with report.guard():  # first: the preflight's last check (transformers) waits for a valid recipe
         claim_run(loaded, layout, take_over=force is True, record=False)
     find_problems(loaded, selected, report=report)
-    force = bool(only) or bool(start) if force is None else force
+    force = _force(force, only, start)
     actions: list[tuple[str, str]] = []
     try:
         cache = HashCache(layout.hash_cache)

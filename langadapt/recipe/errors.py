@@ -263,13 +263,25 @@ class Report:
     def add(self, loc: tuple[Any, ...], what: str) -> None:
         """One problem at recipe key `loc`; a stage-2 key inherited from stage 1 is blamed on stage 1's line."""
         key = dotted(loc)
-        if len(loc) > 1 and loc[0] == "stage2" and loc[1] in self.inheritance.get("inherited", []):
-            key = f"{key} (inherited from stage1.{loc[1]})"
+        if len(loc) > 1 and loc[0] == "stage2" and (source := self._inherited(loc[1:])) is not None:
+            key = f"{key} (inherited from stage1.{source})"
             loc = ("stage1", *loc[1:])
         flag = override_for(dotted(loc), self.overrides)
         line = None if flag else yaml_line(self.root, loc)
         where = f"--set {flag}" if flag else f"{self.path}:{line}" if line else str(self.path)
         self._append((where, f"{key}: {what}"))
+
+    def _inherited(self, loc: tuple[Any, ...]) -> str | None:
+        """The stage-1 key a stage-2 problem at `loc` (below stage2) comes from: an inherited key at
+        or above it (`inherit_stage2`'s dotted keys), or `loc` itself when stage 2 inherited all that
+        stage 1 wrote below it; None when stage 2 wrote it."""
+        parts = [str(part) for part in loc]
+        inherited = [key.split(".") for key in self.inheritance.get("inherited", [])]
+        if found := next((key for key in inherited if parts[:len(key)] == key), None):
+            return ".".join(found)
+        overridden = [key.split(".") for key in self.inheritance.get("overridden", [])]
+        below = [key for key in inherited + overridden if key[:len(parts)] == parts]
+        return ".".join(parts) if below and all(key in inherited for key in below) else None
 
     def _append(self, problem: tuple[str, str]) -> None:
         """One problem, once: checks run per stage find a recipe-wide one (engine.*) once per stage."""

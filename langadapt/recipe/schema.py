@@ -8,7 +8,8 @@ unknown keys fail with "did you mean", errors name the file, line and dotted key
 
 Stage 2 inherits every key that stage 1 sets explicitly (batch, sequence length, optimizer, ...)
 except the ones that define a stage (steps, trainable, train_rows, schedule, mixture, replay, zero_stage, enabled); what was
-inherited and what was overridden is recorded and logged when stage 2 starts (nanochat style).
+inherited and what was overridden is recorded, as dotted keys (`optimizer.lr`), and logged when stage 2
+starts (nanochat style).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class Recipe(Config):
     @field_validator("name")
     @classmethod
     def _name_is_a_folder_name(cls, name: str) -> str:
-        """The name becomes <run_root>/<name>: one folder name, never a path (run.layout.name_problem)."""
+        """The name becomes <run_root>/<name>: one folder name, never a path (recipe.paths.name_problem)."""
         if (problem := name_problem(name)) is not None:
             raise ValueError(problem)
         return name
@@ -246,7 +247,7 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
 
 def _bad_index(dotted_key: str, name: str, written: str, items: Any) -> LangadaptError:
     """The error for `sources[-1]`, `sources[]` or `sources[first]`: the index is the problem, so it
-    is named with the positions there are (read as a key, it used to end in "unknown key; did you
+    is named with the positions there are (read as a key, it would end in "unknown key; did you
     mean sources?"). Only positions counted from 0 are taken: the list a recipe inherits can grow,
     and an index from the end would then silently change which entry it sets."""
     count = len(items) if isinstance(items, list) else 0
@@ -299,17 +300,42 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return merged
 
 
+def _leaf_keys(value: Any, key: str) -> list[str]:
+    """`key` and, below a non-empty mapping, the dotted key of every value in it."""
+    if isinstance(value, dict) and value:
+        return [leaf for name, inner in value.items() for leaf in _leaf_keys(inner, f"{key}.{name}")]
+    return [key]
+
+
+def _inheritance(stage1: dict[str, Any], stage2: dict[str, Any],
+                 prefix: str = "") -> tuple[list[str], list[str]]:
+    """(inherited, overridden) dotted keys of what stage 1 wrote, as `_deep_merge` combines them: a
+    key stage 2 leaves out is inherited with every value below it; a mapping both write is split key
+    by key; any other key stage 2 writes is overridden whole."""
+    inherited, overridden = [], []
+    for name, value in stage1.items():
+        key = f"{prefix}{name}"
+        if name not in stage2:
+            inherited += _leaf_keys(value, key)
+        elif isinstance(value, dict) and value and isinstance(stage2[name], dict):
+            below = _inheritance(value, stage2[name], f"{key}.")
+            inherited, overridden = inherited + below[0], overridden + below[1]
+        else:
+            overridden.append(key)
+    return inherited, overridden
+
+
 def inherit_stage2(tree: dict[str, Any]) -> dict[str, list[str]]:
-    """Fill stage2 from stage1 in place; returns {"inherited": [...], "overridden": [...]}."""
+    """Fill stage2 from stage1 in place; returns {"inherited": [...], "overridden": [...]}, dotted
+    keys below stage 1 (`optimizer.betas`): a stage 2 that sets `optimizer.lr` overrides that one
+    and inherits the rest of stage 1's optimizer."""
     stage1, stage2 = tree.get("stage1") or {}, tree.get("stage2") or {}
     if not isinstance(stage1, dict) or not isinstance(stage2, dict):
         return {"inherited": [], "overridden": []}
     shared = {k: v for k, v in stage1.items() if k not in STAGE2_OWN_KEYS}
     tree["stage2"] = _deep_merge(shared, stage2)
-    return {
-        "inherited": sorted(k for k in shared if k not in stage2),
-        "overridden": sorted(k for k in shared if k in stage2),
-    }
+    inherited, overridden = _inheritance(shared, stage2)
+    return {"inherited": sorted(inherited), "overridden": sorted(overridden)}
 
 
 class LoadedRecipe:

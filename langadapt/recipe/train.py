@@ -113,7 +113,7 @@ class TrainStageConfig(Config):
     """One training stage (stage 1 or stage 2); both run the same loop, `langadapt.train.loop.fit`."""
 
     enabled: bool = True
-    """Run this stage; a disabled stage writes only a note and stage 2 starts from the embeddings."""
+    """Run this stage; a disabled one is skipped and writes nothing: without stage 1, stage 2 starts from the embeddings; without stage 2, stage 1's model is the run's last."""
     steps: int = Field(100, ge=1, le=MAX_STEPS)
     """Optimizer steps."""
     micro_batch_size: int = Field(8, ge=1, le=65_536)

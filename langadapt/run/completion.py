@@ -2,10 +2,11 @@
 
 `prepare_stage_dir` readies a stage's folder (keeping partial work of the same fingerprint, for a
 training stage's resume), the other ranks `wait_for_fingerprint` until rank 0 did, `write_manifest`
-writes the manifest and then the `COMPLETE` marker, and `is_complete` reads them back. A stage
-re-run with a different fingerprint is built in a sibling work folder and swapped in only when
-complete (`promote`); `recover` finishes a swap a crash interrupted. Where these files and folders
-are is `run.layout`'s: this module only decides when they are written.
+writes the manifest and then the `COMPLETE` marker, and `is_complete` reads them back (the manifest
+through `run.layout.read_manifest`, its one reader). A stage re-run with a different fingerprint is
+built in a sibling work folder and swapped in only when complete (`promote`); `recover` finishes a
+swap a crash interrupted. Where these files and folders are is `run.layout`'s: this module only
+decides when they are written.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from langadapt.run.layout import FINGERPRINT, MANIFEST, MARKER, STAGES, RunLayout
+from langadapt.run.layout import FINGERPRINT, MANIFEST, MARKER, STAGES, RunLayout, read_manifest
 
 TRACKED_PACKAGES = ("langadapt", "torch", "transformers", "tokenizers", "datasets", "deepspeed", "pydantic")
 
@@ -39,12 +40,7 @@ def is_complete(stage_dir: Path, fingerprint: str | None = None) -> bool:
     """Done, and (if given) done with these exact inputs."""
     if not (stage_dir / MARKER).is_file():
         return False
-    if fingerprint is None:
-        return True
-    try:
-        return json.loads((stage_dir / MANIFEST).read_text())["fingerprint"] == fingerprint
-    except (OSError, ValueError, KeyError):
-        return False
+    return fingerprint is None or read_manifest(stage_dir).get("fingerprint") == fingerprint
 
 
 def has_partial(stage_dir: Path, fingerprint: str) -> bool:

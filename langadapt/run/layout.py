@@ -157,7 +157,7 @@ class EmbeddingsPaths(ModelStagePaths):
 
     @property
     def mapping(self) -> Path:
-        """Every new token's old pieces (`embeddings.mapping.TokenMapping`)."""
+        """Every new token's old pieces (`embeddings.mapping.VocabMapping`)."""
         return self.root / "mapping.json"
 
     @property
@@ -182,6 +182,16 @@ class ExportPaths:
     @property
     def card(self) -> Path:
         return self.model / "README.md"
+
+
+def read_manifest(stage_dir: Path) -> dict[str, Any]:
+    """The manifest a stage folder's run wrote (`run.completion.write_manifest`): the one reader of
+    manifest.json; {} when there is none (yet) or it is not a JSON object."""
+    try:
+        manifest = json.loads((stage_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
 def recipe_tree(path: Path) -> dict[str, Any]:
@@ -299,10 +309,7 @@ class RunLayout:
 
     def stage_summary(self, stage: str) -> dict[str, Any]:
         """The `summary` a finished stage recorded in its manifest; {} when there is none (yet)."""
-        try:
-            summary = json.loads(self.manifest(stage).read_text(encoding="utf-8")).get("summary")
-        except (OSError, ValueError, AttributeError):
-            return {}
+        summary = read_manifest(self.stage_dir(stage)).get("summary")
         return summary if isinstance(summary, dict) else {}
 
     def checkpoint_export(self, name: str) -> ExportPaths:

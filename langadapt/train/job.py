@@ -2,10 +2,9 @@
 
 The training stage and a library caller both build the job first, before any model is loaded, so
 an engine that cannot run here fails in seconds; `fit` then reads the resolved settings from it
-and never resolves again (before, the stage and `fit` each called `resolve_training`, and `fit`
-took eleven loose arguments, one of which defaulted to "stage2"). Below `fit` the job is what the
-engines and the stage's helpers take, not its pieces again; the DeepSpeed JSON is one of its fields,
-built with it, so ZeRO-3 loading and the engine read one dict (they used to build it once each).
+and never resolves again (one `resolve_training` call per stage, so the two cannot disagree).
+Below `fit` the job is what the engines and the stage's helpers take, not its pieces again; the
+DeepSpeed JSON is one of its fields, built with it, so ZeRO-3 loading and the engine read one dict.
 """
 
 from __future__ import annotations
@@ -84,8 +83,8 @@ class TrainingJob:
         `TrainStageConfig` does not know which stage it is: "stage1" trains the embeddings and head
         only, "stage2" the whole model. None (the library's one-stage road: `transfer_embeddings`,
         then `fit`) trains `config.trainable`, else the whole model, under the name "train", and
-        says so in the log: it used to pass for "stage2" in logs and trackers, and a caller who
-        meant stage 1 trained the body without a word. Any other name is refused (a "stage_1"
+        says so in the log: it never passes for "stage2" in logs and trackers, and a caller who
+        meant stage 1 is told that the body trains. Any other name is refused (a "stage_1"
         would train the body as well). `dist` defaults to the world the environment describes.
         """
         name = _stage_name(stage_name, config)

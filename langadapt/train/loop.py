@@ -76,12 +76,13 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
         callbacks: Sequence[Callback] | None = None) -> TrainResult:
     """Train `model` on `stream` for `job.config.steps` steps; write checkpoints, metrics and
     `job.out_dir/model` (with `job.tokenizer` saved beside the weights when the job has one).
-    What trains, on which engine and with which global batch was decided when the job was
-    resolved (`TrainingJob.resolve`); `fit` reads it and decides nothing again.
+    What trains, on which engine, with which batch shape and sequence length was decided when the
+    job was resolved (`TrainingJob.resolve`); `fit` reads those numbers from `job.settings` and
+    decides nothing again (steps, optimizer, schedule and checkpoints come from `job.config`).
     `callbacks` watch the run (`langadapt.train.monitoring.callbacks`); None runs
     `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list."""
-    config, engine_config, dist, stage_name = job.config, job.engine, job.dist, job.stage
-    global_batch, out_dir, seed = job.settings.global_batch, job.out_dir, job.seed
+    config, settings, dist, stage_name = job.config, job.settings, job.dist, job.stage
+    out_dir, seed, tokens_per_step = job.out_dir, job.seed, settings.global_batch * settings.seq_len
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed + dist.rank)  # e.g. dropout masks differ per rank, as data does
@@ -99,8 +100,8 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                                                        dist.world_size)) from None
             resumed_step = state.step
             log.info("%s: resumed from %s (step %d)", stage_name, resumed, state.step)
-        cost = StepCost(global_batch * config.seq_len, flops_per_token(model, selection, config.seq_len),
-                        peak_flops(engine.device, engine_config.precision, engine_config.peak_tflops),
+        cost = StepCost(tokens_per_step, flops_per_token(model, selection, settings.seq_len),
+                        peak_flops(engine.device, settings.engine.precision, settings.engine.peak_tflops),
                         dist.world_size, engine.device)
         if callbacks is None:
             callbacks = default_callbacks(config, out_dir, f"{out_dir.resolve().parent.name}/{stage_name}",
@@ -110,13 +111,13 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
         with StopOnSignal() as stop, Callbacks(callbacks, start) as monitor:
             while state.step < config.steps:
                 monitor.step_start(state.step + 1)
-                batch = torch.from_numpy(stream.next_batch(global_batch, dist.rank, dist.world_size))
+                batch = torch.from_numpy(stream.next_batch(settings.global_batch, dist.rank, dist.world_size))
                 loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]))
-                           for mb in batch.split(config.micro_batch_size))
+                           for mb in batch.split(settings.micro_batch))
                 # Ranks must agree: on the loss (a NaN anywhere skips the step everywhere), on a stop
                 # signal and on a time-based save. One all-reduce per step carries all three.
                 loss, stop_votes, save_votes = engine.all_reduce_sum([float(loss), stop.requested, ckpt.time_due()])
-                loss /= job.settings.grad_accum * dist.world_size
+                loss /= settings.grad_accum * dist.world_size
                 lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
                 grad_norm = engine.step(lr, skip=not math.isfinite(loss))
                 _account(state, loss, grad_norm, config, stage_name, ckpt)
@@ -137,7 +138,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
         final_loss = state.last_loss
     elif not math.isfinite(final_loss):  # the last window's every step skipped: metrics.jsonl's null
         final_loss = None
-    return TrainResult(config.steps, config.steps * global_batch * config.seq_len, final_loss,
+    return TrainResult(config.steps, config.steps * tokens_per_step, final_loss,
                        state.skipped, sum(numel(p) for p in selection.params), resumed_step,
                        paths.model, monitoring, last_step_loss=state.last_loss)
 

@@ -8,8 +8,10 @@ warm-up, with progress p = (s - W) / (T - W) in [0, 1):
 - cosine:   min + (peak - min) * (1 + cos(pi * p)) / 2;
 - linear:   peak - (peak - min) * p;
 - wsd:      warmup-stable-decay (MiniCPM, Hagele et al. 2024): peak until the last
-            `decay_fraction` of all steps, then linear to min. A stable phase can be extended
-            (more data) without restarting, which suits a corpus that grows.
+            `decay_fraction` of all steps, then linear to min. The decay is placed from the
+            stage's `steps`; a changed `steps` changes the stage's fingerprint and trains it
+            again from step 0 (the method's longer stable phase resumed from a checkpoint is not
+            offered here).
 
 min = peak * min_lr_ratio. Stage 2 re-warms simply because it is a new run of the same
 function from its own step 0 (the recommended re-warm/re-decay for continual pretraining,

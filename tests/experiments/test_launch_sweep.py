@@ -157,6 +157,19 @@ def test_the_baseline_is_the_smallest_completed_configuration(recipe: Path, tmp_
     assert rows["n1g4"]["status"] == "wrong world size (expected 4)"
 
 
+def test_a_step_logged_again_after_a_resume_counts_once_with_its_rewrite(recipe: Path,
+                                                                         tmp_path: Path) -> None:
+    """A resumed stage 2 logs the steps after its checkpoint again: the median is over each step once,
+    the last record of a step winning (`run.metrics_log.read_metrics`), not over both attempts."""
+    sweep = _sweep(tmp_path, recipe, [SweepPoint(1, 1)])
+    _finish(sweep / "tiny-sweep-n1g1", 1, [0, 0, 0] + [1000, 1000, 500, 500, 500])  # steps 4..8, then killed
+    rewritten = [{"step": step, "loss": 5.0, "tokens_per_second": 1200.0, "mfu": None} for step in (6, 7, 8)]
+    with RunLayout(sweep / "tiny-sweep-n1g1").stage2.metrics.open("a") as metrics:  # resumed at step 5
+        metrics.writelines(json.dumps(row) + "\n" for row in rewritten)
+    row = collect(sweep)["configurations"][0]
+    assert (row["steps_measured"], row["tokens_per_second"]) == (5, 1200)  # counting both: 8 steps, 1000
+
+
 @pytest.mark.parametrize(
     "argv, needle",
     [

@@ -8,6 +8,7 @@ import pytest
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe import Recipe, load_recipe
+from langadapt.recipe.errors import Report
 from langadapt.recipe.reference import markdown_reference, reference_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,7 +91,36 @@ def test_stage2_inherits_what_stage1_sets(tmp_path: Path) -> None:
     assert stage2.micro_batch_size == stage1.micro_batch_size == 4
     assert stage2.seq_len == 64 and stage2.optimizer.lr == pytest.approx(0.001)
     assert stage2.steps == 5  # own key, never inherited
-    assert loaded.inheritance == {"inherited": ["micro_batch_size", "optimizer", "seq_len"], "overridden": []}
+    assert loaded.inheritance == {"inherited": ["micro_batch_size", "optimizer.lr", "seq_len"],
+                                  "overridden": []}
+
+
+def test_stage2_inheritance_names_the_dotted_keys_it_took_and_the_ones_it_set(tmp_path: Path) -> None:
+    """A stage 2 that sets `optimizer.lr` overrides that key alone and inherits the rest of stage 1's
+    optimizer: the record (which the run logs when stage 2 starts) says so key by key."""
+    stage1 = "optimizer: {lr: 0.001, weight_decay: 0.05, betas: [0.9, 0.95]}"
+    text = MINIMAL.replace("optimizer: {lr: 0.001}", stage1)
+    loaded = load_recipe(write(tmp_path, text + "  optimizer: {lr: 0.0003}\n  seq_len: 32\n"))
+    assert loaded.recipe.stage2.optimizer.weight_decay == pytest.approx(0.05)
+    assert loaded.recipe.stage2.optimizer.lr == pytest.approx(3e-4)
+    assert loaded.inheritance == {
+        "inherited": ["micro_batch_size", "optimizer.betas", "optimizer.weight_decay"],
+        "overridden": ["optimizer.lr", "seq_len"]}
+
+
+def test_a_problem_at_an_inherited_stage2_key_is_blamed_on_stage1s_line(tmp_path: Path) -> None:
+    text = MINIMAL.replace("optimizer: {lr: 0.001}", "optimizer:\n    lr: 0.001\n    weight_decay: 0.05")
+    path = write(tmp_path, text + "  optimizer: {lr: 0.0003}\n")
+    loaded = load_recipe(path)
+    report = Report(path, loaded.inheritance, loaded.overrides)
+    report.add(("stage2", "optimizer", "weight_decay"), "too much")  # inherited from stage 1's line 15
+    report.add(("stage2", "optimizer", "lr"), "too little")  # stage 2's own, line 18
+    report.add(("stage2", "micro_batch_size"), "too many")  # inherited, line 11
+    assert report.lines() == [
+        f"{path}:15: stage2.optimizer.weight_decay (inherited from stage1.optimizer.weight_decay): too much",
+        f"{path}:18: stage2.optimizer.lr: too little",
+        f"{path}:11: stage2.micro_batch_size (inherited from stage1.micro_batch_size): too many",
+    ]
 
 
 def test_warm_needs_a_base_model(tmp_path: Path) -> None:

@@ -3,9 +3,9 @@
 The loop sees only `Engine`: `micro_step` (forward + backward of one micro-batch), `step` (clip
 and optimizer update at the accumulation boundary, or a skip), `save`/`load` (resumable state),
 `export` (a consolidated Hugging Face folder) and `all_reduce_sum` (ranks agree on a decision).
-Both engines receive only the trainable parameters (`policy.select_trainable`), and every stage
-builds a NEW engine and optimizer: under ZeRO, parameters frozen when an engine was built are
-never added to it later, so stage 2 cannot reuse stage 1's.
+Each of the three gives its optimizer only the trainable parameters (`policy.select_trainable`),
+and every stage builds a NEW engine and optimizer: under ZeRO, parameters frozen when an engine
+was built are never added to it later, so stage 2 cannot reuse stage 1's.
 
 Device code uses `torch.cuda` only through APIs that ROCm builds of torch also provide, so
 AMD GPUs (LUMI) take the same path as NVIDIA ones.

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from langadapt.run.metrics_log import kept_lines, read_metrics
 from langadapt.runtime.logs import clock, terminal_bar
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
@@ -46,15 +47,6 @@ def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def _parse(line: str) -> dict:
-    """A metrics.jsonl row; a line cut short by a kill counts as never written (step inf)."""
-    try:
-        row = json.loads(line)
-        return row if isinstance(row, dict) and "step" in row else {"step": math.inf}
-    except ValueError:
-        return {"step": math.inf}
 
 
 def source_progress(stream: object) -> tuple[dict[str, int], dict[str, float]]:
@@ -80,22 +72,15 @@ def human(count: float) -> str:
     return f"{count:.0f}"
 
 
-def kept_rows(path: Path, step: int) -> list[str]:
-    """metrics.jsonl's rows up to `step`: a resumed stage drops those logged after its checkpoint."""
-    if not path.is_file():
-        return []
-    return [row for row in path.read_text().splitlines() if _parse(row)["step"] <= step]
-
-
 class LossWindow:
     """The losses since the last logged step: what a metrics.jsonl row's `loss` is the mean of.
 
     One definition for two readers: `StepMeter` writes each window's mean as the curve's point, and
     `fit` closes its own window on the same steps, so `TrainResult.final_loss` (and the stage
     summary's `final_loss`, which the model card prints) is the curve's last point, not a second,
-    noisier number (until issue 38 it was the last step's loss alone, one batch, which differed from
-    the last point of the curve the report draws). Steps with a non-finite loss are left out; a
-    window of none has no mean (NaN)."""
+    noisier number (the last step's loss alone is one batch's, and would differ from the last point
+    of the curve the report draws). Steps with a non-finite loss are left out; a window of none has
+    no mean (NaN)."""
 
     def __init__(self, log_every: int) -> None:
         self.log_every = log_every
@@ -130,8 +115,9 @@ class StepMeter(Callback):
 
     def on_stage_start(self, start: StageStart) -> None:
         self.cost, self.total_steps = start.cost, start.total_steps
-        kept = kept_rows(self.previous, start.step) if self.previous is not None else []
-        self._elapsed_before = max((_parse(r).get("elapsed_seconds") or 0.0 for r in kept), default=0.0)
+        kept = read_metrics(self.previous).train if self.previous is not None else []
+        self._elapsed_before = max((r.get("elapsed_seconds") or 0.0 for r in kept if r["step"] <= start.step),
+                                   default=0.0)
         self._energy = energy_counter(start.cost.device)
         self._started = time.perf_counter()
         self._new_window()
@@ -208,7 +194,7 @@ class MetricsFile(Callback):
     def on_stage_start(self, start: StageStart) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_file():
-            self.path.write_text("".join(row + "\n" for row in kept_rows(self.path, start.step)))
+            self.path.write_text("".join(line + "\n" for line in kept_lines(self.path, start.step)))
         self._file = open(self.path, "a", encoding="utf-8")
 
     def on_log(self, row: dict) -> None:
