@@ -13,6 +13,7 @@ stage 2's step s is plotted at (stage 1's last step + s).
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
