@@ -8,8 +8,7 @@ unknown keys fail with "did you mean", errors name the file, line and dotted key
 
 Stage 2 inherits every key that stage 1 sets explicitly (batch, sequence length, optimizer, ...)
 except the ones that define a stage (steps, trainable, train_rows, schedule, mixture, replay, zero_stage, enabled); what was
-inherited and what was overridden is recorded, as dotted keys (`optimizer.lr`), and logged when stage 2
-starts (nanochat style).
+inherited and what was overridden is recorded as dotted keys and logged when stage 2 starts (nanochat style).
 """
 
 from __future__ import annotations
