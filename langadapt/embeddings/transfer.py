@@ -119,7 +119,10 @@ def transfer_embeddings(
     old = read_matrices(model)
     old_rows, dim = old.input.shape
     _check_mapping(mapping, old_rows)
-    head_init = config.head_init or default_head_init(mapping.extends_base, old.tied)
+    # An extension appends tokens after every base id; the base's own vocabulary (tokenizer.kind
+    # keep_base) appends none and, like every road but extend, keeps `same` (`default_head_init`).
+    extension = mapping.extends_base and mapping.new_size > mapping.old_size
+    head_init = config.head_init or default_head_init(extension, old.tied)
     if old.tied and head_init != "same":
         raise LangadaptError(
             f"embeddings.head_init={head_init}: {type(model).__name__} ties its LM head to the input "

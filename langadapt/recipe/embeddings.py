@@ -15,14 +15,33 @@ Method = Literal["mean", "focus", "wechsel", "align", "transformers_resize", "mo
 HeadInit = Literal["same", "mean_of_base_head", "zero"]
 
 
-def default_head_init(extends_base: bool, tied: bool) -> HeadInit:
+def default_head_init(extends_base: bool, tied: bool | None) -> HeadInit | None:
     """`head_init` where nothing sets it: the mean of the base's head rows for the new tokens of an
     extension (every base id kept) on an untied base, `same` otherwise. Measured on the demo's page
     split (README "Three roads for the vocabulary", 2026-11-29): on the extension the mean head rows
     end level on Bokmål (1.6661 vs 1.6655 bits/byte) and better on every other language (English
     -0.2%, Finnish -1.3%; at step 0 English +2.6% vs the base against +10.9%); on a replacement they
-    cost Bokmål 0.2% for no English; a tied base has one matrix, so only `same` can hold."""
-    return "mean_of_base_head" if extends_base and not tied else "same"
+    cost Bokmål 0.2% for no English; a tied base has one matrix, so only `same` can hold.
+
+    The one rule for an unset head_init: the transfer applies it with the base's tie known
+    (`embeddings.transfer`), a recipe's dump with `tied` None (the base is not read yet), where an
+    extension's default is still open (None) and every other road's is `same` whatever the tie."""
+    if not extends_base:
+        return "same"
+    if tied is None:
+        return None
+    return "same" if tied else "mean_of_base_head"
+
+
+def head_init_problem(head_init: HeadInit | None, tied: bool, base: str = "the base") -> str | None:
+    """Why `head_init` cannot hold on `base` (None: it can): a base with tied embeddings has ONE
+    matrix, input and head alike, so there is no separate head row to choose and only `same` (or
+    unset, whose default falls back to `same`) holds. Preflight says it before any stage runs, the
+    transfer before it changes the model: one check, one message."""
+    if tied and head_init not in (None, "same"):
+        return (f"{head_init}: {base} ties its LM head to the input embeddings (one matrix), so the head rows "
+                "are the input rows; use head_init: same")
+    return None
 
 
 class EmbeddingConfig(Config):
@@ -37,8 +56,8 @@ class EmbeddingConfig(Config):
     row built like its input row can take probability from the source language (issue 40). A base
     with tied embeddings (GPT-2, Gemma, Llama-3.2-1B) has ONE matrix, input and head alike: there
     is no separate head row to choose, and any head_init but `same` set explicitly is refused.
-    Unset, it is `default_head_init`'s: a recipe whose tokenizer.kind is not `extend` resolves it to
-    `same` when it loads (so its stage fingerprints are what they were before the default existed).
+    Unset, it stays unset and is `default_head_init`'s (`Recipe` dumps it resolved as far as the
+    recipe decides it, so its stage fingerprints are what they were before the default existed).
     """
 
     method: Method = "mean"

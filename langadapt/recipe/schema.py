@@ -21,13 +21,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from langadapt.errors import LangadaptError
 from langadapt.recipe.base import Config, FieldProblem
 from langadapt.recipe.cluster import ClusterConfig, preparation_target
 from langadapt.recipe.data import DataConfig
-from langadapt.recipe.embeddings import EmbeddingConfig
+from langadapt.recipe.embeddings import EmbeddingConfig, default_head_init
 from langadapt.recipe.errors import format_validation_error, read_yaml_mapping, set_flag, shorten
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.export import ExportConfig
@@ -136,15 +144,23 @@ class Recipe(Config):
                                    "so every row is new; use all")
         return self
 
-    @model_validator(mode="after")
-    def _head_init_off_the_extension(self) -> Recipe:
-        """Unset head_init means `same` for every tokenizer.kind but extend (`default_head_init`),
-        written into the recipe so that those recipes hash as before the default existed (a changed
-        hash re-runs every finished run from its embeddings stage). On extend it stays unset: the
-        embeddings stage decides from the base (untied: mean_of_base_head; tied: same)."""
-        if self.embeddings.head_init is None and self.tokenizer.kind != "extend":
-            self.embeddings.head_init = "same"
-        return self
+    @model_serializer(mode="wrap")
+    def _head_init_as_hashed(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """A full dump (resolved.yaml, the stage fingerprints' `section_hash`) shows an unset
+        `embeddings.head_init` as `default_head_init` decides it from the recipe alone: `same` on
+        every tokenizer.kind but extend, still unset (null) on extend, where the base's tie decides.
+        That is what recipes hashed before the default existed, so finished runs keep their prints.
+
+        Resolved here, in the dump, and not written into the recipe: a value written by a validator
+        counts as set, so `with_overrides` (which re-validates what was written) carried `same` into
+        an override switching to extend, and a caller editing `recipe.tokenizer.kind` after loading
+        kept it. The field stays unset, the dump of what was written (`exclude_unset`) leaves it
+        out, and the transfer resolves it with the same rule once the base is read."""
+        dumped = handler(self)
+        embeddings = dumped.get("embeddings") if isinstance(dumped, dict) else None
+        if not info.exclude_unset and isinstance(embeddings, dict) and embeddings.get("head_init", "") is None:
+            embeddings["head_init"] = default_head_init(self.tokenizer.kind == "extend", tied=None)
+        return dumped
 
     @model_validator(mode="after")
     def _cold_twin_name_fits(self) -> Recipe:
