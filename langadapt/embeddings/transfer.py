@@ -23,7 +23,7 @@ from langadapt.embeddings.methods import PlanInputs, build_plan
 from langadapt.embeddings.row_plan import USE_MEAN, USE_WEIGHTS, USE_ZERO, RowPlan, apply_plan, copied_rows
 from langadapt.embeddings.surgery import EmbeddingMatrices, read_matrices, set_special_ids, write_matrices
 from langadapt.errors import LangadaptError
-from langadapt.recipe.embeddings import EmbeddingConfig, default_head_init
+from langadapt.recipe.embeddings import EmbeddingConfig, default_head_init, head_init_problem
 from langadapt.tokenizer.loading import load_tokenizer
 
 TokenizerOrPath = PreTrainedTokenizerBase | str | PathLike[str]
@@ -123,10 +123,8 @@ def transfer_embeddings(
     # keep_base) appends none and, like every road but extend, keeps `same` (`default_head_init`).
     extension = mapping.extends_base and mapping.new_size > mapping.old_size
     head_init = config.head_init or default_head_init(extension, old.tied)
-    if old.tied and head_init != "same":
-        raise LangadaptError(
-            f"embeddings.head_init={head_init}: {type(model).__name__} ties its LM head to the input "
-            "embeddings (one matrix), so the head rows are the input rows; use head_init: same")
+    if problem := head_init_problem(head_init, old.tied, type(model).__name__):
+        raise LangadaptError(f"embeddings.head_init: {problem}")
     rows = math.ceil(mapping.new_size / config.pad_vocab_to_multiple_of) * config.pad_vocab_to_multiple_of
     seed += config.seed_offset
     stamp = time.perf_counter()

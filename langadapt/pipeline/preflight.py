@@ -31,6 +31,7 @@ from langadapt.pipeline.preflight_data import check_sources, check_vocab_size, r
 from langadapt.planning.models import architecture_config, complete_architecture, ties_embeddings
 from langadapt.planning.training import resolve_training
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
+from langadapt.recipe.embeddings import head_init_problem
 from langadapt.recipe.errors import Report
 from langadapt.recipe.hints import hub_dataset_fetch
 from langadapt.run.base_model import hub_cached, hub_offline, hub_reachable, hub_repo_id, not_cached_line
@@ -289,11 +290,12 @@ def _check_embedding_files(recipe: Recipe, report: Report) -> None:
 
 def _check_head_init(recipe: Recipe, config: dict | None, report: Report) -> None:
     """A tied base has one matrix: its head rows are its input rows, so only `same` can hold (the
-    embeddings stage refuses it too, `embeddings.transfer`; here it is said before data and tokenizer)."""
-    head_init = recipe.embeddings.head_init
-    if recipe.init == "warm" and head_init not in (None, "same") and config is not None and ties_embeddings(config):
-        report.add(("embeddings", "head_init"), f"{head_init}: the base ties its LM head to the input embeddings "
-                   "(one matrix), so the head rows are the input rows; use head_init: same")
+    embeddings stage refuses it too, with the same `head_init_problem`; here it is said before data
+    and tokenizer)."""
+    if recipe.init != "warm" or config is None:
+        return
+    if problem := head_init_problem(recipe.embeddings.head_init, ties_embeddings(config)):
+        report.add(("embeddings", "head_init"), problem)
 
 
 def _check_suites(recipe: Recipe, report: Report) -> None:

@@ -264,6 +264,33 @@ def test_a_separate_head_init_on_a_tied_base_is_refused_before_any_stage(warm, t
                      "--dry-run").returncode == 0  # tiny-en-llama is untied
 
 
+def test_preflight_and_the_transfer_refuse_a_tied_head_init_with_one_check(warm, tmp_path: Path,
+                                                                            tiny_en_llama: Path) -> None:
+    """One `head_init_problem` (review s19 D3): the dry run's line and the embeddings stage's error
+    say the same thing, so the two refusals cannot drift apart."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from langadapt.embeddings.transfer import transfer_embeddings
+    from langadapt.pipeline.preflight import find_problems
+    from langadapt.recipe.embeddings import EmbeddingConfig, head_init_problem
+
+    tied = tmp_path / "tied"
+    config = LlamaConfig(vocab_size=8192, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(tied)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny_en_llama / name, tied / name)
+    problem = head_init_problem("zero", tied=True)
+    assert problem is not None and head_init_problem("same", tied=True) is None
+    assert head_init_problem(None, tied=True) is None and head_init_problem("zero", tied=False) is None
+    loaded = load_recipe(warm(base=tied), ["embeddings.head_init=zero"])
+    lines = find_problems(loaded, ["embeddings"]).lines()
+    assert [line for line in lines if "head_init" in line][0].endswith(f"embeddings.head_init: {problem}")
+    with pytest.raises(LangadaptError) as caught:
+        transfer_embeddings(LlamaForCausalLM(config), tied, tied, EmbeddingConfig(head_init="zero"))
+    assert str(caught.value) == f"embeddings.head_init: {head_init_problem('zero', True, 'LlamaForCausalLM')}"
+
+
 def test_a_share_alike_source_without_export_license_is_refused_before_training(warm, tmp_path: Path,
                                                                                shared_dir: Path) -> None:
     """The sources' licence notes are known before any stage: `export.license` was asked for after all training."""
