@@ -285,7 +285,7 @@ def test_preflight_and_the_transfer_refuse_a_tied_head_init_with_one_check(warm,
     assert head_init_problem(None, tied=True) is None and head_init_problem("zero", tied=False) is None
     loaded = load_recipe(warm(base=tied), ["embeddings.head_init=zero"])
     lines = find_problems(loaded, ["embeddings"]).lines()
-    assert [line for line in lines if "head_init" in line][0].endswith(f"embeddings.head_init: {problem}")
+    assert any(line.endswith(f"embeddings.head_init: {problem}") for line in lines), lines
     with pytest.raises(LangadaptError) as caught:
         transfer_embeddings(LlamaForCausalLM(config), tied, tied, EmbeddingConfig(head_init="zero"))
     assert str(caught.value) == f"embeddings.head_init: {head_init_problem('zero', True, 'LlamaForCausalLM')}"
