@@ -155,6 +155,6 @@ def check_licence(config: ExportConfig, facts: RunFacts, tokens: dict[str, dict[
     trained = trained_sources(facts, tokens)
     for source in facts.sources:
         if source.restrictive_licences and source.name in trained:
-            raise LangadaptError(f"export.license: not set, and the model was trained on source {source.name} "
-                                 f"({source.restrictive_licences[0]}); choose the model's licence, "
-                                 f"e.g. {set_option('export.license', 'cc-by-sa-4.0')}")
+            raise LangadaptError.at("export.license", f"not set, and the model was trained on source {source.name} "
+                                    f"({source.restrictive_licences[0]}); choose the model's licence, "
+                                    f"e.g. {set_option('export.license', 'cc-by-sa-4.0')}")

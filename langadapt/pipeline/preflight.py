@@ -346,7 +346,7 @@ def check_licence(recipe: Recipe, will: Collection[str]) -> None:
                    for name in recipe.training_stages}
     except LangadaptError:  # a mixture that names no source: the epochs check reports it, once
         return
-    check_card_licence(recipe.export, RunFacts.from_recipe(recipe), planned)  # its line starts with the key: located
+    check_card_licence(recipe.export, RunFacts.from_recipe(recipe), planned)  # its error carries its key: located
 
 
 def _held_out_langs(recipe: Recipe) -> set[str]:

@@ -157,19 +157,20 @@ def architecture_config(architecture: dict) -> Any:
     fields = dict(architecture)
     model_type = fields.pop("model_type", None)
     if not model_type:
-        raise LangadaptError("base_model.architecture.model_type: required for init: scratch (e.g. llama)")
+        raise LangadaptError.at("base_model.architecture.model_type", "required for init: scratch (e.g. llama)")
     if model_type not in CONFIG_MAPPING:
         close = difflib.get_close_matches(str(model_type), list(CONFIG_MAPPING.keys()), n=3)
         hint = f"did you mean {', '.join(close)}?" if close else "e.g. llama, mistral, qwen2, gpt2"
-        raise LangadaptError(f"base_model.architecture.model_type: {str(model_type)[:60]!r} is not a model type "
-                             f"the installed transformers knows ({hint})")
+        raise LangadaptError.at("base_model.architecture.model_type", f"{str(model_type)[:60]!r} is not a model type "
+                                f"the installed transformers knows ({hint})")
     try:
         return AutoConfig.for_model(model_type, **fields)
     except Exception as exc:  # ValueError, TypeError, huggingface_hub's StrictDataclassError (an Exception)
         reason = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else type(exc).__name__
         for prefix in ("ValueError: ", "TypeError: "):
             reason = reason.removeprefix(prefix)
-        raise LangadaptError(f"base_model.architecture: {model_type} refuses these fields: {reason[:300]}") from None
+        raise LangadaptError.at("base_model.architecture",
+                                f"{model_type} refuses these fields: {reason[:300]}") from None
 
 
 def ties_embeddings(config: dict) -> bool:

@@ -33,19 +33,19 @@ def check_engine(
     zero = engine.zero_stage if stage.zero_stage is None else stage.zero_stage
     zkey = f"{stage_name}.zero_stage" if stage.zero_stage is not None else "engine.zero_stage"
     if engine.kind == "torch" and zero > 0:
-        raise LangadaptError(f"{zkey}: ZeRO stage {zero} needs engine.kind: deepspeed (torch runs DDP)")
+        raise LangadaptError.at(zkey, f"ZeRO stage {zero} needs engine.kind: deepspeed (torch runs DDP)")
     if engine.kind == "fsdp" and zero > 0:  # kept valid, so switching a recipe's engine is one --set
         log.warning("%s: ZeRO stage %d is DeepSpeed's; ignored by engine.kind: fsdp, which shards "
                     "weights, gradients and optimizer state (ZeRO-3's layout)", zkey, zero)
         zero = 0
     if engine.precision == "fp16" and device_type == "cpu":
-        raise LangadaptError("engine.precision: fp16 needs a GPU; use bf16 or fp32 on CPU")
+        raise LangadaptError.at("engine.precision", "fp16 needs a GPU; use bf16 or fp32 on CPU")
     _check_fsdp(engine)
     _check_gradient_dtype(engine, zero, zkey)
     if zero == 3 and engine.activation_checkpointing and trainable_kind(stage_name, stage) != "all":
         _check_zero3_recompute(zkey, stage_name)
     if engine.attn_implementation.startswith("flash_attention") and device_type == "cpu":
-        raise LangadaptError(f"engine.attn_implementation: {engine.attn_implementation} needs a GPU")
+        raise LangadaptError.at("engine.attn_implementation", f"{engine.attn_implementation} needs a GPU")
     return engine.model_copy(update={"zero_stage": zero, **_fast_path(engine, zero, device_type, have_liger)})
 
 
@@ -60,9 +60,9 @@ def _check_gradient_dtype(engine: EngineConfig, zero: int, zkey: str) -> None:
     accum = raw.get("grad_accum_dtype") if isinstance(raw, dict) else None
     if engine.kind == "deepspeed" and zero == 0 and accum is not None \
             and str(accum).removeprefix("torch.") not in DTYPE_NAMES[engine.precision]:
-        raise LangadaptError(f"engine.deepspeed_config.data_types.grad_accum_dtype: {accum} under {zkey} 0 with "
-                             f"engine.precision {engine.precision}: DeepSpeed accumulates in another dtype only "
-                             "with ZeRO 1-3; use a ZeRO stage, or engine.kind: torch (fp32 gradients)")
+        raise LangadaptError.at("engine.deepspeed_config.data_types.grad_accum_dtype", f"{accum} under {zkey} 0 with "
+                                f"engine.precision {engine.precision}: DeepSpeed accumulates in another dtype only "
+                                "with ZeRO 1-3; use a ZeRO stage, or engine.kind: torch (fp32 gradients)")
 
 
 def _check_fsdp(engine: EngineConfig) -> None:
@@ -70,11 +70,11 @@ def _check_fsdp(engine: EngineConfig) -> None:
     if engine.kind != "fsdp":
         changed = sorted(engine.fsdp.model_dump().items() - FSDPConfig().model_dump().items())
         if changed:
-            raise LangadaptError(f"engine.fsdp.{changed[0][0]}: set, but engine.kind is {engine.kind!r}; "
-                                 "use engine.kind: fsdp or remove it")
+            raise LangadaptError.at(f"engine.fsdp.{changed[0][0]}", f"set, but engine.kind is {engine.kind!r}; "
+                                    "use engine.kind: fsdp or remove it")
     elif engine.precision == "fp16":
-        raise LangadaptError("engine.precision: fp16 is not supported with engine.kind: fsdp (no loss scaler "
-                             "for sharded gradients here); use bf16")
+        raise LangadaptError.at("engine.precision", "fp16 is not supported with engine.kind: fsdp (no loss scaler "
+                                "for sharded gradients here); use bf16")
 
 
 def liger_available() -> bool:
@@ -104,9 +104,10 @@ def _fast_path(engine: EngineConfig, zero: int, device_type: str, have_liger: bo
     gpu, kernels_run = device_type != "cpu", fused_loss_runs_on(device_type)
     have_liger = liger_available() if have_liger is None else have_liger
     if engine.fused_loss is True and not kernels_run:
-        raise LangadaptError("engine.fused_loss: liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
+        raise LangadaptError.at("engine.fused_loss",
+                                "liger-kernel's Triton kernels need a GPU; use auto or false on CPU")
     if engine.fused_loss is True and not have_liger:
-        raise LangadaptError("engine.fused_loss: liger-kernel is not installed (pip install 'langadapt[gpu]')")
+        raise LangadaptError.at("engine.fused_loss", "liger-kernel is not installed (pip install 'langadapt[gpu]')")
     resolved = {"compile": engine.compile, "fused_loss": engine.fused_loss}
     for path in ("compile", "fused_loss"):
         if resolved[path] != "auto":
@@ -141,11 +142,11 @@ def _check_zero3_recompute(zkey: str, stage_name: str) -> None:
     except PackageNotFoundError:  # `plan` on a laptop: the training machine's DeepSpeed is checked there
         return
     if Version(installed) < Version(ZERO3_FROZEN_RECOMPUTE):
-        raise LangadaptError(f"{zkey}: ZeRO-3 with a frozen body ({stage_name}.trainable) and "
-                             f"engine.activation_checkpointing needs deepspeed>={ZERO3_FROZEN_RECOMPUTE} "
-                             f"(installed: {installed}; "
-                             "older releases fail the recompute with CheckpointError); upgrade it, or use ZeRO-1/2 "
-                             "for this stage")
+        raise LangadaptError.at(zkey, f"ZeRO-3 with a frozen body ({stage_name}.trainable) and "
+                                f"engine.activation_checkpointing needs deepspeed>={ZERO3_FROZEN_RECOMPUTE} "
+                                f"(installed: {installed}; "
+                                "older releases fail the recompute with CheckpointError); upgrade it, or use ZeRO-1/2 "
+                                "for this stage")
 
 
 def grad_accum(stage: TrainStageConfig, world_size: int, stage_name: str = "stage") -> int:
@@ -162,16 +163,17 @@ def grad_accum(stage: TrainStageConfig, world_size: int, stage_name: str = "stag
         return stage.grad_accum_steps
     per_pass = micro * world_size
     if total % per_pass:
-        raise LangadaptError(f"{stage_name}.global_batch_size: {total} sequences does not split over world size "
-                             f"{world_size}: micro_batch_size {micro} x {world_size} ranks = {per_pass} sequences per "
-                             f"micro-step does not divide it; use a multiple of {per_pass}, or a world size "
-                             f"that divides {total // micro}")
+        raise LangadaptError.at(f"{stage_name}.global_batch_size",
+                                f"{total} sequences does not split over world size {world_size}: micro_batch_size "
+                                f"{micro} x {world_size} ranks = {per_pass} sequences per micro-step does not "
+                                f"divide it; use a multiple of {per_pass}, or a world size that divides "
+                                f"{total // micro}")
     derived = total // per_pass
     if "grad_accum_steps" in stage.model_fields_set and stage.grad_accum_steps != derived:
-        raise LangadaptError(f"{stage_name}.grad_accum_steps: {stage.grad_accum_steps} contradicts global_batch_size "
-                             f"{total} on world size {world_size}, which needs {derived} (= {total} / (micro_batch_size "
-                             f"{micro} x {world_size} ranks)); remove grad_accum_steps: it is derived from "
-                             "global_batch_size")
+        raise LangadaptError.at(f"{stage_name}.grad_accum_steps",
+                                f"{stage.grad_accum_steps} contradicts global_batch_size {total} on world size "
+                                f"{world_size}, which needs {derived} (= {total} / (micro_batch_size {micro} x "
+                                f"{world_size} ranks)); remove grad_accum_steps: it is derived from global_batch_size")
     return derived
 
 

@@ -19,17 +19,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from langadapt.errors import LangadaptError
+from langadapt.errors import LangadaptError, dotted, key_parts
 from langadapt.recipe.base import FieldProblem
 from langadapt.recipe.strict_yaml import MAX_FILE_BYTES, YamlProblem, load_strict, parse_strict
-
-
-def dotted(loc: tuple[Any, ...]) -> str:
-    """('data', 'sources', 0, 'path') -> 'data.sources[0].path'."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def yaml_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -157,14 +149,6 @@ def format_validation_error(
 YAML11_BOOLEAN_WORDS = ("yes", "no", "on", "off")
 """Words YAML 1.1 (PyYAML) reads as booleans when unquoted, besides true/false: `lang: no` (Norwegian)
 is `False`, `name: on` is `True`."""
-_DOTTED_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def _loc_of(key: str) -> tuple[Any, ...]:
-    """'data.sources[0].lang' -> ('data', 'sources', 0, 'lang'): the inverse of `dotted`."""
-    return tuple(int(index) if index else name for name, index in _DOTTED_PART.findall(key))
-
-
 def scalar_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.ScalarNode | None:
     """The YAML scalar node at exactly `loc` (None when the path stops short or ends elsewhere)."""
     node = root
@@ -190,7 +174,7 @@ def _written_set(key: str, overrides: dict[str, str], set_values: dict[str, str]
 def _set_word(loc: tuple[Any, ...], item: tuple[str, str]) -> tuple[yaml.ScalarNode | None, bool]:
     """(the scalar the `--set` item (key, value) wrote at `loc`, whether it is the item's whole value)."""
     key, raw = item
-    written = _loc_of(key)
+    written = key_parts(key)
     if loc[:len(written)] != written:
         return None, False
     try:
@@ -245,7 +229,9 @@ def override_for(key: str, overrides: dict[str, str]) -> str | None:
 
 
 KEYED_LINE = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)+): (.+)$", re.DOTALL)
-"""A problem line that starts with a dotted recipe key and a colon."""
+"""A problem line that starts with a dotted recipe key and a colon: how `Report.add_line` locates
+a problem handed over as text, or raised without its `LangadaptError.key` (a fallback; an error
+that carries its key is located by it, `Report.add_error`)."""
 
 
 class Report:
@@ -295,12 +281,19 @@ class Report:
         try:
             yield
         except LangadaptError as exc:
-            self.add_line(str(exc))
+            self.add_error(exc)
+
+    def add_error(self, error: LangadaptError) -> None:
+        """Another check's error: located by its `key` like `add`'s (the `--set` flag or the recipe
+        line that wrote the key) whatever its message says; one without a key as `add_line`."""
+        if error.key is not None:
+            self.add(error.key, error.what)
+        else:
+            self.add_line(str(error))
 
     def add_line(self, line: str) -> None:
-        """A problem that is already one line (another check's own error); one that starts with a
-        dotted recipe key (`engine.zero_stage: ...`, as the training settings' checks write them) is
-        located like `add`'s: the `--set` flag or the recipe line that wrote the key."""
+        """A problem that is already one line; one that starts with a dotted recipe key
+        (`engine.zero_stage: ...`, `KEYED_LINE`) is located like `add`'s."""
         keyed = KEYED_LINE.match(line)
         if keyed:
             self.add(tuple(keyed[1].split(".")), keyed[2])

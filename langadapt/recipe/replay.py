@@ -53,20 +53,20 @@ def replay_mixture(entries: Mapping[str, Mapping[str, Any]], roles: Mapping[str,
     source hands its excess to the others, and `langadapt plan` shows the share that results.
     """
     if not 0 <= share < 1:
-        raise LangadaptError(f"{key}: {share:g} is not a share of the stage's tokens in [0, 1)")
+        raise LangadaptError.at(key, f"{share:g} is not a share of the stage's tokens in [0, 1)")
     for name, entry in entries.items():
         if entry.get("weight") is None:
             how = "sets epochs" if entry.get("epochs") is not None else "has neither weight nor epochs"
-            raise LangadaptError(f"{key}: source {name} {how}, so its tokens do not follow a share; give it a "
-                                 f"weight (data.sources or the stage's mixture) or leave {key} unset")
+            raise LangadaptError.at(key, f"source {name} {how}, so its tokens do not follow a share; give it a "
+                                     f"weight (data.sources or the stage's mixture) or leave {key} unset")
     replay = {n: float(e["weight"]) for n, e in entries.items() if roles[n] == REPLAY_ROLE and e["weight"] > 0}
     rest = {n: float(e["weight"]) for n, e in entries.items() if roles[n] != REPLAY_ROLE and e["weight"] > 0}
     if share > 0 and not replay:
-        raise LangadaptError(f"{key}: {share:g} of the tokens should be replay, but no role: replay source has "
-                             "weight > 0; add one (or set weight > 0 on one) or leave it unset")
+        raise LangadaptError.at(key, f"{share:g} of the tokens should be replay, but no role: replay source has "
+                                 "weight > 0; add one (or set weight > 0 on one) or leave it unset")
     if not rest:
-        raise LangadaptError(f"{key}: no target or code source has weight > 0, so nothing is left for the other "
-                             f"{1 - share:g} of the tokens")
+        raise LangadaptError.at(key, "no target or code source has weight > 0, so nothing is left for the other "
+                                 f"{1 - share:g} of the tokens")
     mixed = {name: dict(entry) for name, entry in entries.items()}
     for group, part in ((replay, share), (rest, 1.0 - share)):
         total = sum(group.values())

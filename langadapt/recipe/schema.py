@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from langadapt.errors import LangadaptError
+from langadapt.errors import LangadaptError, key_parts
 from langadapt.recipe.base import Config, FieldProblem
 from langadapt.recipe.cluster import ClusterConfig, preparation_target
 from langadapt.recipe.data import DataConfig
@@ -193,9 +193,9 @@ class Recipe(Config):
             try:
                 stage_mixture(self.data, name, stage)
             except LangadaptError as exc:
-                if not str(exc).startswith(f"{key}: "):
+                if exc.key != key_parts(key):
                     continue  # an unknown source in the stage's mixture: preflight reports it
-                raise FieldProblem(tuple(key.split(".")), str(exc).removeprefix(f"{key}: ")) from None
+                raise FieldProblem(exc.key, exc.what) from None
         return self
 
     @property
