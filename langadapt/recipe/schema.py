@@ -154,8 +154,10 @@ class Recipe(Config):
         Resolved here, in the dump, and not written into the recipe: a value written by a validator
         counts as set, so `with_overrides` (which re-validates what was written) carried `same` into
         an override switching to extend, and a caller editing `recipe.tokenizer.kind` after loading
-        kept it. The field stays unset, the dump of what was written (`exclude_unset`) leaves it
-        out, and the transfer resolves it with the same rule once the base is read."""
+        kept it; written with `object.__setattr__` it would stay out of the set fields but still
+        hold `same` after such an edit. The field stays unset, the dump of what was written
+        (`exclude_unset`) leaves it out, and the transfer resolves it with the same rule once the
+        base is read (an extension there: every base id kept, tokens appended)."""
         dumped = handler(self)
         embeddings = dumped.get("embeddings") if isinstance(dumped, dict) else None
         if not info.exclude_unset and isinstance(embeddings, dict) and embeddings.get("head_init", "") is None:
