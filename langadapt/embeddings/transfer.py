@@ -119,10 +119,7 @@ def transfer_embeddings(
     old = read_matrices(model)
     old_rows, dim = old.input.shape
     _check_mapping(mapping, old_rows)
-    # An extension appends tokens after every base id; the base's own vocabulary (tokenizer.kind
-    # keep_base) appends none and, like every road but extend, keeps `same` (`default_head_init`).
-    extension = mapping.extends_base and mapping.new_size > mapping.old_size
-    head_init = config.head_init or default_head_init(extension, old.tied)
+    head_init = config.head_init or default_head_init(mapping.extends_base, old.tied)
     if problem := head_init_problem(head_init, old.tied, type(model).__name__):
         raise LangadaptError(f"embeddings.head_init: {problem}")
     rows = math.ceil(mapping.new_size / config.pad_vocab_to_multiple_of) * config.pad_vocab_to_multiple_of

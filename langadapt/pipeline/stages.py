@@ -124,7 +124,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         return OutsideFiles((Path(base),), relative_to=Path(base)) if base else OutsideFiles(missing="base_model")
 
     embeddings = Entry("langadapt.embeddings.scratch", ScratchSlice(recipe.base_model.architecture)) \
-        if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", EmbeddingsSlice(recipe.embeddings))
+        if recipe.init == "scratch" else Entry("langadapt.embeddings.stage", EmbeddingsSlice(recipe.embeddings_as_hashed()))
     return [
         _stage("data", Entry("langadapt.data.stage", DataSlice(recipe.data)),
                files=lambda _: OutsideFiles(_local_source_files(recipe.data.sources)),

@@ -161,7 +161,7 @@ class Recipe(Config):
         dumped = handler(self)
         embeddings = dumped.get("embeddings") if isinstance(dumped, dict) else None
         if not info.exclude_unset and isinstance(embeddings, dict) and embeddings.get("head_init", "") is None:
-            embeddings["head_init"] = default_head_init(self.tokenizer.kind == "extend", tied=None)
+            embeddings["head_init"] = self.embeddings_as_hashed().head_init
         return dumped
 
     @model_validator(mode="after")
@@ -199,6 +199,16 @@ class Recipe(Config):
                     continue  # an unknown source in the stage's mixture: preflight reports it
                 raise FieldProblem(exc.key, exc.what) from None
         return self
+
+    def embeddings_as_hashed(self) -> EmbeddingConfig:
+        """`embeddings` as its full dump shows it (`_head_init_as_hashed`): what the embeddings
+        stage's slice holds, so the stage runs on what its print hashed (an unset head_init is
+        `same` on every road but extend; on extend it stays unset for the transfer to decide from
+        the base). Built when the stage table is, so a road changed after loading counts."""
+        if self.embeddings.head_init is not None:
+            return self.embeddings
+        head_init = default_head_init(self.tokenizer.kind == "extend", tied=None)
+        return self.embeddings.model_copy(update={"head_init": head_init})
 
     @property
     def run_dir(self) -> Path:

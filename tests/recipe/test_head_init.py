@@ -23,6 +23,13 @@ def _hashed(recipe) -> object:
     return recipe.model_dump(mode="json")["embeddings"]["head_init"]
 
 
+def _stage_holds(recipe) -> object:
+    """head_init in the embeddings stage's slice, as the pipeline builds it when it runs."""
+    from langadapt.pipeline.stages import stage_table
+
+    return next(stage for stage in stage_table(recipe) if stage.name == "embeddings").run.slice.config.head_init
+
+
 def test_an_override_to_the_extension_gets_the_extensions_default() -> None:
     loaded = load_recipe(RECIPE)
     assert loaded.recipe.tokenizer.kind == "inherit" and _hashed(loaded.recipe) == "same"
@@ -39,8 +46,9 @@ def test_a_library_edit_of_the_road_resolves_the_default_again() -> None:
     recipe = load_recipe(RECIPE).recipe
     recipe.tokenizer.kind = "extend"
     assert recipe.embeddings.head_init is None and _hashed(recipe) is None
+    assert _stage_holds(recipe) is None  # the embeddings stage decides from the base
     recipe.tokenizer.kind = "keep_base"
-    assert _hashed(recipe) == "same"
+    assert _hashed(recipe) == "same" and _stage_holds(recipe) == "same"
 
 
 @pytest.mark.parametrize("order", [["embeddings.head_init=same", "tokenizer.kind=extend"],
