@@ -149,6 +149,8 @@ def format_validation_error(
 YAML11_BOOLEAN_WORDS = ("yes", "no", "on", "off")
 """Words YAML 1.1 (PyYAML) reads as booleans when unquoted, besides true/false: `lang: no` (Norwegian)
 is `False`, `name: on` is `True`."""
+
+
 def scalar_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.ScalarNode | None:
     """The YAML scalar node at exactly `loc` (None when the path stops short or ends elsewhere)."""
     node = root
