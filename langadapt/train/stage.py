@@ -66,7 +66,7 @@ def load_model(path: Path, job: TrainingJob) -> torch.nn.Module:
 
     engine = job.engine
     kwargs = {"dtype": torch.float32, "attn_implementation": engine.attn_implementation}
-    if engine.kind == "deepspeed" and engine.zero_stage == 3:
+    if engine.is_zero3:
         from langadapt.train.engines.deepspeed_engine import init_deepspeed_group, load_model_for_zero3
 
         init_deepspeed_group(job.dist)  # zero.Init partitions over the process group
@@ -195,7 +195,7 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     try:
         result = fit(model, stream, training, callbacks)
     finally:
-        if engine.kind == "deepspeed" and engine.zero_stage == 3:
+        if engine.is_zero3:
             from langadapt.train.engines.deepspeed_engine import release_zero3_loading
 
             release_zero3_loading(model)
