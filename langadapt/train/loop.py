@@ -104,8 +104,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                         peak_flops(engine.device, settings.engine.precision, settings.engine.peak_tflops),
                         dist.world_size, engine.device)
         if callbacks is None:
-            callbacks = default_callbacks(config, out_dir, f"{out_dir.resolve().parent.name}/{stage_name}",
-                                          stream=stream)
+            callbacks = default_callbacks(config, out_dir, job.run_label, stream=stream)
         start = StageStart(state.step, config.steps, cost, engine, dist.rank)
         window, final_loss = LossWindow(config.log_every), None
         with StopOnSignal() as stop, Callbacks(callbacks, start) as monitor:

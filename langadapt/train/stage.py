@@ -190,7 +190,7 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
     validation = build_validation(training, ctx, trained, stream.position_ids)
     step_offset, recipe = tracker_setup(after_stage1, training, ctx)
-    callbacks = default_callbacks(config, ctx.out, f"{ctx.run_dir.name}/{stage_name}", stream=stream,
+    callbacks = default_callbacks(config, ctx.out, training.run_label, stream=stream,
                                   validation=validation, step_offset=step_offset, recipe=recipe)
     try:
         result = fit(model, stream, training, callbacks)
