@@ -185,10 +185,9 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     with _epochs_located(slice_, ctx.layout.tokenizer.tokens):
         stream = build_stream(ctx.layout.tokenizer.tokens, mixture, config.seq_len, samples, training.seed,
                               force=force_epochs, document_masking=document_masking)
-    trained = [name for name, target in stream.state_dict()["targets"].items() if target]
     tokenizer = load_tokenizer(tokenizer_dir(ctx, init))
     training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
-    validation = build_validation(training, ctx, trained, stream.position_ids)
+    validation = build_validation(training, ctx, stream.trained_sources(), stream.position_ids)
     step_offset, recipe = tracker_setup(after_stage1, training, ctx)
     callbacks = default_callbacks(config, ctx.out, training.run_label, stream=stream,
                                   validation=validation, step_offset=step_offset, recipe=recipe)

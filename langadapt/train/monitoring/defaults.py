@@ -14,9 +14,10 @@ from langadapt.train.monitoring.validation import ScheduledValidation, Validatio
 
 if TYPE_CHECKING:
     from langadapt.recipe.train import TrainStageConfig
+    from langadapt.train.loop import TokenStream
 
 
-def default_callbacks(config: TrainStageConfig, out_dir: Path, run_name: str, *, stream: object = None,
+def default_callbacks(config: TrainStageConfig, out_dir: Path, run_name: str, *, stream: TokenStream | None = None,
                       validation: Validation | None = None, step_offset: int = 0,
                       recipe: dict[str, Any] | None = None) -> list[Callback]:
     """The step meter (first: see `callbacks`), validation when given, metrics.jsonl, the console,

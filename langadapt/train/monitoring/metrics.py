@@ -31,6 +31,7 @@ import math
 import resource
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -38,6 +39,9 @@ from langadapt.run.metrics_log import kept_lines, read_metrics
 from langadapt.runtime.logs import clock, terminal_bar
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
+
+if TYPE_CHECKING:
+    from langadapt.train.loop import TokenStream
 
 log = logging.getLogger("langadapt.train")
 
@@ -47,21 +51,6 @@ def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def source_progress(stream: object) -> tuple[dict[str, int], dict[str, float]]:
-    """Tokens and passes (epochs) seen per source so far, from the stream's O(1) position.
-
-    Passes are the planned epochs scaled by how much of the plan has been served; streams
-    without per-source counts (the synthetic one) give empty dicts.
-    """
-    state = stream.state_dict() if hasattr(stream, "state_dict") else {}
-    counts, targets, plan = state.get("counts", {}), state.get("targets", {}), getattr(stream, "plan", None)
-    counts = {name: count for name, count in counts.items() if targets.get(name, 1)}  # weight-0 sources: not shown
-    tokens = {name: count * stream.seq_len for name, count in counts.items()}  # seq_len targets a sample
-    epochs = {name: plan.source(name).epochs * count / targets[name]
-              for name, count in counts.items() if plan is not None and targets.get(name)}
-    return tokens, epochs
 
 
 def human(count: float) -> str:
@@ -105,10 +94,10 @@ class StepMeter(Callback):
     """Builds the training row every `log_every` steps (and at the last): the mean loss of the
     window, throughput, MFU, memory, energy, ETA and the tokens seen per source.
 
-    `stream` (optional) gives the tokens and epochs seen per source; `previous` is the stage's
-    metrics.jsonl, whose last kept `elapsed_seconds` a resumed stage continues from."""
+    `stream` (optional) gives the tokens and epochs seen per source (`TokenStream.progress`);
+    `previous` is the stage's metrics.jsonl, whose last kept `elapsed_seconds` a resumed stage continues from."""
 
-    def __init__(self, log_every: int, stream: object = None, previous: Path | None = None) -> None:
+    def __init__(self, log_every: int, stream: TokenStream | None = None, previous: Path | None = None) -> None:
         self.log_every, self.stream, self.previous = log_every, stream, previous
         self._energy: EnergyCounter | None = None
         self._measured_steps, self._measured_seconds, self._measured_joules = 0, 0.0, 0.0
@@ -152,7 +141,7 @@ class StepMeter(Callback):
         tps = self._steps * self.cost.tokens_per_step / seconds
         per_device = tps / self.cost.world_size
         peak = self.cost.peak_flops
-        tokens_by_source, epochs_by_source = source_progress(self.stream)
+        tokens_by_source, epochs_by_source = self.stream.progress() if self.stream is not None else ({}, {})
         return {
             "step": record.step,
             "loss": self._window.close(),
