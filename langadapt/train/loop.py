@@ -109,7 +109,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
         if callbacks is None:
             callbacks = default_callbacks(config, out_dir, job.run_label, stream=stream)
         start = StageStart(state.step, config.steps, cost, engine, dist.rank)
-        window, final_loss = LossWindow(config.log_every), None
+        window = LossWindow(config.log_every, config.steps)  # the curve's points; the last is final_loss
         with StopOnSignal() as stop, Callbacks(callbacks, start) as monitor:
             while state.step < config.steps:
                 monitor.step_start(state.step + 1)
@@ -123,10 +123,8 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                 lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
                 grad_norm = engine.step(lr, skip=not math.isfinite(loss))
                 _account(state, loss, grad_norm, config, stage_name, ckpt)
-                window.add(loss)  # what StepMeter's window holds: the curve's point
-                if window.due(state.step, config.steps):
-                    final_loss = window.close()
-                monitor.step(StepRecord(state.step, loss, lr, grad_norm, state.skipped))  # log, validate when due
+                record = StepRecord(state.step, loss, lr, grad_norm, state.skipped, window.add(state.step, loss))
+                monitor.step(record)  # log, validate when due
                 if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
                     saved = ckpt.save(state, engine, stream)
                 if stop_votes:
@@ -136,6 +134,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
         engine.export(paths.model, dist.rank)
     if job.tokenizer is not None and dist.rank == 0:
         save_tokenizer(job.tokenizer, paths.model)
+    final_loss = window.last
     if final_loss is None:  # resumed at the end: no window ran in this call
         final_loss = state.last_loss
     elif not math.isfinite(final_loss):  # the last window's every step skipped: metrics.jsonl's null

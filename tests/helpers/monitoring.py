@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
+from langadapt.train.monitoring.metrics import LossWindow
 
 CPU_COST = StepCost(256, 1.0, None, 1, torch.device("cpu"))
 
@@ -14,12 +15,14 @@ CPU_COST = StepCost(256, 1.0, None, 1, torch.device("cpu"))
 def drive(callbacks: Sequence[Callback], steps: range, total: int, *, cost: StepCost = CPU_COST,
           engine: object = None, loss: Callable[[int], float] = lambda step: 1.0,
           lr: Callable[[int], float] = lambda step: 1e-3, work: Callable[[int], None] = lambda step: None,
-          skipped: int = 0) -> dict:
+          skipped: int = 0, log_every: int = 1) -> dict:
     """Steps `steps` (a resumed attempt starts after step `steps.start - 1`) of a `total`-step
-    stage; `work(step)` stands for the step's compute. Returns the stage summary when the last step ran."""
+    stage logged every `log_every` steps; `work(step)` stands for the step's compute. Returns the
+    stage summary when the last step ran."""
+    window = LossWindow(log_every, total)
     with Callbacks(callbacks, StageStart(steps.start - 1, total, cost, engine)) as monitor:
         for step in steps:
             monitor.step_start(step)
             work(step)
-            monitor.step(StepRecord(step, loss(step), lr(step), 0.5, skipped))
+            monitor.step(StepRecord(step, loss(step), lr(step), 0.5, skipped, window.add(step, loss(step))))
         return monitor.stage_end() if steps.stop > total else {}

@@ -153,7 +153,7 @@ def test_joules_per_step_is_power_times_step_time_without_validation_time(tmp_pa
     callbacks = default_callbacks(TrainStageConfig(steps=6, log_every=2, loggers=[]), tmp_path, "run/stage2",
                                   validation=SlowValidation())
     summary = drive(callbacks, range(1, 7), 6, cost=StepCost(1000, 1.0, None, 4, torch.device("cpu")),
-                    work=lambda step: time.sleep(0.02))  # the "training step"
+                    work=lambda step: time.sleep(0.02), log_every=2)  # the "training step"
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "loss" in r]
     assert [r["step"] for r in train] == [2, 4, 6] and len(rows) == 6

@@ -31,7 +31,7 @@ class EveryThirdStep:
 def log_steps(out: Path, loggers: list[str], steps: range, total: int) -> None:
     callbacks = default_callbacks(TrainStageConfig(steps=total, log_every=2, loggers=loggers), out, "demo/stage2",
                                   validation=EveryThirdStep())
-    drive(callbacks, steps, total, loss=lambda step: 4.0 / step, lr=lambda step: 1e-3 * step)
+    drive(callbacks, steps, total, loss=lambda step: 4.0 / step, lr=lambda step: 1e-3 * step, log_every=2)
 
 
 def mlflow_scalars(tracking: Path) -> tuple[dict[tuple[str, int], float], list[str]]:

@@ -66,6 +66,10 @@ class StepRecord:
     grad_norm: float
     skipped: int
     """Skipped (non-finite) steps so far."""
+    window_loss: float | None = None
+    """On a logged step (every `log_every`-th, and the last): the mean of the finite losses since the
+    previous logged step, the loss curve's point (NaN when every step of it was skipped); None on the
+    other steps. The loop computes it once (`metrics.LossWindow`)."""
 
 
 class Callback:

@@ -26,7 +26,7 @@ def default_callbacks(config: TrainStageConfig, out_dir: Path, run_name: str, *,
     `step_offset` and `recipe` are for the trackers (`loggers.Trackers`): the run's steps before
     this stage and the resolved recipe. Extend the list to add a callback of one's own."""
     metrics = ModelStagePaths(out_dir).metrics
-    callbacks: list[Callback] = [StepMeter(config.log_every, stream, metrics)]
+    callbacks: list[Callback] = [StepMeter(stream, metrics)]
     if validation is not None:
         callbacks.append(ScheduledValidation(validation))
     callbacks += [MetricsFile(metrics), ConsoleProgress(run_name)]
