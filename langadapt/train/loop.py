@@ -35,6 +35,7 @@ from langadapt.train.lr import lr_at
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.metrics import LossWindow
+from langadapt.train.monitoring.validation import Validation
 from langadapt.train.policy import numel, select_trainable
 
 log = logging.getLogger("langadapt.train")
@@ -76,14 +77,15 @@ class TrainResult:
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
-        callbacks: Sequence[Callback] | None = None) -> TrainResult:
+        callbacks: Sequence[Callback] | None = None, validation: Validation | None = None) -> TrainResult:
     """Train `model` on `stream` for `job.config.steps` steps; write checkpoints, metrics and
     `job.out_dir/model` (with `job.tokenizer` saved beside the weights when the job has one).
     What trains, on which engine, with which batch shape and sequence length was decided when the
     job was resolved (`TrainingJob.resolve`); `fit` reads those numbers from `job.settings` and
     decides nothing again (steps, optimizer, schedule and checkpoints come from `job.config`).
     `callbacks` watch the run (`langadapt.train.monitoring.callbacks`); None runs
-    `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list."""
+    `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list.
+    `validation` scores held-out windows when due (`monitoring.validation`), its rows logged as theirs."""
     config, settings, dist, stage_name = job.config, job.settings, job.dist, job.stage
     out_dir, seed, tokens_per_step = job.out_dir, job.seed, settings.global_batch * settings.seq_len
     random.seed(seed)
@@ -124,13 +126,15 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                 grad_norm = engine.step(lr, skip=not math.isfinite(loss))
                 _account(state, loss, grad_norm, config, stage_name, ckpt)
                 record = StepRecord(state.step, loss, lr, grad_norm, state.skipped, window.add(state.step, loss))
-                monitor.step(record)  # log, validate when due
+                monitor.step(record)  # every log_every steps: a metrics row to metrics.jsonl, console, trackers
+                if validation is not None and (row := validation.maybe_run(state.step, config.steps, engine)):
+                    monitor.log(row)  # scored on every rank (a collective), logged by rank 0's callbacks
                 if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
                     saved = ckpt.save(state, engine, stream)
                 if stop_votes:
                     clear_stop()  # honoured: a library caller that catches this may train again
                     raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
-            monitoring = monitor.stage_end()
+            monitoring = monitor.stage_end() | ({} if validation is None else {"validation": validation.last})
         engine.export(paths.model, dist.rank)
     if job.tokenizer is not None and dist.rank == 0:
         save_tokenizer(job.tokenizer, paths.model)

@@ -189,10 +189,10 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
     validation = build_validation(training, ctx, stream.trained_sources(), stream.position_ids)
     step_offset, recipe = tracker_setup(after_stage1, training, ctx)
-    callbacks = default_callbacks(config, ctx.out, training.run_label, stream=stream,
-                                  validation=validation, step_offset=step_offset, recipe=recipe)
+    callbacks = default_callbacks(config, ctx.out, training.run_label, stream=stream, step_offset=step_offset,
+                                  recipe=recipe)
     try:
-        result = fit(model, stream, training, callbacks)
+        result = fit(model, stream, training, callbacks, validation)
     finally:
         if engine.is_zero3:
             from langadapt.train.engines.deepspeed_engine import release_zero3_loading

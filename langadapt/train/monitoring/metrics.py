@@ -7,7 +7,7 @@ skipped_steps, elapsed_seconds (training wall time, over restarts), eta_seconds,
 tokens_by_source and epochs_by_source (from the data stream's position), joules_per_step
 (measured on this device where it has an energy counter, `langadapt.train.monitoring.energy`; null
 elsewhere). Validation rows (`{"step", "valid": {lang: {loss, bits_per_byte, tokens}},
-"valid_seconds"}`) come from `ScheduledValidation`; `MetricsFile` writes every row. MFU is
+"valid_seconds"}`) come from `Validation`, which `fit` calls; `MetricsFile` writes every row. MFU is
 computed as in `langadapt.train.flops`:
 
     MFU = flops_per_token * tokens_per_second_per_device / peak_flops_per_device
