@@ -197,7 +197,7 @@ def score_checkpoints(run_dir: Path, langs: tuple[str, ...], max_bytes: int, rec
 
 def source_passes(run_dir: Path, stages: list[str]) -> dict[str, dict[str, float]]:
     """Tokens and passes (epochs) per trained source, summed over `stages`, as the data stream
-    counted them (the last metrics row of each stage; see langadapt.train.monitoring.metrics.source_progress).
+    counted them (the last metrics row of each stage; see langadapt.data.stream.PackedStream.progress).
 
     The epochs sweep reports these rather than the passes it aimed at: document lengths and the
     stream's packing make the measured number the honest one."""

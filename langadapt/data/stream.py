@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -51,6 +51,14 @@ class StreamMismatch(LangadaptError):
                          "resume on another world size; resume on the world size it was saved with, or set the "
                          "stage's global_batch_size")
         self.saved_samples, self.samples = saved_samples, samples
+
+
+class SourceProgress(NamedTuple):
+    """What a stream has served of each source it draws from: the metrics rows' `tokens_by_source`
+    and `epochs_by_source` (a source without a planned epoch count has no entry in `epochs`)."""
+
+    tokens: dict[str, int]
+    epochs: dict[str, float]
 
 
 @dataclass
@@ -183,6 +191,20 @@ class PackedStream:
         `[:, :-1]`), which the training forward turns into attention within each document; None
         without it (the model then numbers every row 0..L-1 and attends across documents)."""
         return document_positions(inputs, self.eos_id) if self.document_masking else None
+
+    def trained_sources(self) -> list[str]:
+        """The sources this stream draws samples from: a weight-0 source of the mixture (one kept for
+        evaluation) is planned no sample and is not among them."""
+        return [name for name, target in zip(self.source_names, self._targets) if target]
+
+    def progress(self) -> SourceProgress:
+        """Tokens and passes (epochs) served so far per source drawn from, from the O(1) position: a
+        sample counts `seq_len` tokens (the targets it trains), and the passes are the planned epochs
+        scaled by how much of the source's planned samples have been served."""
+        served = [(name, count, target) for name, count, target in zip(self.source_names, self.counts, self._targets)
+                  if target]
+        return SourceProgress({name: count * self.seq_len for name, count, _ in served},
+                              {name: self.plan.source(name).epochs * count / target for name, count, target in served})
 
     def state_dict(self) -> dict[str, Any]:
         """The whole position: a few integers (plus what to check on restore)."""

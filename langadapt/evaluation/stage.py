@@ -127,7 +127,7 @@ def run(slice_: EvaluateSlice, ctx: StageContext) -> dict[str, Any]:
         ctx.log.info("evaluate: no suites configured; nothing to do")
         return {"bits_per_byte": {}, "notes": ["no suites configured"]}
     suites = load_suites(config.suites)
-    own = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
+    own = ctx.own_models()
     models = models_to_score(own, ctx.base_model, config, ctx.seed)
     models.update(ctx.needed)
     models.update(compare_models(config.compare, set(models)))

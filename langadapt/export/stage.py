@@ -105,7 +105,7 @@ def run(slice_: ExportSlice, ctx: StageContext) -> dict[str, Any]:
     if config.push_to_hub:
         check_push(config.repo_id)  # before the slow part, like every check below
     check_replaceable(ctx)
-    models = ctx.models if ctx.models is not None else ctx.layout.models_on_disk()
+    models = ctx.own_models()
     stages = require_trained(ctx.layout.final(), models)
     name = next(n for n, stage in MODEL_STAGES.items() if stage == stages[-1])
     summary = export_model(ctx.layout.export, ctx.layout.final(), config, slice_.facts, name, stages,

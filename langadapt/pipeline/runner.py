@@ -27,7 +27,7 @@ from typing import Any
 
 from langadapt.errors import LangadaptError
 from langadapt.pipeline.preflight import check_recipe, find_problems
-from langadapt.pipeline.stages import Dependency, Entry, Stage, stage_table
+from langadapt.pipeline.stages import Dependency, Stage, stage_table
 from langadapt.planning.recipe_plan import write_run_plan
 from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.recipe.errors import Report
@@ -182,7 +182,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             layout.resolved_recipe.write_text(loaded.resolved_yaml(), encoding="utf-8")
             write_run_plan(recipe)  # the report's planned energy: read outside evaluate's print
         models = run_models([s for s, _ in actions], layout)
-        epochs_checked = False
+        checked: set[str] = set()
         for stage, action in actions:
             if action not in WORKING:
                 log.info("%s %s", _stage_label(stage.name, recipe.name), action)
@@ -193,9 +193,7 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
             _honour_stop(f"before stage {stage.name}")
             ctx = StageContext(run_dir=layout.root, stage=stage.name, seed=recipe.seed, base_model=base_model,
                                log=log, layout=layout, models=models, overwrite=overwrite, dist=place)
-            if not epochs_checked and STAGES.index(stage.name) > STAGES.index("tokenizer"):
-                _check_training_epochs(actions, ctx)
-                epochs_checked = True
+            _early_checks(actions, stage.name, ctx, checked)
             if stage.needs is not None and (dependency := stage.needs(ctx)) is not None:
                 ctx = replace(ctx, needed={dependency.role: _run_dependency(dependency, stage.name)})
             _run_stage(stage, ctx, prints[stage.name], loaded, action, main)
@@ -205,17 +203,15 @@ def run_pipeline(loaded: LoadedRecipe, only: str | None = None, start: str | Non
     return [(stage.name, action) for stage, action in actions]
 
 
-def _check_training_epochs(actions: list[tuple[Stage, str]], ctx: StageContext) -> None:
-    """Every training stage about to run plans its epochs on the token shards (`train.stage.plan_epochs_on_shards`,
-    the plan training streams with) as soon as they exist: after the tokenizer stage, before the
-    embeddings stage and stage 1. Preflight had only estimates where the shards were still to be
-    written: a cap that only the real counts cross would otherwise stop stage 2 after stage 1 trained.
-    A stage whose entry is not an `Entry` (a stand-in, in the tests) has no slice to plan."""
-    from langadapt.train.stage import plan_epochs_on_shards
-
+def _early_checks(actions: list[tuple[Stage, str]], reached: str, ctx: StageContext, done: set[str]) -> None:
+    """Each working stage's `early_check`, once, as soon as the pipeline reaches a stage past the one
+    whose output it needs (`pipeline.stages.EarlyCheck`): the training stages' epochs on the token
+    shards, before the embeddings stage and stage 1 spend their time."""
     for stage, action in actions:
-        if stage.name in TRAINING_STAGES and action in WORKING and isinstance(stage.run, Entry):
-            plan_epochs_on_shards(stage.run.slice, ctx)
+        early = stage.early_check
+        if early and action in WORKING and stage.name not in done and STAGES.index(reached) > STAGES.index(early.after):
+            early.check(ctx)
+            done.add(stage.name)
 
 
 def prepare_base_model(recipe: Recipe, world_size: int = 1) -> str | None:
@@ -325,10 +321,8 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
         ctx = replace(ctx, layout=ctx.layout.building(stage.name, folder))
     label = _stage_label(stage.name, loaded.recipe.name)
     log.info("%s %s%s", label, action, " (keeping partial work)" if resumed else "")
-    if stage.name == "stage2":
-        inh = loaded.inheritance
-        log.info("stage2 inherits from stage1: %s; overrides: %s",
-                 ", ".join(inh["inherited"]) or "nothing", ", ".join(inh["overridden"]) or "nothing")
+    if stage.announce is not None:
+        log.info("%s", stage.announce(loaded))
     started = time.time()
     summary = stage.run(ctx)
     if not isinstance(summary, dict):  # the manifest records it; every stage's protocol says a dict

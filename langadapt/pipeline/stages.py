@@ -12,8 +12,9 @@ import glob
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langadapt.pipeline.preflight import check_licence
 from langadapt.recipe import LoadedRecipe, Recipe
@@ -22,6 +23,9 @@ from langadapt.recipe.slices import recipe_keys
 from langadapt.run.context import StageContext
 from langadapt.run.fingerprint import OutsideFiles
 from langadapt.run.layout import RunLayout
+
+if TYPE_CHECKING:
+    from langadapt.recipe.train import TrainingSlice
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,17 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class EarlyCheck:
+    """A check of a stage that needs only the output of an earlier stage, `after`: the pipeline runs
+    it as soon as that output exists, before the first stage past `after` runs, so that what only
+    real data shows stops the run before the stages in between spend hours (the epoch cap on the
+    token shards: checked before the embeddings and stage 1, not when stage 2 starts)."""
+
+    after: str
+    check: Callable[[StageContext], None]
+
+
+@dataclass(frozen=True)
 class Stage:
     """One pipeline step: a name, the recipe parts it reads, and its entry point (slice bound)."""
 
@@ -69,7 +84,7 @@ class Stage:
     sections: tuple[str, ...]
     """What the stage reads of the recipe (sections or dotted keys, see `LoadedRecipe.section_hash`):
     its fingerprint's recipe part, the keys its slice's fields declare (`recipe.slices.recipe_keys`)."""
-    run: Callable[[StageContext], dict[str, Any]]
+    run: Entry
     skip_reason: str | None = None
     ignores: tuple[str, ...] = ()
     """Fields of `sections` the stage does not read: changing one must not re-run it."""
@@ -86,6 +101,10 @@ class Stage:
     files: Callable[[str | None], OutsideFiles] | None = None
     """The files the stage reads from outside the run, given the resolved base model folder (None
     while it is still to be built or downloaded): their content is in its fingerprint."""
+    early_check: EarlyCheck | None = None
+    """A check the pipeline runs before the stage itself, once the output it needs exists."""
+    announce: Callable[[LoadedRecipe], str] | None = None
+    """A line the pipeline logs as the stage starts (stage 2: what it inherits from stage 1)."""
 
 
 def stage_table(recipe: Recipe) -> list[Stage]:
@@ -100,14 +119,16 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     from langadapt.recipe.tokenizer import TokenizerSlice
     from langadapt.recipe.train import TrainingSlice
 
-    def training(name: str) -> Entry:
+    def training(name: str) -> Stage:
         config = getattr(recipe, name)
         # A stage that will not run has no mixture to derive (its overrides may name what is gone).
         mixture = None if recipe.training_skip_reason(name) else stage_mixture(recipe.data, name, config)
-        return Entry("langadapt.train.stage", TrainingSlice(
-            name, config, recipe.engine, mixture,
-            after_stage1=name == "stage2" and "stage1" in recipe.training_stages,
-            force_epochs=recipe.data.force_epochs, document_masking=recipe.data.document_masking))
+        slice_ = TrainingSlice(name, config, recipe.engine, mixture,
+                               after_stage1=name == "stage2" and "stage1" in recipe.training_stages,
+                               force_epochs=recipe.data.force_epochs, document_masking=recipe.data.document_masking)
+        return _stage(name, Entry("langadapt.train.stage", slice_), skip_reason=recipe.training_skip_reason(name),
+                      early_check=EarlyCheck("tokenizer", partial(_plan_epochs, slice_)),
+                      announce=_inheritance if name == "stage2" else None)
 
     def cold_twin(ctx: StageContext) -> Dependency | None:
         from langadapt.evaluation.cold_twin import cold_twin_recipe
@@ -136,8 +157,8 @@ def stage_table(recipe: Recipe) -> list[Stage]:
         # Which entry runs (`init`) and the base model folder; a scratch model keeps the warm one's
         # `embeddings` section in its print (it was there before the keys were declared per field).
         _stage("embeddings", embeddings, context=("embeddings", "init", "base_model")),
-        _stage("stage1", training("stage1"), skip_reason=recipe.training_skip_reason("stage1")),
-        _stage("stage2", training("stage2"), skip_reason=recipe.training_skip_reason("stage2")),
+        training("stage1"),
+        training("stage2"),
         # The suites, their data files and the compare models, found as the stage finds them.
         _stage("evaluate", Entry("langadapt.evaluation.stage", EvaluateSlice(recipe.evaluation)),
                files=lambda _: OutsideFiles(named=evaluate_inputs(recipe.evaluation)), needs=cold_twin),
@@ -151,6 +172,20 @@ def _stage(name: str, entry: Entry, *, context: tuple[str, ...] = (), **rest: An
     what it reads of the recipe besides its slice (through `ctx`)."""
     keys = recipe_keys(entry.slice, *context)
     return Stage(name, keys.sections, entry, ignores=keys.ignores, at_default=keys.at_default, **rest)
+
+
+def _plan_epochs(slice_: TrainingSlice, ctx: StageContext) -> None:
+    """A training stage's epochs planned on the real token shards (`train.stage.plan_epochs_on_shards`,
+    the plan its stream is built with): imported when it runs, the table stays torch-free."""
+    from langadapt.train.stage import plan_epochs_on_shards
+
+    plan_epochs_on_shards(slice_, ctx)
+
+
+def _inheritance(loaded: LoadedRecipe) -> str:
+    """Stage 2's start line: what it inherits from stage 1 and what it overrides (STYLE item 8)."""
+    inherited, overridden = (", ".join(loaded.inheritance[key]) or "nothing" for key in ("inherited", "overridden"))
+    return f"stage2 inherits from stage1: {inherited}; overrides: {overridden}"
 
 
 def _local_source_files(sources: Sequence[SourceConfig]) -> tuple[Path, ...]:

@@ -255,6 +255,11 @@ class EngineConfig(Config):
     peak_tflops: float | None = Field(None, gt=0, le=100_000)
     """Peak TFLOP/s per device for MFU when the device is not in the built-in table."""
 
+    @property
+    def is_zero3(self) -> bool:
+        """DeepSpeed ZeRO-3: the weights are partitioned, so loading and releasing the model differ."""
+        return self.kind == "deepspeed" and self.zero_stage == 3
+
 
 MONITORING_KEYS = ("checkpoint", "log_every", "loggers", "validation", "profile_steps")
 """Training-stage keys that change how a run is watched and saved, not the model it trains: out of

@@ -52,3 +52,8 @@ class StageContext:
     def out(self) -> Path:
         """This stage's output folder (created by the pipeline before the stage runs)."""
         return self.layout.stage_dir(self.stage)
+
+    def own_models(self) -> dict[str, Path]:
+        """This run's models: `models` as the pipeline set them, else (a stage called on its own)
+        those the run directory holds (`RunLayout.models_on_disk`)."""
+        return self.models if self.models is not None else self.layout.models_on_disk()

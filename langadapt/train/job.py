@@ -10,6 +10,7 @@ DeepSpeed JSON is one of its fields, built with it, so ZeRO-3 loading and the en
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,12 @@ class TrainingJob:
     def stage(self) -> str:
         """The stage's name in logs, metrics and error keys: stage1, stage2 or train."""
         return self.settings.stage
+
+    @property
+    def run_label(self) -> str:
+        """`<run>/<stage>` (`tiny_ci/stage2`), the console's and the trackers' name for this job: the
+        run is the folder `out_dir` lies in, as the pipeline lays a run out (`<run_root>/<name>/<stage>`)."""
+        return f"{Path(os.path.normpath(self.out_dir.absolute())).parent.name}/{self.stage}"
 
     @property
     def engine(self) -> EngineConfig:

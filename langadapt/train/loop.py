@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from langadapt.data.stream import StreamMismatch
+from langadapt.data.stream import SourceProgress, StreamMismatch
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import world_change_line
 from langadapt.recipe.train import TrainStageConfig
@@ -35,16 +35,20 @@ from langadapt.train.lr import lr_at
 from langadapt.train.monitoring.callbacks import Callback, Callbacks, StageStart, StepCost, StepRecord
 from langadapt.train.monitoring.defaults import default_callbacks
 from langadapt.train.monitoring.metrics import LossWindow
+from langadapt.train.monitoring.validation import Validation
 from langadapt.train.policy import numel, select_trainable
 
 log = logging.getLogger("langadapt.train")
 
 
 class TokenStream(Protocol):
-    """The data protocol (langadapt.data.stream.PackedStream, or SyntheticStream in tests)."""
+    """The data protocol (langadapt.data.stream.PackedStream, or SyntheticStream in tests). The
+    state dicts are for checkpoints only; what others ask of a stream has a method of its own."""
 
     def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray: ...
     def position_ids(self, inputs: torch.Tensor) -> torch.Tensor | None: ...  # None: no document masking
+    def trained_sources(self) -> list[str]: ...  # the sources it draws samples from
+    def progress(self) -> SourceProgress: ...  # tokens and epochs served per source so far
     def state_dict(self) -> dict: ...
     def load_state_dict(self, state: dict) -> None: ...
 
@@ -73,14 +77,15 @@ class TrainResult:
 
 
 def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
-        callbacks: Sequence[Callback] | None = None) -> TrainResult:
+        callbacks: Sequence[Callback] | None = None, validation: Validation | None = None) -> TrainResult:
     """Train `model` on `stream` for `job.config.steps` steps; write checkpoints, metrics and
     `job.out_dir/model` (with `job.tokenizer` saved beside the weights when the job has one).
     What trains, on which engine, with which batch shape and sequence length was decided when the
     job was resolved (`TrainingJob.resolve`); `fit` reads those numbers from `job.settings` and
     decides nothing again (steps, optimizer, schedule and checkpoints come from `job.config`).
     `callbacks` watch the run (`langadapt.train.monitoring.callbacks`); None runs
-    `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list."""
+    `default_callbacks` (metrics.jsonl, console, trackers, ...); to add one, extend that list.
+    `validation` scores held-out windows when due (`monitoring.validation`), its rows logged as theirs."""
     config, settings, dist, stage_name = job.config, job.settings, job.dist, job.stage
     out_dir, seed, tokens_per_step = job.out_dir, job.seed, settings.global_batch * settings.seq_len
     random.seed(seed)
@@ -104,10 +109,9 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                         peak_flops(engine.device, settings.engine.precision, settings.engine.peak_tflops),
                         dist.world_size, engine.device)
         if callbacks is None:
-            callbacks = default_callbacks(config, out_dir, f"{out_dir.resolve().parent.name}/{stage_name}",
-                                          stream=stream)
+            callbacks = default_callbacks(config, out_dir, job.run_label, stream=stream)
         start = StageStart(state.step, config.steps, cost, engine, dist.rank)
-        window, final_loss = LossWindow(config.log_every), None
+        window = LossWindow(config.log_every, config.steps)  # the curve's points; the last is final_loss
         with StopOnSignal() as stop, Callbacks(callbacks, start) as monitor:
             while state.step < config.steps:
                 monitor.step_start(state.step + 1)
@@ -121,19 +125,20 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                 lr = lr_at(state.step, config.schedule, config.optimizer.lr, config.steps)
                 grad_norm = engine.step(lr, skip=not math.isfinite(loss))
                 _account(state, loss, grad_norm, config, stage_name, ckpt)
-                window.add(loss)  # what StepMeter's window holds: the curve's point
-                if window.due(state.step, config.steps):
-                    final_loss = window.close()
-                monitor.step(StepRecord(state.step, loss, lr, grad_norm, state.skipped))  # log, validate when due
+                record = StepRecord(state.step, loss, lr, grad_norm, state.skipped, window.add(state.step, loss))
+                monitor.step(record)  # every log_every steps: a metrics row to metrics.jsonl, console, trackers
+                if validation is not None and (row := validation.maybe_run(state.step, config.steps, engine)):
+                    monitor.log(row)  # scored on every rank (a collective), logged by rank 0's callbacks
                 if ckpt.due(state.step, config.steps) or save_votes or stop_votes:
                     saved = ckpt.save(state, engine, stream)
                 if stop_votes:
                     clear_stop()  # honoured: a library caller that catches this may train again
                     raise Preempted(f"in {stage_name} at step {state.step}; checkpoint {saved}")
-            monitoring = monitor.stage_end()
+            monitoring = monitor.stage_end() | ({} if validation is None else {"validation": validation.last})
         engine.export(paths.model, dist.rank)
     if job.tokenizer is not None and dist.rank == 0:
         save_tokenizer(job.tokenizer, paths.model)
+    final_loss = window.last
     if final_loss is None:  # resumed at the end: no window ran in this call
         final_loss = state.last_loss
     elif not math.isfinite(final_loss):  # the last window's every step skipped: metrics.jsonl's null

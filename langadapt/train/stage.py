@@ -66,7 +66,7 @@ def load_model(path: Path, job: TrainingJob) -> torch.nn.Module:
 
     engine = job.engine
     kwargs = {"dtype": torch.float32, "attn_implementation": engine.attn_implementation}
-    if engine.kind == "deepspeed" and engine.zero_stage == 3:
+    if engine.is_zero3:
         from langadapt.train.engines.deepspeed_engine import init_deepspeed_group, load_model_for_zero3
 
         init_deepspeed_group(job.dist)  # zero.Init partitions over the process group
@@ -185,17 +185,16 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     with _epochs_located(slice_, ctx.layout.tokenizer.tokens):
         stream = build_stream(ctx.layout.tokenizer.tokens, mixture, config.seq_len, samples, training.seed,
                               force=force_epochs, document_masking=document_masking)
-    trained = [name for name, target in stream.state_dict()["targets"].items() if target]
     tokenizer = load_tokenizer(tokenizer_dir(ctx, init))
     training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
-    validation = build_validation(training, ctx, trained, stream.position_ids)
+    validation = build_validation(training, ctx, stream.trained_sources(), stream.position_ids)
     step_offset, recipe = tracker_setup(after_stage1, training, ctx)
-    callbacks = default_callbacks(config, ctx.out, f"{ctx.run_dir.name}/{stage_name}", stream=stream,
-                                  validation=validation, step_offset=step_offset, recipe=recipe)
+    callbacks = default_callbacks(config, ctx.out, training.run_label, stream=stream, step_offset=step_offset,
+                                  recipe=recipe)
     try:
-        result = fit(model, stream, training, callbacks)
+        result = fit(model, stream, training, callbacks, validation)
     finally:
-        if engine.kind == "deepspeed" and engine.zero_stage == 3:
+        if engine.is_zero3:
             from langadapt.train.engines.deepspeed_engine import release_zero3_loading
 
             release_zero3_loading(model)

@@ -154,3 +154,25 @@ def test_position_ids_restart_after_each_document(tmp_path: Path) -> None:
     stream = build_stream(make_shards(tmp_path, {"a": 101}), None, 6, 10, 0, document_masking=True)
     batch = torch.tensor([[5, 6, 0, 7, 8, 0, 9], [0, 1, 2, 3, 4, 5, 6]])  # EOS id is 0 in make_shards
     assert stream.position_ids(batch).tolist() == [[0, 1, 2, 0, 1, 2, 0], [0, 0, 1, 2, 3, 4, 5]]
+
+
+def test_trained_sources_and_progress_come_from_the_position_not_the_checkpoint(tmp_path: Path) -> None:
+    """A weight-0 source is in the mixture but never drawn: not trained, not in the progress. The
+    progress counts seq_len tokens a sample and passes over a source's planned samples."""
+    from helpers.synthetic import SyntheticStream
+
+    from langadapt.train.loop import TokenStream
+
+    shards = make_shards(tmp_path, {"a": 8 * 50 + 1, "b": 8 * 20 + 1, "eval_only": 8 * 5 + 1})
+    stream = build_stream(shards, {"a": {"epochs": 2}, "b": {"epochs": 1}, "eval_only": {"weight": 0}}, 8, 120, seed=0)
+    assert stream.trained_sources() == ["a", "b"]
+    assert stream.progress() == ({"a": 0, "b": 0}, {"a": 0.0, "b": 0.0})
+    stream.next_batch(60)  # half of the plan: 50 of a's 100 samples, 10 of b's 20
+    tokens, epochs = stream.progress()
+    assert tokens == {"a": 50 * 8, "b": 10 * 8}
+    assert epochs == pytest.approx({"a": 1.0, "b": 0.5})
+    # every stream the loop is given answers the protocol's questions, not only PackedStream
+    members = [name for name in vars(TokenStream) if not name.startswith("_")]
+    assert {"trained_sources", "progress"} <= set(members)
+    for cls in (type(stream), SyntheticStream):
+        assert all(callable(getattr(cls, name, None)) for name in members), cls

@@ -7,7 +7,8 @@ have tests/ on sys.path (tests/conftest.py's folder, pytest's `prepend` mode) an
 (benchmarks/tokenizer_extension.py), and so do the worker scripts of this folder when run alone.
 
 `SyntheticStream` follows the same protocol as `langadapt.data.stream.PackedStream`
-(`next_batch`, `position_ids`, `state_dict`, `load_state_dict`), so the training loop cannot tell them apart.
+(`langadapt.train.loop.TokenStream`), so the training loop cannot tell them apart. It has no sources:
+it trains none by name and reports no progress per source.
 Row i of the global sequence of rows depends only on (seed, i): any rank, any resume point and
 any world size see the same data, and restoring the position is O(1). The rows are learnable
 (each is an arithmetic progression modulo the vocabulary), so a loss curve goes down quickly.
@@ -19,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from langadapt.data.stream import SourceProgress
 
 
 class SyntheticStream:
@@ -46,6 +49,12 @@ class SyntheticStream:
     def position_ids(self, inputs: torch.Tensor) -> None:
         """Rows are single sequences: no document masking."""
         return
+
+    def trained_sources(self) -> list[str]:
+        return []
+
+    def progress(self) -> SourceProgress:
+        return SourceProgress({}, {})
 
     def state_dict(self) -> dict[str, Any]:
         return {"position": self.position, "seed": self.seed}

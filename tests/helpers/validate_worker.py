@@ -39,7 +39,7 @@ def main(out: Path, engine: str, zero: int) -> None:
     fit(tiny_llama(vocab_size=VOCAB, hidden=32, layers=2, seed=0), SyntheticStream(VOCAB, SEQ, seed=7),
         TrainingJob.resolve(config, EngineConfig(kind=engine, zero_stage=zero, attn_implementation="eager"), out,
                             seed=0, dist=dist),
-        callbacks=default_callbacks(config, out, "run/stage2", validation=validation))
+        callbacks=default_callbacks(config, out, "run/stage2"), validation=validation)
 
 
 if __name__ == "__main__":

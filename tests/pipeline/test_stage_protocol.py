@@ -17,6 +17,7 @@ from helpers.recipes import scratch_recipe
 
 from langadapt.evaluation.training import planned_energy
 from langadapt.pipeline import runner as pipeline
+from langadapt.pipeline.stages import Entry
 from langadapt.planning import recipe_plan
 from langadapt.planning.recipe_plan import write_run_plan
 from langadapt.recipe import load_recipe
@@ -61,7 +62,7 @@ def test_every_stage_of_the_table_keeps_the_protocol(recipe: str) -> None:
     assert [stage.name for stage in table] == list(STAGES)
     found = {}
     for stage in table:
-        assert isinstance(stage.run, pipeline.Entry), f"{stage.name}: its entry point is not bound by the table"
+        assert isinstance(stage.run, Entry), f"{stage.name}: its entry point is not bound by the table"
         found[stage.name] = protocol_problems(stage.run.function(), stage.run.slice)
     assert found == {name: [] for name in STAGES}
 
@@ -161,3 +162,15 @@ def test_a_plan_that_cannot_be_made_stops_no_run_and_the_report_says_why(tmp_pat
     monkeypatch.setattr(recipe_plan, "plan_recipe", broken)
     recipe_plan.write_run_plan(loaded.recipe)  # a fault in an estimate is recorded, not raised
     assert planned_energy(layout) == {"joules_per_step": {}, "note": "no plan estimate: KeyError: 'num_layers'"}
+
+
+def test_stage_specific_work_is_declared_by_the_stages_not_the_runner() -> None:
+    """The runner is generic: stage 2's inheritance line and the training stages' epochs check
+    before training are hooks of those stages in the table (`announce`, `early_check`)."""
+    loaded = load_recipe(REPO / RECIPES[0])
+    table = {stage.name: stage for stage in pipeline.stage_table(loaded.recipe)}
+    assert [name for name, stage in table.items() if stage.announce] == ["stage2"]
+    line = table["stage2"].announce(loaded)
+    assert line.startswith("stage2 inherits from stage1: ") and "; overrides: " in line
+    assert {name: stage.early_check.after for name, stage in table.items() if stage.early_check} == \
+        {"stage1": "tokenizer", "stage2": "tokenizer"}

@@ -107,3 +107,15 @@ def test_the_deepspeed_config_is_built_with_the_job_and_survives_replace(tmp_pat
     with pytest.raises(LangadaptError, match="engine.deepspeed_config.gradient_clipping = 5.0 contradicts "
                                              "stage2.grad_clip"):
         TrainingJob.resolve(config(), clash, tmp_path, seed=0, stage_name="stage2")
+
+
+def test_the_run_label_is_the_run_folder_and_the_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One derivation for the console and the trackers, from the stage folder a job writes to."""
+    def label(out_dir: Path, stage_name: str | None) -> str:
+        return TrainingJob.resolve(config(steps=1), EngineConfig(), out_dir, seed=0, stage_name=stage_name).run_label
+
+    assert label(tmp_path / "runs" / "demo" / "stage2", "stage2") == "demo/stage2"
+    assert label(tmp_path / "runs" / ".." / "runs" / "demo" / "stage1", "stage1") == "demo/stage1"
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path / "runs")
+    assert label(Path("out"), None) == "runs/train"  # a library caller's relative folder

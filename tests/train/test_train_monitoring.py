@@ -61,9 +61,8 @@ def test_validation_scores_the_same_windows_as_the_models_own_forward(tmp_path: 
     config = stage(8, every=3)
     out = tmp_path / "run" / "stage2"
     fit(tiny_llama(VOCAB), SyntheticStream(VOCAB, SEQ),
-        TrainingJob.resolve(config, EngineConfig(), out, seed=0),
-        callbacks=default_callbacks(config, out, "run/stage2",
-                                    validation=Validation(sets, config.validation, micro_batch_size=3)))
+        TrainingJob.resolve(config, EngineConfig(), out, seed=0), callbacks=default_callbacks(config, out, "run/stage2"),
+        validation=Validation(sets, config.validation, micro_batch_size=3))
     valid = [r for r in rows(out) if "valid" in r]
     assert [r["step"] for r in valid] == [3, 6, 8]  # every 3 steps and the last
     assert valid[-1]["valid"]["xx"]["loss"] < valid[0]["valid"]["xx"]["loss"]  # it learns the progressions

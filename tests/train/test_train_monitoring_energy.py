@@ -24,6 +24,7 @@ from langadapt.train.monitoring.energy import (
     RaplCounter,
     energy_counter,
 )
+from langadapt.train.monitoring.validation import Validation
 
 CUDA0 = torch.device("cuda", 0)
 
@@ -137,8 +138,11 @@ class Watts:
         return self.watts * time.perf_counter()
 
 
-class SlowValidation:
+class SlowValidation(Validation):
     """Due at every other step; takes time (and so energy) that must not count as training."""
+
+    def __init__(self) -> None:  # no held-out sets: `due` and `run` below stand in for them
+        pass
 
     def due(self, step: int, total: int) -> bool:
         return step % 2 == 0
@@ -150,10 +154,10 @@ class SlowValidation:
 
 def test_joules_per_step_is_power_times_step_time_without_validation_time(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(metrics, "energy_counter", lambda device: Watts(100.0))
-    callbacks = default_callbacks(TrainStageConfig(steps=6, log_every=2, loggers=[]), tmp_path, "run/stage2",
-                                  validation=SlowValidation())
+    callbacks = default_callbacks(TrainStageConfig(steps=6, log_every=2, loggers=[]), tmp_path, "run/stage2")
     summary = drive(callbacks, range(1, 7), 6, cost=StepCost(1000, 1.0, None, 4, torch.device("cpu")),
-                    work=lambda step: time.sleep(0.02))  # the "training step"
+                    work=lambda step: time.sleep(0.02),  # the "training step"
+                    log_every=2, validation=SlowValidation())
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "loss" in r]
     assert [r["step"] for r in train] == [2, 4, 6] and len(rows) == 6

@@ -1,19 +1,20 @@
 """The hooks through which a training stage is watched: console, metrics.jsonl, trackers, profiler,
-energy and MFU, held-out validation are each one `Callback`; the loop calls a list of them.
+energy and MFU are each one `Callback`; the loop calls a list of them. Held-out validation is not
+one: it is collective work that every rank must do together, so `fit` calls it itself, visibly,
+and hands its row to `Callbacks.log`.
 
-The loop calls, in this order (on rank 0; callbacks with `all_ranks` on every rank, for work
-that is collective, like validation):
+The loop calls, in this order (on rank 0; callbacks with `all_ranks` on every rank):
 
     on_stage_start(start)        once, before the first step (also after a resume: start.step > 0)
     on_step_start(step)          before each optimizer step's data is read
-    on_step(record) -> row       after it; a callback that returns a row (a logged step, a
-                                 validation) has it sent at once to every callback's on_log
-    on_log(row)                  each row, as metrics.jsonl stores it
+    on_step(record) -> row       after it; a callback that returns a row (a logged step) has it
+                                 sent at once to every callback's on_log
+    on_log(row)                  each row, as metrics.jsonl stores it (also a validation's row)
     on_stage_end(summary)        once, after the last step; callbacks add to the stage summary
     close()                      always, also on an error or a stop signal
 
 Callbacks run in list order, so a callback sees the rows of those before it in the same step.
-The step meter comes first: whatever later callbacks spend (a validation, a log write) and a
+The step meter comes first: whatever later callbacks spend (a log write), a validation and a
 checkpoint between steps fall outside its step time. Adding a logger is a new subclass in the
 list handed to `fit`: no existing class changes (OLMo-core's trainer callbacks, reduced to the
 hooks this loop needs).
@@ -66,6 +67,10 @@ class StepRecord:
     grad_norm: float
     skipped: int
     """Skipped (non-finite) steps so far."""
+    window_loss: float | None = None
+    """On a logged step (every `log_every`-th, and the last): the mean of the finite losses since the
+    previous logged step, the loss curve's point (NaN when every step of it was skipped); None on the
+    other steps. The loop computes it once (`metrics.LossWindow`)."""
 
 
 class Callback:
@@ -124,8 +129,12 @@ class Callbacks:
         for callback in self.callbacks:
             row = callback.on_step(record)
             if row is not None:
-                for sink in self.callbacks:
-                    sink.on_log(row)
+                self.log(row)
+
+    def log(self, row: dict) -> None:
+        """`row` to every callback's on_log (a logged step's, or a validation's, which `fit` hands in)."""
+        for sink in self.callbacks:
+            sink.on_log(row)
 
     def stage_end(self) -> dict:
         summary: dict = {}

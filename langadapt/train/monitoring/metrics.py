@@ -7,7 +7,7 @@ skipped_steps, elapsed_seconds (training wall time, over restarts), eta_seconds,
 tokens_by_source and epochs_by_source (from the data stream's position), joules_per_step
 (measured on this device where it has an energy counter, `langadapt.train.monitoring.energy`; null
 elsewhere). Validation rows (`{"step", "valid": {lang: {loss, bits_per_byte, tokens}},
-"valid_seconds"}`) come from `ScheduledValidation`; `MetricsFile` writes every row. MFU is
+"valid_seconds"}`) come from `Validation`, which `fit` calls; `MetricsFile` writes every row. MFU is
 computed as in `langadapt.train.flops`:
 
     MFU = flops_per_token * tokens_per_second_per_device / peak_flops_per_device
@@ -31,6 +31,7 @@ import math
 import resource
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -38,6 +39,9 @@ from langadapt.run.metrics_log import kept_lines, read_metrics
 from langadapt.runtime.logs import clock, terminal_bar
 from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
+
+if TYPE_CHECKING:
+    from langadapt.train.loop import TokenStream
 
 log = logging.getLogger("langadapt.train")
 
@@ -47,21 +51,6 @@ def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def source_progress(stream: object) -> tuple[dict[str, int], dict[str, float]]:
-    """Tokens and passes (epochs) seen per source so far, from the stream's O(1) position.
-
-    Passes are the planned epochs scaled by how much of the plan has been served; streams
-    without per-source counts (the synthetic one) give empty dicts.
-    """
-    state = stream.state_dict() if hasattr(stream, "state_dict") else {}
-    counts, targets, plan = state.get("counts", {}), state.get("targets", {}), getattr(stream, "plan", None)
-    counts = {name: count for name, count in counts.items() if targets.get(name, 1)}  # weight-0 sources: not shown
-    tokens = {name: count * stream.seq_len for name, count in counts.items()}  # seq_len targets a sample
-    epochs = {name: plan.source(name).epochs * count / targets[name]
-              for name, count in counts.items() if plan is not None and targets.get(name)}
-    return tokens, epochs
 
 
 def human(count: float) -> str:
@@ -75,41 +64,41 @@ def human(count: float) -> str:
 class LossWindow:
     """The losses since the last logged step: what a metrics.jsonl row's `loss` is the mean of.
 
-    One definition for two readers: `StepMeter` writes each window's mean as the curve's point, and
-    `fit` closes its own window on the same steps, so `TrainResult.final_loss` (and the stage
-    summary's `final_loss`, which the model card prints) is the curve's last point, not a second,
-    noisier number (the last step's loss alone is one batch's, and would differ from the last point
-    of the curve the report draws). Steps with a non-finite loss are left out; a window of none has
-    no mean (NaN)."""
+    The loop keeps the one window of a stage and hands each closed window's mean to the callbacks on
+    the step record (`StepRecord.window_loss`): `StepMeter` writes it as the curve's point, and its
+    last one is `TrainResult.final_loss` (the stage summary's `final_loss`, which the model card
+    prints), so the two cannot differ (the last step's loss alone is one batch's, and would differ
+    from the last point of the curve the report draws). Steps with a non-finite loss are left out; a
+    window of none has no mean (NaN)."""
 
-    def __init__(self, log_every: int) -> None:
-        self.log_every = log_every
+    def __init__(self, log_every: int, total_steps: int) -> None:
+        self.log_every, self.total_steps = log_every, total_steps
         self.losses: list[float] = []
+        self.last: float | None = None
+        """The mean of the last window closed; None before the first."""
 
-    def add(self, loss: float) -> None:
+    def add(self, step: int, loss: float) -> float | None:
+        """Add step `step`'s loss; on a logged step (every `log_every`-th, and the last) close the
+        window and return its mean (NaN when every step in it was skipped), else None."""
         if math.isfinite(loss):
             self.losses.append(loss)
-
-    def due(self, step: int, total_steps: int) -> bool:
-        """Whether `step` is a logged step: every `log_every`-th, and the last."""
-        return step % self.log_every == 0 or step == total_steps
-
-    def close(self) -> float:
-        """The window's mean (NaN when every step in it was skipped); starts the next window."""
-        mean = sum(self.losses) / len(self.losses) if self.losses else float("nan")
+        if step % self.log_every and step != self.total_steps:
+            return None
+        self.last = sum(self.losses) / len(self.losses) if self.losses else float("nan")
         self.losses = []
-        return mean
+        return self.last
 
 
 class StepMeter(Callback):
-    """Builds the training row every `log_every` steps (and at the last): the mean loss of the
-    window, throughput, MFU, memory, energy, ETA and the tokens seen per source.
+    """Builds the training row of each logged step (the records that carry a `window_loss`: every
+    `log_every`-th step and the last): the window's mean loss, throughput, MFU, memory, energy, ETA
+    and the tokens seen per source.
 
-    `stream` (optional) gives the tokens and epochs seen per source; `previous` is the stage's
-    metrics.jsonl, whose last kept `elapsed_seconds` a resumed stage continues from."""
+    `stream` (optional) gives the tokens and epochs seen per source (`TokenStream.progress`);
+    `previous` is the stage's metrics.jsonl, whose last kept `elapsed_seconds` a resumed stage continues from."""
 
-    def __init__(self, log_every: int, stream: object = None, previous: Path | None = None) -> None:
-        self.log_every, self.stream, self.previous = log_every, stream, previous
+    def __init__(self, stream: TokenStream | None = None, previous: Path | None = None) -> None:
+        self.stream, self.previous = stream, previous
         self._energy: EnergyCounter | None = None
         self._measured_steps, self._measured_seconds, self._measured_joules = 0, 0.0, 0.0
 
@@ -123,7 +112,6 @@ class StepMeter(Callback):
         self._new_window()
 
     def _new_window(self) -> None:
-        self._window = LossWindow(self.log_every)
         self._steps, self._seconds, self._joules = 0, 0.0, 0.0
 
     def _joules_now(self) -> float:
@@ -137,8 +125,7 @@ class StepMeter(Callback):
         self._steps += 1
         self._seconds += now - self._step_began
         self._joules += self._joules_now() - self._joules_began
-        self._window.add(record.loss)
-        if not self._window.due(record.step, self.total_steps):
+        if record.window_loss is None:
             return None
         row = self._row(record, now)
         self._measured_steps += self._steps
@@ -152,10 +139,10 @@ class StepMeter(Callback):
         tps = self._steps * self.cost.tokens_per_step / seconds
         per_device = tps / self.cost.world_size
         peak = self.cost.peak_flops
-        tokens_by_source, epochs_by_source = source_progress(self.stream)
+        tokens_by_source, epochs_by_source = self.stream.progress() if self.stream is not None else ({}, {})
         return {
             "step": record.step,
-            "loss": self._window.close(),
+            "loss": record.window_loss,
             "lr": record.lr,
             "grad_norm": record.grad_norm,
             "tokens": record.step * self.cost.tokens_per_step,

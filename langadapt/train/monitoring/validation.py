@@ -36,7 +36,6 @@ import torch
 from langadapt.data.shards import Shard, read_shards
 from langadapt.errors import LangadaptError
 from langadapt.recipe.train import ValidationConfig
-from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecord
 
 log = logging.getLogger("langadapt.train")
 
@@ -96,7 +95,10 @@ def load_held_out(valid_dir: Path, sources: list[str] | None, langs: list[str] |
 
 
 class Validation:
-    """Scores the held-out sets when due (`ScheduledValidation` calls it from the loop)."""
+    """Scores the held-out sets when due: `fit` calls `maybe_run` after every step, on every rank."""
+
+    last: dict | None = None
+    """The last validation row (the stage summary's `validation`); None before the first."""
 
     def __init__(self, sets: list[HeldOutSet], config: ValidationConfig, micro_batch_size: int,
                  precision: str = "fp32", rank: int = 0, world_size: int = 1,
@@ -109,6 +111,15 @@ class Validation:
 
     def due(self, step: int, total_steps: int) -> bool:
         return bool(self.sets) and self.every is not None and (step % self.every == 0 or step == total_steps)
+
+    def maybe_run(self, step: int, total_steps: int, engine) -> dict | None:
+        """The row `{"step", "valid": {lang: {loss, bits_per_byte, tokens}}, "valid_seconds"}` of step
+        `step` when it is due (every `every_steps`-th and the last), else None. Every rank calls it:
+        scoring is collective (under ZeRO-3 and FSDP each forward gathers the weights)."""
+        if not self.due(step, total_steps):
+            return None
+        self.last = {"step": step, **self.run(engine)}
+        return self.last
 
     def _my_rows(self, windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's rows (r, r + W, ...), padded to the same count on every rank (targets -100)."""
@@ -150,28 +161,3 @@ class Validation:
             per_lang[held_out.lang] = {"loss": nll / tokens, "tokens": int(tokens),
                                        "bits_per_byte": nll / held_out.target_bytes / math.log(2)}
         return {"valid": per_lang, "valid_seconds": time.perf_counter() - started}
-
-
-class ScheduledValidation(Callback):
-    """Runs `validation` when it is due and logs its row `{"step", "valid": {lang: {loss,
-    bits_per_byte, tokens}}, "valid_seconds"}`; the last one goes into the stage summary.
-
-    On every rank: scoring is collective (under ZeRO-3 and FSDP each forward gathers weights).
-    It comes after the step meter in the list, so its time and energy are not training's."""
-
-    all_ranks = True
-
-    def __init__(self, validation: Validation) -> None:
-        self.validation, self.last = validation, None
-
-    def on_stage_start(self, start: StageStart) -> None:
-        self.engine, self.total_steps = start.engine, start.total_steps
-
-    def on_step(self, record: StepRecord) -> dict | None:
-        if not self.validation.due(record.step, self.total_steps):
-            return None
-        self.last = {"step": record.step, **self.validation.run(self.engine)}
-        return self.last
-
-    def on_stage_end(self, summary: dict) -> None:
-        summary["validation"] = self.last
