@@ -29,7 +29,6 @@ from langadapt.evaluation.held_out import (
     GivenTexts,
     eval_target,
     held_out_texts,
-    is_model_folder,
     recipe_scoring,
     recipe_target_langs,
 )
@@ -39,6 +38,7 @@ from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.token_cost import token_costs
 from langadapt.evaluation.training import EvaluateSlice, compare_folder, planned_energy, trained_runs
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout, read_manifest

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.held_out import is_model_folder
 from langadapt.evaluation.naming import split_named
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
 from langadapt.recipe.evaluation import EvaluationConfig

@@ -31,6 +31,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.js
 ends in transformers' "install sentencepiece or tiktoken" after seconds of imports."""
 
 
+def is_model_folder(path: Path) -> bool:
+    """A Hugging Face model folder (config.json beside whatever else), as opposed to a run directory,
+    a checkpoint or a missing path: the one test of what a stage, `langadapt eval` or export treats as
+    one model. `model_folder_problem` says whether such a folder also loads."""
+    return (path / "config.json").is_file()
+
+
 def weights_problem(folder: Path) -> str | None:
     """Why the safetensors weights in `folder` cannot be loaded, from headers and file sizes alone.
 
@@ -278,7 +285,7 @@ def model_folder_problem(folder: Path, weights: bool = True, tokenizer: bool = T
         return f"{folder}: no such model folder" if not folder.exists() else f"{folder} is a file, not a model folder"
     if irregular := irregular_files(folder):
         return irregular[0]
-    if not (folder / "config.json").is_file():
+    if not is_model_folder(folder):
         return f"{folder} has no config.json: not a Hugging Face model folder"
     try:
         config = read_input_json(folder / "config.json", "config.json")

@@ -16,6 +16,7 @@ from langadapt.data.epochs import stage_plan
 from langadapt.data.shards import read_shards
 from langadapt.data.source_paths import local_files
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.planning.languages import language_rows, weighted_tokens
 from langadapt.planning.models import ModelDims, complete_architecture, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
@@ -56,7 +57,7 @@ def model_dims(recipe: Recipe) -> ModelDims:
     spec = recipe.base_model
     if recipe.init == "scratch" and spec.architecture:
         dims = _architecture_dims(recipe)
-    elif spec.build_recipe and not (Path(spec.path or "") / "config.json").is_file():
+    elif spec.build_recipe and not is_model_folder(Path(spec.path or "")):
         dims = _architecture_dims(load_recipe(spec.build_recipe).recipe)  # a base built by its recipe, not yet
     else:
         dims = load_model_dims(spec.path or "")

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from huggingface_hub.constants import SAFETENSORS_SINGLE_FILE
 
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.inputs.text import read_input_text
 from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 
@@ -321,7 +322,7 @@ class RunLayout:
         """init / stage1 / adapted folders that hold a model, for a run seen from outside a pipeline
         (`langadapt eval RUN`); inside one, the pipeline says which models the recipe made."""
         found = {name: self.trained(stage).model for name, stage in MODEL_STAGES.items()}
-        return {name: path for name, path in found.items() if (path / "config.json").is_file()}
+        return {name: path for name, path in found.items() if is_model_folder(path)}
 
 
 def owning_run_dir(path: Path) -> Path | None:
