@@ -16,14 +16,15 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub.constants import SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE
-
 from langadapt.errors import LangadaptError
 from langadapt.inputs.compression import input_problem
 from langadapt.inputs.files import irregular_files
 from langadapt.inputs.text import read_input_json
 
-SAFETENSORS, SAFETENSORS_INDEX = SAFETENSORS_SINGLE_FILE, SAFETENSORS_INDEX_FILE
+SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
+"""The weights file names Hugging Face writes and loads (`huggingface_hub.constants`
+SAFETENSORS_SINGLE_FILE / SAFETENSORS_INDEX_FILE, which a test compares), spelled here so that
+reading a folder or a run's layout does not import huggingface_hub (`langadapt plan`, `--dry-run`)."""
 WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, "pytorch_model.bin", "pytorch_model.bin.index.json")
 """What transformers loads a model's weights from (the sharded forms beside each single file)."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.json")
