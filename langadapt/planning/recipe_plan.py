@@ -40,7 +40,7 @@ def run_plan_file(layout: RunLayout) -> Path:
 def write_run_plan(recipe: Recipe) -> None:
     """`langadapt plan` of `recipe` into its run folder, written by the pipeline once per `langadapt
     run`, beside the resolved recipe: the report's planned energy per step reads it
-    (`evaluation.training.planned_energy`), outside every stage's print. Made as the run starts: a
+    (`evaluation.training_report.planned_energy`), outside every stage's print. Made as the run starts: a
     first run plans the vocabulary the recipe asks for, and one the tokenizer stage left short is in
     the plan of the next `langadapt run`. A recipe that cannot be planned writes {"error": why}: an
     estimate stops no run."""

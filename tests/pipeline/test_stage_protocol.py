@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers.recipes import scratch_recipe
 
-from langadapt.evaluation.training import planned_energy
+from langadapt.evaluation.training_report import planned_energy
 from langadapt.pipeline import runner as pipeline
 from langadapt.planning import recipe_plan
 from langadapt.planning.recipe_plan import write_run_plan
