@@ -181,8 +181,10 @@ def test_slurm_cleaning_array_then_merge_job_writes_the_local_run(tmp_path: Path
     for name, root in (("slurm", tmp_path / "slurm-runs"), ("local", tmp_path / "local-runs")):
         recipes[name] = tmp_path / f"{name}.yaml"
         recipes[name].write_text(SCRATCH.format(run_root=root, corpus=src / "nb-*.jsonl"))
-    job = datatrove_engine.submit_preparation(recipes["slurm"], ["data.datatrove.tasks=3", "data.datatrove.finish_cpus=1",
-                                                                "data.datatrove.time=10:00"], until="data")
+    from langadapt.cli.datatrove_slurm import submit_preparation
+
+    job = submit_preparation(recipes["slurm"], ["data.datatrove.tasks=3", "data.datatrove.finish_cpus=1",
+                                                "data.datatrove.time=10:00"], until="data")
     deadline = time.monotonic() + 300
     while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, check=False).stdout.strip():
         assert time.monotonic() < deadline, f"preparation job {job} still queued or running after 300 s"
