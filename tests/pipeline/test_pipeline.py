@@ -322,14 +322,32 @@ def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatc
     assert seen == {"n": 3}
 
 
-def test_stage_lines_of_a_run_inside_another_name_that_run() -> None:
+def test_stage_lines_of_a_run_inside_another_name_that_run(stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
     """The base model's and the cold twin's pipelines run inside the user's run: their console
     lines say whose they are instead of interleaving unlabelled with the user's stages."""
-    from langadapt.pipeline.runner import _labelled, _stage_label
+    path, _, _ = stub
+    inner = tmp_path / "cold.yaml"
+    inner.write_text(scratch_recipe(tmp_path, "stub_cold"))
+    stubs = pipeline.stage_table  # the fixture's
 
-    assert _stage_label("data", "demo") == "data      "
-    with _labelled(SimpleNamespace(name="demo")):
-        assert _stage_label("stage1", "demo") == "stage1    "
-        with _labelled(SimpleNamespace(name="demo_cold")):
-            assert _stage_label("stage2", "demo_cold") == "[demo_cold] stage2    "
-        assert _stage_label("export", "demo") == "export    "
+    def with_a_run_inside(recipe):
+        stages = stubs(recipe)
+        if recipe.name != "stub":
+            return stages
+
+        def tokenizer_then_the_twin(ctx):
+            run_pipeline(load_recipe(inner), until="data")
+            return stages[1].run(ctx)
+        return [stages[0], replace(stages[1], run=tokenizer_then_the_twin), *stages[2:]]
+
+    monkeypatch.setattr(pipeline, "stage_table", with_a_run_inside)
+    with caplog.at_level("INFO", logger="langadapt"):
+        run_pipeline(load_recipe(path), until="embeddings")
+    lines = [record.getMessage() for record in caplog.records]
+    assert [line.split(" run")[0] for line in lines if line.endswith(" run")] == [
+        "data      ", "tokenizer ", "[stub_cold] data      ", "embeddings"]
+    with caplog.at_level("INFO", logger="langadapt"):
+        caplog.clear()
+        run_pipeline(load_recipe(inner), until="data")  # on its own, the twin's lines are unlabelled
+    assert any(record.getMessage().startswith("data       skip") for record in caplog.records), caplog.text
