@@ -19,7 +19,7 @@ from langadapt.planning.recipe_plan import run_plan_file
 from langadapt.recipe import load_recipe
 from langadapt.run import completion
 from langadapt.run.fingerprint import hash_json
-from langadapt.run.layout import MARKER, RunLayout
+from langadapt.run.layout import MARKER, RunLayout, read_manifest
 from langadapt.runtime import signals
 
 SIGNALLED: set[str] = set()
@@ -351,3 +351,27 @@ def test_stage_lines_of_a_run_inside_another_name_that_run(stub, tmp_path: Path,
         caplog.clear()
         run_pipeline(load_recipe(inner), until="data")  # on its own, the twin's lines are unlabelled
     assert any(record.getMessage().startswith("data       skip") for record in caplog.records), caplog.text
+
+
+def test_the_manifests_config_hash_is_the_recipe_part_its_fingerprint_hashes(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage's manifest records as `config_hash` the recipe part of the print the skip decision
+    compares (`recipe_hash`: a training stage's `engine.peak_tflops` at its default), not a hash of
+    its sections that a display-only key moves."""
+    from langadapt.run.fingerprint import recipe_hash
+
+    (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
+    path = tmp_path / "r.yaml"
+    path.write_text(scratch_recipe(tmp_path, "stub"))
+    real = pipeline.stage_table
+    monkeypatch.setattr(pipeline, "stage_table", lambda recipe: [
+        replace(stage, run=lambda ctx: {}) for stage in real(recipe)])  # the real sections, stub work
+    monkeypatch.setattr(pipeline, "check_recipe", lambda loaded, selected: None)
+    loaded = load_recipe(path, ["engine.peak_tflops=312"])
+    run_pipeline(loaded, until="stage2")
+    layout = RunLayout(loaded.recipe.run_dir)
+    stages = {stage.name: stage for stage in real(loaded.recipe)}
+    for name in ("data", "tokenizer", "embeddings", "stage2"):
+        assert read_manifest(layout.stage_dir(name))["config_hash"] == recipe_hash(loaded, stages[name]), name
+    stage2 = stages["stage2"]
+    assert recipe_hash(loaded, stage2) != loaded.section_hash(*stage2.sections, ignore=stage2.ignores)
