@@ -1,5 +1,6 @@
 """`langadapt launch` and `langadapt sweep-report`: a multi-node run's Slurm scripts, or a scaling
-sweep's, and the sweep's report once its jobs ran."""
+sweep's, and the sweep's report once its jobs ran; and `launch --submit-preparation`, the line the
+scripts' submit.sh runs for a preparation on datatrove over Slurm (`datatrove_slurm`)."""
 
 from __future__ import annotations
 
