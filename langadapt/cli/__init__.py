@@ -17,7 +17,7 @@ import sys
 
 from langadapt.cli.evaluate import cmd_eval, max_bytes
 from langadapt.cli.export import cmd_export
-from langadapt.cli.launch import cmd_launch, cmd_sweep_report
+from langadapt.cli.launch import PREPARATION_UNTIL, cmd_launch, cmd_sweep_report
 from langadapt.cli.run import cmd_frontier, cmd_plan, cmd_reference, cmd_run
 from langadapt.errors import EXIT_USER_ERROR, LangadaptError
 from langadapt.ioerrors import os_error_line
@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     from langadapt.runtime.launch_options import add_launch_arguments
 
     add_launch_arguments(launch)
+    # What the submit.sh of a launch on datatrove runs (`submit_preparation_now`), not typed by hand.
+    launch.add_argument("--submit-preparation", action="store_true", help=argparse.SUPPRESS)
+    launch.add_argument("--until", choices=PREPARATION_UNTIL, help=argparse.SUPPRESS)
+    launch.add_argument("--dependency", metavar="JOB_ID", help=argparse.SUPPRESS)
 
     report = commands.add_parser("sweep-report", help="tokens/s and scaling efficiency of a `launch --sweep` folder")
     report.add_argument("sweep_dir", help="the sweep folder `launch --sweep` wrote")

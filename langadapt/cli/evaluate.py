@@ -122,10 +122,11 @@ def default_eval_out(target: Path, name: str | None = None) -> Path:
     untouched (it may be read-only, or be uploaded to the Hub as it is). The name is `--name`, else
     the run and stage the folder came from (`eval_demo_stage2`, not one `eval_model` for all)."""
     from langadapt.evaluation.naming import derived_name, out_folder_name
+    from langadapt.inputs.model_folder import is_model_folder
     from langadapt.recipe.paths import check_name
     from langadapt.run.layout import RunLayout
 
-    if (target / "config.json").is_file():
+    if is_model_folder(target):
         return Path(check_name(out_folder_name(name or derived_name(target)), "--name"))
     return RunLayout(target).cli_eval
 

@@ -1,14 +1,25 @@
 """`langadapt launch` and `langadapt sweep-report`: a multi-node run's Slurm scripts, or a scaling
-sweep's, and the sweep's report once its jobs ran."""
+sweep's, and the sweep's report once its jobs ran; and `launch --submit-preparation`, the line the
+scripts' submit.sh runs for a preparation on datatrove over Slurm (`datatrove_slurm`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import subprocess
+import sys
 
 from langadapt.errors import LangadaptError
 
+PREPARATION_UNTIL = ("data", "tokenizer", "embeddings")
+"""The stages a preparation on datatrove may end with (the CPU stages; training is the GPU job's)."""
+
 
 def cmd_launch(args: argparse.Namespace) -> int:
+    if args.submit_preparation:
+        return submit_preparation_now(args)
+    if args.until is not None or args.dependency is not None:
+        raise LangadaptError("launch --until/--dependency: only with --submit-preparation (what submit.sh runs)")
     from langadapt.recipe import load_recipe
     from langadapt.runtime.launch import datatrove_on_slurm, launch_from_options
     from langadapt.runtime.launch_options import LaunchOptions
@@ -42,6 +53,27 @@ def cmd_launch(args: argparse.Namespace) -> int:
               f"(it submits the preparation on datatrove over Slurm: {datatrove.tasks or 'one per piece'} cleaning "
               f"task(s), then merge, tokenizer and embeddings on {datatrove.finish_cpus} cores; training waits for "
               "the preparation: sbatch --dependency=afterok)")
+    return 0
+
+
+def submit_preparation_now(args: argparse.Namespace) -> int:
+    """`langadapt launch RECIPE --slurm --submit-preparation [--set ...] [--until STAGE] [--dependency
+    JOB_ID]`, the line the submit.sh of a launch on datatrove runs (`runtime.launch.datatrove_submit_command`):
+    submit the cleaning array and the job that merges and runs the stages up to `--until`
+    (`cli.datatrove_slurm.submit_preparation`) and print that last job's id alone on stdout, so
+    `prepare=$(...)` is the id (datatrove's log goes to stderr). A recipe or submission error is one
+    line on stderr and exit code 2, as for every command."""
+    if args.dry_run or args.sweep:
+        raise LangadaptError("launch --submit-preparation: not with --dry-run or --sweep (it submits jobs)")
+    from langadapt.cli.datatrove_slurm import submit_preparation
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # nothing but the id on stdout
+            job = submit_preparation(args.recipe, args.overrides, until=args.until or "embeddings",
+                                     dependency=args.dependency)
+    except (subprocess.CalledProcessError, OSError) as err:  # sbatch refused, or is not here
+        raise LangadaptError(str(err)) from None
+    print(job)
     return 0
 
 

@@ -13,8 +13,8 @@ the same bytes (tests/data/test_data_datatrove.py):
    cleaned again.
 2. One task reads the piece files in job order and calls `merge.merge` (exact and near dedup,
    the held-out split, writing `data/{train,valid}`) and `merge.write_stats`. Locally this is the
-   data stage's own process once the cleaning executor returns; on Slurm it is the last job,
-   which runs `langadapt run RECIPE --until <stage>` (`submit_preparation`): the data stage there
+   data stage's own process once the cleaning executor returns; on Slurm it is the last job
+   (`FinishPreparation`), which runs `langadapt run RECIPE --until <stage>`: the data stage there
    finds every piece cleaned and only merges, the tokenizer stage encodes the token shards on
    that job's cores (`shards.encode_corpus`), and the pipeline writes the manifests and markers
    the GPU job's `langadapt run` then skips.
@@ -30,9 +30,10 @@ keyed by the data section and the plan (files, sizes, modification times), so pi
 settings or other files are never merged; its pieces are deleted once the merge succeeded (the
 logs stay until the settings change).
 
-This module runs the two steps: `run` on this node, `submit_preparation` (from a shell: `python -m
-langadapt.data.datatrove_engine submit`) on Slurm; what a task does and the files it leaves are
-`datatrove_pieces`'.
+This module runs the two steps on this node (`run`) and holds the last job's step
+(`FinishPreparation`); what a task does and the files it leaves are `datatrove_pieces`'. Submitting
+them to Slurm loads the recipe and picks partitions, which is the launch's work:
+`cli.datatrove_slurm.submit_preparation` (`langadapt launch RECIPE --slurm --submit-preparation`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from langadapt.data.datatrove_pieces import (
@@ -142,104 +142,15 @@ def _langadapt_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from langadapt.cli import main; sys.exit(main())"]
 
 
-def submit_preparation(recipe_path: str | Path, overrides: list[str] | None = None, until: str = "embeddings",
-                       dependency: str | None = None) -> str:
-    """Submit the corpus preparation of a recipe as Slurm jobs from a login node; returns the last job's id.
-
-    Two jobs: the cleaning array (`datatrove.tasks` tasks, `datatrove.cpus_per_task` cores each;
-    only the unfinished tasks are submitted) and, after it succeeded (`afterok`), one job of
-    `datatrove.finish_cpus` cores that runs `langadapt run RECIPE --until <until>` (merge, then the
-    stages up to `until`). The GPU job depends on the returned id (`--dependency=afterok:<id>`).
-    `dependency` is a job id the cleaning array waits for (`afterok`). The run directory must be on
-    a filesystem the nodes share."""
-    from langadapt.recipe.cluster import preparation_target
-    from langadapt.recipe.schema import load_recipe
-
-    recipe = Path(recipe_path).resolve()
-    overrides = list(overrides or [])
-    loaded = load_recipe(recipe, overrides)
-    config = loaded.recipe.data
-    jobs, _ = plan_jobs(config)
-    space = workspace(config, jobs, loaded.recipe.run_dir)
-    drop_stale(space)
-    tasks = task_count(config, len(jobs))
-    forget_unfinished(space, space.clean_logs(tasks), tasks, len(jobs))
-    settings = config.datatrove
-    name = settings.job_name or loaded.recipe.name
-    # Partition and account: cluster.preparation's, the one source (data.datatrove's spellings only
-    # where it leaves them unset; the recipe refused any that differ). A failed job cancels the jobs
-    # after it (kill-on-invalid-dep) instead of leaving them, and the training job, pending forever.
-    target = preparation_target(loaded.recipe.cluster.preparation, settings)
-    sbatch_args = {**settings.sbatch_args, "kill-on-invalid-dep": "yes"}
-    sbatch_args.pop("partition", None)
-    sbatch_args.update({"account": target["account"]} if target["account"] else {})
-    common: dict[str, Any] = {
-        "time": settings.time, "partition": target["partition"], "mem_per_cpu_gb": settings.mem_per_cpu_gb,
-        "env_command": settings.env_command, "sbatch_args": sbatch_args, "qos": None,
-        "requeue": False, "mail_type": "NONE",
-    }
-    clean = _Slurm([CleanPieces(config, jobs, str(space.root), tasks)], tasks=tasks, workers=settings.workers or -1,
-                   cpus_per_task=settings.cpus_per_task, job_name=f"{name}-clean",
-                   logging_dir=str(space.clean_logs(tasks)), depends_job_id=dependency, **common)
-    finish = _Slurm([FinishPreparation(str(recipe), overrides, until)], tasks=1, cpus_per_task=settings.finish_cpus,
-                    job_name=f"{name}-prepare", logging_dir=str(space.logs / "finish"), depends=clean,
-                    skip_completed=False, **common)
-    finish.run()
-    return str(finish.job_id)
-
-
-def _slurm_base() -> type:
-    require_datatrove()
-    from datatrove.executor import SlurmPipelineExecutor
-
-    return SlurmPipelineExecutor
-
-
-class _Slurm(_slurm_base()):  # type: ignore[misc]
-    """datatrove's Slurm executor without the `#SBATCH --partition` it writes bare when no partition is
-    given (sbatch refuses that line); without one the site's default partition runs the jobs."""
-
-    def get_sbatch_args(self, max_array: int = 1) -> dict:
-        return {key: value for key, value in super().get_sbatch_args(max_array).items()
-                if not (key == "partition" and value is None)}
-
-
-UNTIL = ("data", "tokenizer", "embeddings")
-"""The stages a preparation may end with (the CPU stages; training is the GPU job's)."""
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m langadapt.data.datatrove_engine submit RECIPE [--set KEY=VALUE ...] [--until STAGE]`:
-    `submit_preparation` from a shell (the submit.sh of `langadapt launch --slurm` runs it). Prints
-    the last job's id alone on stdout (datatrove's log goes to stderr), so `prepare=$(...)` is the id;
-    a recipe or submission error is one line on stderr and exit code 2."""
-    import argparse
-    import contextlib
-
-    parser = argparse.ArgumentParser(prog="python -m langadapt.data.datatrove_engine",
-                                     description="Corpus preparation on datatrove over Slurm.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    submit = commands.add_parser("submit", help="submit the cleaning array and the job that merges and runs the "
-                                                "stages up to --until; print that job's id")
-    submit.add_argument("recipe", help="recipe YAML")
-    submit.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="recipe override, as `langadapt run --set` (repeatable)")
-    submit.add_argument("--until", default="embeddings", choices=UNTIL, help="last stage of the preparation")
-    submit.add_argument("--dependency", metavar="JOB_ID", help="a job the cleaning array waits for (afterok)")
-    args = parser.parse_args(argv)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # nothing but the id on stdout
-            job = submit_preparation(args.recipe, args.overrides, until=args.until, dependency=args.dependency)
-    except (LangadaptError, subprocess.CalledProcessError, OSError) as err:  # sbatch refused, or is not here
-        print(f"langadapt: error: {err}", file=sys.stderr)
-        return 2
-    print(job)
-    return 0
-
-
 if __name__ == "__main__":
-    # The module under its own name, not as __main__: datatrove pickles the steps for its jobs by
-    # reference, and a job cannot import `__main__.FinishPreparation`.
-    from langadapt.data.datatrove_engine import main as _main
+    # `python -m langadapt.data.datatrove_engine submit RECIPE [...]`, which the submit.sh of an earlier
+    # `langadapt launch --slurm` runs: forwarded to `langadapt launch RECIPE --slurm --submit-preparation`
+    # (cli.datatrove_slurm), the one submission. exec, not an import: the data package stays below the CLI.
+    import os
 
-    sys.exit(_main())
+    if sys.argv[1:2] != ["submit"]:
+        print("usage: python -m langadapt.data.datatrove_engine submit RECIPE [--set KEY=VALUE ...] "
+              "[--until STAGE] [--dependency JOB_ID]", file=sys.stderr)
+        sys.exit(2)
+    os.execv(sys.executable, [sys.executable, "-m", "langadapt.cli", "launch", *sys.argv[2:], "--slurm",
+                              "--submit-preparation"])

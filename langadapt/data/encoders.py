@@ -10,7 +10,7 @@ on any difference (SentencePiece-style vocabularies, normalisers, prefix spaces,
 
 Inside tiktoken, GPT-2's split regex costs about as much as the BPE: its `\s+(?!\S)` lookahead
 sends the whole pattern through fancy_regex's backtracking engine. `TextEncoder` cuts each text
-where that lookahead decides (`_lookahead_cuts`) and encodes the parts with the pattern minus the
+where that lookahead decides (`lookahead_cuts`) and encodes the parts with the pattern minus the
 lookahead, which the plain `regex` crate runs: the same ids for a third fewer instructions
 (benchmarks/README.md, data_scale, session 16). Ids come back as numpy arrays, not as a Python
 int per token copied into the shard one document at a time.
@@ -39,7 +39,7 @@ GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s
 _LOOKAHEAD = r"|\s+(?!\S)"
 _GPT2_SPELLINGS = (GPT2_PATTERN, r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
 """GPT-2's regex as tokenizers and as tiktoken/transformers' TikTokenConverter spell it: the only
-patterns `_lookahead_cuts` is proven for (other patterns, e.g. Llama-3's or Tekken's, let a
+patterns `lookahead_cuts` is proven for (other patterns, e.g. Llama-3's or Tekken's, let a
 letter piece start with a space or tab, so their whitespace runs end differently)."""
 WHITE_SPACE = "\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 r"""Unicode White_Space, what `\s` means to the Rust regex engines of tiktoken and tokenizers
@@ -203,7 +203,7 @@ def _tiktoken_encoding(tokenizer_json: str, pattern: str) -> Any:
     return tiktoken.Encoding(name="langadapt", pat_str=pattern, mergeable_ranks=ranks, special_tokens=added)
 
 
-def _lookahead_cuts(text: str) -> list[int]:
+def lookahead_cuts(text: str) -> list[int]:
     r"""Where GPT-2's `\s+(?!\S)` ends a piece that plain `\s+` would not: before the last
     character of every whitespace run of two or more that a non-space follows.
 
@@ -271,7 +271,7 @@ class TextEncoder:
         if self._plain is None or (self._special and self._special.search(text)):
             return self._encoding.encode_to_numpy(text, allowed_special="all")
         encode, ids, start = self._plain.encode_ordinary, [], 0
-        for cut in _lookahead_cuts(text):
+        for cut in lookahead_cuts(text):
             ids += encode(text[start:cut])
             start = cut
         ids += encode(text[start:])

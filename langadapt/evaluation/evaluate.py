@@ -55,6 +55,7 @@ from langadapt.evaluation.tables import STDERR, flatten
 from langadapt.evaluation.tasks import generate_samples, minimal_pairs_accuracy
 from langadapt.evaluation.translation import copy_source_scores, translation_scores
 from langadapt.evaluation.uniform import uniform_reference
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.recipe.evaluation import EvaluationConfig
 
 log = logging.getLogger("langadapt")
@@ -90,7 +91,7 @@ def load_model(spec: ModelSpec, config: EvaluationConfig) -> tuple[Any, Any]:
     from langadapt.tokenizer.loading import load_tokenizer
 
     path, device = Path(spec), resolve_device(config)
-    if not (path / "config.json").is_file():
+    if not is_model_folder(path):
         raise LangadaptError(f"{path}: not a Hugging Face model folder (no config.json)")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(config, device)).to(device).eval()
     return model, load_tokenizer(path, what="model")

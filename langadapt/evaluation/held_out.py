@@ -29,6 +29,7 @@ from langadapt.errors import LangadaptError
 from langadapt.evaluation.naming import split_named
 from langadapt.evaluation.suite import Suite, unmeasured
 from langadapt.inputs.compression import input_problem
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.recipe.data import SourceConfig
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.export import RECIPE_FILE
@@ -94,7 +95,7 @@ def check_model_or_run(path: str, what: str = "") -> None:
     folder = Path(path)
     if not folder.exists():
         raise LangadaptError(f"{where}: no such run directory or model folder")
-    if (folder / "config.json").is_file() or RunLayout(folder).models_on_disk():
+    if is_model_folder(folder) or RunLayout(folder).models_on_disk():
         return
     if RunLayout(folder).resolved_recipe.is_file():
         raise LangadaptError(f"{where}: a run directory with no trained model yet (no stage has saved one); "
@@ -147,11 +148,6 @@ def recipe_target_langs(tree: dict[str, Any]) -> list[str]:
         return []
     return sorted({s["lang"] for s in sources if isinstance(s, dict) and s.get("role", "target") == "target"
                    and isinstance(s.get("lang"), str)})
-
-
-def is_model_folder(path: Path) -> bool:
-    """A Hugging Face model folder (what `langadapt eval` scores as one model), not a run directory."""
-    return (path / "config.json").is_file()
 
 
 def held_out_texts(run_dir: Path | None) -> dict[str, list[str]]:

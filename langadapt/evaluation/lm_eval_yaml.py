@@ -151,16 +151,24 @@ def data_files(config: dict[str, Any]) -> Iterator[str]:
         yield path
 
 
-def _found(name: str, folders: list[Path]) -> bool:
-    """Whether `name` is there: as it is when absolute, else in one of `folders` (a glob pattern:
-    where it matches a file)."""
+def _located(name: str, folders: list[Path]) -> list[Path]:
+    """Where `name` is: as it is when absolute, else in the first of `folders` that has it (a glob
+    pattern: every file it matches there); empty when it is nowhere."""
     path = Path(name).expanduser()
     for candidate in [path] if path.is_absolute() else [folder / path for folder in folders]:
         if not GLOB & set(name) and candidate.exists():
-            return True
-        if GLOB & set(name) and candidate.parent.is_dir() and any(candidate.parent.glob(candidate.name)):
-            return True
-    return False
+            return [candidate]
+        if GLOB & set(name) and candidate.parent.is_dir() and (matches := sorted(candidate.parent.glob(candidate.name))):
+            return matches
+    return []
+
+
+def _search_folders(entry: TaskFile) -> list[Path]:
+    """Where a task's relative data files are looked for, in order: beside the module of its
+    `custom_dataset: !function` (else the working directory), its YAML's folder, the working directory."""
+    custom = entry.config.get("custom_dataset")  # first: where the task's loader reads a relative file
+    first = custom.module_folder() if isinstance(custom, Function) else Path.cwd()
+    return list(dict.fromkeys([first, entry.path.parent, Path.cwd()]))  # type: ignore[union-attr]  # a task's file
 
 
 def _reachable(index: dict[str, TaskFile], names: list[str]) -> Iterator[tuple[str, TaskFile]]:
@@ -196,12 +204,23 @@ def include_path_problem(folder: Path, names: list[str], include_defaults: bool)
                 return (f"lm-eval task {name!r} is defined by no task YAML in {folder}{hint}; lm-eval's own "
                         "tasks are not indexed (include_defaults: false)")
     for name, entry in _reachable(index, names):
-        custom = entry.config.get("custom_dataset")  # first: where the task's loader reads a relative file
-        first = custom.module_folder() if isinstance(custom, Function) else Path.cwd()
-        folders = list(dict.fromkeys([first, entry.path.parent, Path.cwd()]))
+        folders = _search_folders(entry)
         for file in data_files(entry.config):
-            if not _found(file, folders):
+            if not _located(file, folders):
                 missing = Path(file).expanduser()
                 missing = missing if missing.is_absolute() else (folders[0] / missing).resolve()
                 return f"lm-eval task {name!r} ({entry.path}) reads data file {missing}, which is missing"
     return None
+
+
+def task_data_files(folder: Path, names: list[str]) -> list[Path]:
+    """The local data files (or folders) that the tasks `names` of include folder `folder` read, found
+    where `include_path_problem` looks for them, inside the folder or outside it (`../data/x.jsonl`):
+    what the evaluate stage's print hashes beside the folder itself (`suite.suite_inputs`). A file
+    found nowhere, and a folder lm-eval would not index, add nothing: the suite's check refuses them."""
+    index = task_index(folder)
+    if isinstance(index, str):
+        return []
+    found = [path.resolve() for _, entry in _reachable(index, names) for file in data_files(entry.config)
+             for path in _located(file, _search_folders(entry))]
+    return list(dict.fromkeys(found))

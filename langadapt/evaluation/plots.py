@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from langadapt.evaluation.tables import ordered_langs
-from langadapt.evaluation.training import TrainedRun, epoch_marks, token_axis, validation_points
+from langadapt.evaluation.training_report import TrainedRun, epoch_marks, token_axis, validation_points
 from langadapt.run.metrics_log import read_metrics
 
 GAIN, LOSS, NEUTRAL = "#2a9d4b", "#c8452c", "#9a9a9a"

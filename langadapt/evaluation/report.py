@@ -17,7 +17,7 @@ from langadapt.evaluation.naming import RESULTS
 from langadapt.evaluation.tables import TRANSLATION_EXAMPLES
 from langadapt.evaluation.render import render_html, render_markdown
 from langadapt.evaluation.tradeoff import tradeoffs
-from langadapt.evaluation.training import TrainedRun, settings_rows, training_section
+from langadapt.evaluation.training_report import TrainedRun, settings_rows, training_section
 
 
 def write_report(

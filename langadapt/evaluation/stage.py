@@ -29,16 +29,17 @@ from langadapt.evaluation.held_out import (
     GivenTexts,
     eval_target,
     held_out_texts,
-    is_model_folder,
     recipe_scoring,
     recipe_target_langs,
 )
 from langadapt.evaluation.naming import split_named, unique_names
 from langadapt.evaluation.preparation import RUN_DATA
 from langadapt.evaluation.report import write_report
+from langadapt.evaluation.stage_inputs import EvaluateSlice, compare_folder
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.token_cost import token_costs
-from langadapt.evaluation.training import EvaluateSlice, compare_folder, planned_energy, trained_runs
+from langadapt.evaluation.training_report import planned_energy, trained_runs
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.run.context import StageContext
 from langadapt.run.layout import MODEL_STAGES, RunLayout, read_manifest

@@ -27,7 +27,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.lm_eval_yaml import IGNORED_FOLDERS, include_path_problem
+from langadapt.evaluation.lm_eval_yaml import IGNORED_FOLDERS, include_path_problem, task_data_files
 from langadapt.evaluation.task_data import read_minimal_pairs
 from langadapt.inputs.compression import input_problem
 from langadapt.inputs.files import file_kind
@@ -270,8 +270,8 @@ def suite_inputs(paths: list[str]) -> tuple[tuple[str, Path], ...]:
     another working directory hashes the same files under the same names.
 
     An lm_eval task's `include_path` counts with every file lm-eval would index there (less
-    `__pycache__` and hidden files); data files its task YAMLs name outside that folder are not
-    listed. A suite that does not load yet (a data file missing) counts its own file alone: the
+    `__pycache__` and hidden files) and the data files its named tasks read, outside that folder too
+    (`lm_eval_yaml.task_data_files`: `dataset_kwargs.data_files`, a local `dataset_path`). A suite that does not load yet (a data file missing) counts its own file alone: the
     run's preflight refuses it before evaluate runs, and the print changes once it loads."""
     found: list[tuple[str, Path]] = []
     for given in paths:
@@ -283,7 +283,7 @@ def suite_inputs(paths: list[str]) -> tuple[tuple[str, Path], ...]:
             continue
         folder = path.parent.resolve()
         for task in suite.tasks:
-            for data in _data_paths(task):
+            for data in [*_data_paths(task), *_lm_eval_data(task)]:
                 found += [(f"{given}:{os.path.relpath(file, folder)}", file) for file in _read_files(data)]
     return tuple(dict.fromkeys(found))
 
@@ -293,6 +293,13 @@ def _data_paths(task: Task) -> list[Path]:
     named: list[Path] = []
     _with_data_paths(task, lambda value: named.append(Path(value)) or value)
     return named
+
+
+def _lm_eval_data(task: Task) -> list[Path]:
+    """The data files an lm_eval task's named tasks read (after `load_suite`: its `include_path` resolved)."""
+    if not (isinstance(task, LmEvalTask) and task.include_path):
+        return []
+    return task_data_files(Path(task.include_path), task.tasks)
 
 
 def _read_files(path: Path) -> list[Path]:

@@ -56,7 +56,7 @@ ANSWER = re.compile(r"\s*(\S[^\n]*)\n")
 """A translation: leading whitespace, then text up to a newline."""
 
 
-class _LineDone(StoppingCriteria):
+class LineDone(StoppingCriteria):
     """Per row: done once the generated text holds a line with text (the answer) and its newline."""
 
     def __init__(self, tokenizer: Any, prompt_width: int) -> None:
@@ -85,7 +85,7 @@ def translate(model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: in
         input_ids, mask, pad = left_padded(tokenizer, prompts[start:start + batch_size], model_device(model), keep)
         generated = model.generate(
             input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-            pad_token_id=pad, stopping_criteria=[_LineDone(tokenizer, input_ids.shape[1])],
+            pad_token_id=pad, stopping_criteria=[LineDone(tokenizer, input_ids.shape[1])],
         )
         out += [answer(t) for t in tokenizer.batch_decode(generated[:, input_ids.shape[1]:], skip_special_tokens=True)]
     return out

@@ -16,19 +16,27 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub.constants import SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE
-
 from langadapt.errors import LangadaptError
 from langadapt.inputs.compression import input_problem
 from langadapt.inputs.files import irregular_files
 from langadapt.inputs.text import read_input_json
 
-SAFETENSORS, SAFETENSORS_INDEX = SAFETENSORS_SINGLE_FILE, SAFETENSORS_INDEX_FILE
+SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
+"""The weights file names Hugging Face writes and loads (`huggingface_hub.constants`
+SAFETENSORS_SINGLE_FILE / SAFETENSORS_INDEX_FILE, which a test compares), spelled here so that
+reading a folder or a run's layout does not import huggingface_hub (`langadapt plan`, `--dry-run`)."""
 WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, "pytorch_model.bin", "pytorch_model.bin.index.json")
 """What transformers loads a model's weights from (the sharded forms beside each single file)."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.json")
 """The files a tokenizer loads from (vocab.json with its merges.txt); a folder with none of them
 ends in transformers' "install sentencepiece or tiktoken" after seconds of imports."""
+
+
+def is_model_folder(path: Path) -> bool:
+    """A Hugging Face model folder (config.json beside whatever else), as opposed to a run directory,
+    a checkpoint or a missing path: the one test of what a stage, `langadapt eval` or export treats as
+    one model. `model_folder_problem` says whether such a folder also loads."""
+    return (path / "config.json").is_file()
 
 
 def weights_problem(folder: Path) -> str | None:
@@ -278,7 +286,7 @@ def model_folder_problem(folder: Path, weights: bool = True, tokenizer: bool = T
         return f"{folder}: no such model folder" if not folder.exists() else f"{folder} is a file, not a model folder"
     if irregular := irregular_files(folder):
         return irregular[0]
-    if not (folder / "config.json").is_file():
+    if not is_model_folder(folder):
         return f"{folder} has no config.json: not a Hugging Face model folder"
     try:
         config = read_input_json(folder / "config.json", "config.json")

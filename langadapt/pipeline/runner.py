@@ -36,7 +36,7 @@ from langadapt.run import completion
 from langadapt.run.base_model import base_build, resolve_base_model
 from langadapt.run.contenthash import HashCache
 from langadapt.run.context import StageContext
-from langadapt.run.fingerprint import fingerprints
+from langadapt.run.fingerprint import fingerprints, recipe_hash
 from langadapt.run.identity import claim_run
 from langadapt.run.layout import MODEL_STAGES, STAGES, TRAINING_STAGES, RunLayout
 from langadapt.run.lock import RunLock
@@ -333,7 +333,7 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     completion.write_manifest(folder, {
         "stage": stage.name,
         "fingerprint": fingerprint,
-        "config_hash": loaded.section_hash(*stage.sections, ignore=stage.ignores),
+        "config_hash": recipe_hash(loaded, stage),  # the recipe part of `fingerprint`, as pinned
         "recipe": str(loaded.path),
         "base_model": ctx.base_model,
         "versions": completion.library_versions(),

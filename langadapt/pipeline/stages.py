@@ -111,7 +111,7 @@ def stage_table(recipe: Recipe) -> list[Stage]:
     """Each stage with its slice of the recipe bound; its `sections` are the keys the slice's fields
     declare, so the stage's fingerprint covers what it reads. Torch-free: `langadapt plan` and dry
     runs build it."""
-    from langadapt.evaluation.training import EvaluateSlice, evaluate_inputs
+    from langadapt.evaluation.stage_inputs import EvaluateSlice, evaluate_inputs
     from langadapt.export.provenance import ExportSlice, RunFacts
     from langadapt.recipe.data import DataSlice
     from langadapt.recipe.embeddings import EmbeddingsSlice, ScratchSlice

@@ -16,6 +16,7 @@ from langadapt.data.epochs import stage_plan
 from langadapt.data.shards import read_shards
 from langadapt.data.source_paths import local_files
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.planning.languages import language_rows, weighted_tokens
 from langadapt.planning.models import ModelDims, complete_architecture, dims_from_config, load_model_dims
 from langadapt.planning.plan import StagePlanInput, build_plan
@@ -39,7 +40,7 @@ def run_plan_file(layout: RunLayout) -> Path:
 def write_run_plan(recipe: Recipe) -> None:
     """`langadapt plan` of `recipe` into its run folder, written by the pipeline once per `langadapt
     run`, beside the resolved recipe: the report's planned energy per step reads it
-    (`evaluation.training.planned_energy`), outside every stage's print. Made as the run starts: a
+    (`evaluation.training_report.planned_energy`), outside every stage's print. Made as the run starts: a
     first run plans the vocabulary the recipe asks for, and one the tokenizer stage left short is in
     the plan of the next `langadapt run`. A recipe that cannot be planned writes {"error": why}: an
     estimate stops no run."""
@@ -56,7 +57,7 @@ def model_dims(recipe: Recipe) -> ModelDims:
     spec = recipe.base_model
     if recipe.init == "scratch" and spec.architecture:
         dims = _architecture_dims(recipe)
-    elif spec.build_recipe and not (Path(spec.path or "") / "config.json").is_file():
+    elif spec.build_recipe and not is_model_folder(Path(spec.path or "")):
         dims = _architecture_dims(load_recipe(spec.build_recipe).recipe)  # a base built by its recipe, not yet
     else:
         dims = load_model_dims(spec.path or "")

@@ -198,7 +198,7 @@ class DatatroveConfig(Config):
     then one task that merges them (dedup, held-out split, writing) and runs the stages after data."""
 
     executor: Literal["local", "slurm"] = "local"
-    """local: `LocalPipelineExecutor` on this node (what `langadapt run` uses); slurm: `SlurmPipelineExecutor` jobs submitted by `langadapt.data.datatrove_engine.submit_preparation` from a login node."""
+    """local: `LocalPipelineExecutor` on this node (what `langadapt run` uses); slurm: `SlurmPipelineExecutor` jobs submitted by `langadapt.cli.datatrove_slurm.submit_preparation` from a login node."""
     tasks: int | None = Field(default=None, ge=1)
     """Cleaning tasks, each a contiguous run of the corpus's pieces; None: one per piece, at most 1000 (a Slurm array's usual limit). A finished task is skipped on a re-run."""
     workers: int | None = Field(default=None, ge=1)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from huggingface_hub.constants import SAFETENSORS_SINGLE_FILE
 
+from langadapt.inputs.model_folder import SAFETENSORS, is_model_folder
 from langadapt.inputs.text import read_input_text
 from langadapt.recipe.strict_yaml import MAX_FILE_BYTES
 
@@ -45,7 +45,7 @@ MODEL_STAGES = {"init": "embeddings", "stage1": "stage1", "adapted": "stage2"}
 STEP_PREFIX = "step_"
 STEP_DIR = re.compile(rf"^{STEP_PREFIX}(\d+)$")
 """A checkpoint folder's name under a training stage's checkpoints/ (train.checkpoint writes them)."""
-WEIGHTS = SAFETENSORS_SINGLE_FILE
+WEIGHTS = SAFETENSORS
 """The one weights file of a torch-engine checkpoint (a model folder's, as Hugging Face names it)."""
 RESULTS = "results.json"
 """The evaluate stage's numbers (also the name in a `langadapt eval --out` report folder)."""
@@ -321,7 +321,7 @@ class RunLayout:
         """init / stage1 / adapted folders that hold a model, for a run seen from outside a pipeline
         (`langadapt eval RUN`); inside one, the pipeline says which models the recipe made."""
         found = {name: self.trained(stage).model for name, stage in MODEL_STAGES.items()}
-        return {name: path for name, path in found.items() if (path / "config.json").is_file()}
+        return {name: path for name, path in found.items() if is_model_folder(path)}
 
 
 def owning_run_dir(path: Path) -> Path | None:

@@ -61,9 +61,10 @@ datatrove's jobs run the same interpreter (`data.datatrove.env_command` prepares
 
 
 def datatrove_submit_command(recipe: Path, config: SbatchConfig) -> str:
-    """submit.sh's preparation with `config.datatrove`: `python -m langadapt.data.datatrove_engine
-    submit RECIPE --until embeddings [--set ...]`, which submits the cleaning array and the job that
-    merges and runs tokenizer and embeddings (`submit_preparation`), and prints that last job's id.
+    """submit.sh's preparation with `config.datatrove`: `python -m langadapt.cli launch RECIPE --slurm
+    --submit-preparation --until embeddings [--set ...]`, which submits the cleaning array and the job
+    that merges and runs tokenizer and embeddings (`cli.datatrove_slurm.submit_preparation`), and
+    prints that last job's id.
 
     It runs in `workdir`, as the training job does (`--chdir`), so a relative `run_root` is the same
     folder for both. The run arguments come first; then what the one-node job takes from the launch
@@ -82,8 +83,8 @@ def datatrove_submit_command(recipe: Path, config: SbatchConfig) -> str:
         sets.append(f"data.datatrove.job_name={json.dumps(job_name(recipe, config))}")
     args = [*config.run_args, *(part for item in sets for part in ("--set", item))]
     workdir = (config.workdir or Path.cwd()).resolve()
-    command = [f'"{DATATROVE_PYTHON}"', "-m", "langadapt.data.datatrove_engine", "submit", shlex.quote(str(recipe)),
-               "--until", "embeddings", *(shlex.quote(arg) for arg in args)]
+    command = [f'"{DATATROVE_PYTHON}"', "-m", "langadapt.cli", "launch", shlex.quote(str(recipe)), "--slurm",
+               "--submit-preparation", "--until", "embeddings", *(shlex.quote(arg) for arg in args)]
     return f"cd {shlex.quote(str(workdir))} && {' '.join(command)}"
 
 

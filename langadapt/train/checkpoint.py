@@ -36,6 +36,7 @@ import torch
 import torch.distributed as torch_dist
 
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.ioerrors import writing
 from langadapt.recipe.train import CheckpointConfig
 from langadapt.run.layout import (
@@ -236,7 +237,7 @@ def checkpoint_model(checkpoint: Path, config_from: Path, out: Path) -> Path:
         state = load_file(weights)
     else:
         raise LangadaptError(f"{step}: no {WEIGHTS}, {FSDP_TAG}/ or {DEEPSPEED_TAG}/ folder: not a langadapt checkpoint")
-    if not (config_from / "config.json").is_file():
+    if not is_model_folder(config_from):
         raise LangadaptError(f"{config_from}: no config.json; pass the stage's model folder as config_from")
     out.mkdir(parents=True, exist_ok=True)
     for path in config_from.iterdir():  # config, generation config, tokenizer: everything but weights

@@ -29,6 +29,7 @@ import torch
 from langadapt.data.schedule import EpochCapError
 from langadapt.embeddings.row_plan import SharedRows
 from langadapt.errors import LangadaptError
+from langadapt.inputs.model_folder import is_model_folder
 from langadapt.planning.training import global_batch as stage_global_batch
 from langadapt.recipe.train import TrainingSlice
 from langadapt.run import layout as run_layout
@@ -54,7 +55,7 @@ def init_model_dir(after_stage1: bool, stage_name: str, ctx: StageContext) -> Pa
     """
     upstream = ctx.layout.stage1 if after_stage1 else ctx.layout.embeddings
     folder, path = upstream.root, upstream.model
-    if not (folder / run_layout.MARKER).is_file() or not (path / "config.json").is_file():
+    if not (folder / run_layout.MARKER).is_file() or not is_model_folder(path):
         raise LangadaptError(f"{stage_name}: no complete starting model at {path}; run the {folder.name} stage first")
     return path
 

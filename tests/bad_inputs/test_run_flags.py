@@ -152,9 +152,11 @@ def test_the_dry_run_shows_the_afresh_start(stubs: Stubs, capsys) -> None:
 def test_a_multi_rank_launch_refuses_to_discard_partial_checkpoints(stubs: Stubs, monkeypatch) -> None:
     leave_partial(stubs, "stage2")
     run_pipeline(load_recipe(stubs.recipe), until="embeddings")
-    actions, _ = pipeline.plan_actions(load_recipe(stubs.recipe), ["stage2"], force=True)
+    for name, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(name, value)  # rank 0 of a two-process launch (torchrun's variables)
     with pytest.raises(LangadaptError, match="stage stage2: --force/--from/--only would discard its partial"):
-        pipeline._check_multirank(actions)
+        run_pipeline(load_recipe(stubs.recipe), only="stage2", force=True)
+    assert "partial.txt" in {p.name for p in (stubs.run_dir / "stage2").iterdir()}  # refused before anything ran
 
 
 # --- 3. a selection of no stage -------------------------------------------------------------------

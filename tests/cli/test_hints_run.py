@@ -314,7 +314,10 @@ def test_wandb_sync_hint_names_the_folder_the_run_lands_in(tmp_path):
 # --- the data readers' conversions, run for real ---
 
 def test_iconv_hint_converts_a_latin1_file(tmp_path):
-    from langadapt.data.sources import _decode_hint
+    from collections import Counter
+
+    from langadapt.data.sources import iter_texts
+    from langadapt.recipe.data import SourceConfig
 
     if shutil.which("iconv") is None:
         pytest.skip("iconv is not installed here")
@@ -322,8 +325,10 @@ def test_iconv_hint_converts_a_latin1_file(tmp_path):
         path = tmp_path / name
         with opener(path, "wb") as out:
             out.write("blåbær og rødgrøt\n".encode("latin-1"))
-        hint = _decode_hint(path.read_bytes() if opener is open else "blåbær".encode("latin-1"), path)
-        command = between(hint, "convert the file to UTF-8 (", "), or set")
+        source = SourceConfig.model_validate({"name": "nb", "path": str(path), "lang": "nb"})
+        with pytest.raises(LangadaptError, match="invalid UTF-8") as refused:
+            list(iter_texts(source, [path], "error", Counter()))
+        command = between(str(refused.value), "convert the file to UTF-8 (", "), or set")
         subprocess.run(command, shell=True, check=True, timeout=60)
         converted = tmp_path / (name.split(".")[0] + ".utf8" + "".join(Path(name).suffixes))
         data = converted.read_bytes()

@@ -135,18 +135,20 @@ def test_a_bad_line_in_one_task_stops_with_file_and_line_and_marks_nothing(tmp_p
     assert not (space.clean_logs(3) / "completions" / f"{failing:05d}").exists()
 
 
-def test_engine_settings_are_in_no_fingerprint() -> None:
-    from langadapt.recipe.data import DATA_STAGE_IGNORES
-    from langadapt.recipe.schema import _drop
+def test_engine_settings_are_in_no_fingerprint(tmp_path: Path) -> None:
+    from langadapt.pipeline.stages import stage_table
+    from langadapt.recipe import load_recipe
+    from langadapt.run.fingerprint import recipe_hash
 
     assert {"engine", "datatrove"} <= set(UNFINGERPRINTED_FIELDS)
-    dumps = []
-    for extra in ({}, {"engine": "datatrove", "datatrove": {"executor": "slurm", "tasks": 40, "partition": "small"}}):
-        dumped = {"data": _config([{"name": "nb", "path": "x.jsonl", "lang": "nb"}], **extra).model_dump(mode="json")}
-        for dotted in DATA_STAGE_IGNORES:
-            _drop(dumped, dotted.split("."))
-        dumps.append(dumped)
-    assert dumps[0] == dumps[1]
+    recipe = tmp_path / "dt.yaml"
+    recipe.write_text(SCRATCH.format(run_root=tmp_path / "runs", corpus=tmp_path / "x.jsonl"))
+    hashes = []
+    for extra in ([], ["data.engine=datatrove", "data.datatrove.executor=slurm", "data.datatrove.tasks=40",
+                       "data.datatrove.partition=small"]):
+        loaded = load_recipe(recipe, extra)
+        hashes.append({stage.name: recipe_hash(loaded, stage) for stage in stage_table(loaded.recipe)})
+    assert hashes[0] == hashes[1]
 
 
 def test_missing_datatrove_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,8 +183,10 @@ def test_slurm_cleaning_array_then_merge_job_writes_the_local_run(tmp_path: Path
     for name, root in (("slurm", tmp_path / "slurm-runs"), ("local", tmp_path / "local-runs")):
         recipes[name] = tmp_path / f"{name}.yaml"
         recipes[name].write_text(SCRATCH.format(run_root=root, corpus=src / "nb-*.jsonl"))
-    job = datatrove_engine.submit_preparation(recipes["slurm"], ["data.datatrove.tasks=3", "data.datatrove.finish_cpus=1",
-                                                                "data.datatrove.time=10:00"], until="data")
+    from langadapt.cli.datatrove_slurm import submit_preparation
+
+    job = submit_preparation(recipes["slurm"], ["data.datatrove.tasks=3", "data.datatrove.finish_cpus=1",
+                                                "data.datatrove.time=10:00"], until="data")
     deadline = time.monotonic() + 300
     while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, check=False).stdout.strip():
         assert time.monotonic() < deadline, f"preparation job {job} still queued or running after 300 s"

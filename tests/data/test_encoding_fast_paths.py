@@ -1,7 +1,7 @@
 """Shard encoding's fast paths give exactly the ids of `tokenizers` (what the run's tokenizer is).
 
 The GPT-2 path cuts texts where the regex's `\\s+(?!\\S)` lookahead decides and encodes the parts
-without it (encoders._lookahead_cuts): checked here against the full regex on random
+without it (encoders.lookahead_cuts): checked here against the full regex on random
 whitespace-heavy strings, against `tokenizers` on odd text for a tokenizer trained here, the demo's
 and the real ones in ../shared/tokenizers (GPT-2, Mistral-7B's SentencePiece byte fallback,
 Mistral-Nemo's Tekken), and through the shard writer's batches.
@@ -23,10 +23,10 @@ from langadapt.data.encoders import (
     WHITE_SPACE,
     EncoderSpec,
     TextEncoder,
-    _lookahead_cuts,
     choose_encoder,
+    lookahead_cuts,
 )
-from langadapt.data.shards import _encode_batch
+from langadapt.data.shards import Encoder
 
 ODD = [
     "",
@@ -90,10 +90,10 @@ def test_cuts_make_the_lookahead_free_split_equal_gpt2s() -> None:
     full = regex.compile(GPT2_PATTERN.replace(r"\S", non_white).replace(r"\s", white))
     plain = regex.compile(GPT2_PATTERN.replace(r"|\s+(?!\S)", "").replace(r"\s", white))
     for text in _random_texts(3000, seed=0) + ODD:
-        bounds = [0, *_lookahead_cuts(text), len(text)]
+        bounds = [0, *lookahead_cuts(text), len(text)]
         pieces = [p for a, b in zip(bounds, bounds[1:]) for p in plain.findall(text[a:b])]
         assert pieces == full.findall(text), repr(text)
-    assert _lookahead_cuts("a  b\n\nc \n d   ") == [2, 5, 9]  # before each run's last character, not at the end
+    assert lookahead_cuts("a  b\n\nc \n d   ") == [2, 5, 9]  # before each run's last character, not at the end
 
 
 def test_white_space_is_what_tokenizers_calls_whitespace() -> None:
@@ -116,7 +116,8 @@ def test_batches_carry_every_document_then_eos(bpe: Tokenizer) -> None:
     texts = ODD + _random_texts(50, seed=3)
     want = _hf_ids(bpe, texts)
     for dtype in ("uint16", "uint32"):
-        flat, lengths = _encode_batch(texts, 1, dtype, TextEncoder(spec))
+        with Encoder(spec, 1, np.dtype(dtype), eos_id=1) as encoder:
+            [(flat, lengths, _, _)] = list(encoder.encode(iter([(texts, {})])))
         assert flat.dtype == np.dtype(dtype)
         assert lengths.tolist() == [len(ids) + 1 for ids in want]
         assert flat.tolist() == [i for ids in want for i in (*ids, 1)]

@@ -16,7 +16,7 @@ from langadapt.data.documents import write_documents
 from langadapt.evaluation import EvaluationConfig, evaluate_cli, tables
 from langadapt.evaluation.render import visible
 from langadapt.evaluation.stage import run
-from langadapt.evaluation.training import EvaluateSlice
+from langadapt.evaluation.stage_inputs import EvaluateSlice
 from langadapt.run.context import StageContext
 
 BPB_KEYS = {"bits_per_byte", "nll_nats", "bytes", "tokens", "words", "word_perplexity", "tokens_per_second"}

@@ -24,8 +24,8 @@ from langadapt.data.documents import split_files, write_documents
 from langadapt.errors import LangadaptError
 from langadapt.evaluation.held_out import read_given_texts, run_of
 from langadapt.evaluation.stage import run as evaluate_stage
+from langadapt.evaluation.stage_inputs import EvaluateSlice
 from langadapt.evaluation.suite import REPO_ROOT
-from langadapt.evaluation.training import EvaluateSlice
 from langadapt.export.provenance import publishable_recipe
 from langadapt.recipe import load_recipe
 from langadapt.recipe.export import RECIPE_FILE

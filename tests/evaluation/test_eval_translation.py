@@ -31,7 +31,7 @@ from langadapt.evaluation.parallel import (
     parallel_pages,
 )
 from langadapt.evaluation.suite import REPO_ROOT, TranslationTask, load_suite
-from langadapt.evaluation.translation import _LineDone, answer, build_prompt, corpus_scores, translate
+from langadapt.evaluation.translation import LineDone, answer, build_prompt, corpus_scores, translate
 from langadapt.recipe import load_recipe
 from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.recipe.evaluation import EvaluationConfig
@@ -206,7 +206,7 @@ def test_generation_stops_per_row_after_a_line_with_text(tiny):
     width = max(map(len, encoded))
     pad = tok.convert_tokens_to_ids("</s>")  # skipped when decoding, as left padding would be
     ids = torch.tensor([prompt + e + [pad] * (width - len(e)) for e in encoded])
-    assert _LineDone(tok, len(prompt))(ids, None).tolist() == [False, False, True, True]
+    assert LineDone(tok, len(prompt))(ids, None).tolist() == [False, False, True, True]
 
 
 # --- suites --------------------------------------------------------------------------------------

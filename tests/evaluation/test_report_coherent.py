@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from langadapt.evaluation.report import write_report
-from langadapt.evaluation.training import StageRecord, TrainedRun
+from langadapt.evaluation.training_report import StageRecord, TrainedRun
 
 MODEL = "tiny_norwegian_warm/export"
 

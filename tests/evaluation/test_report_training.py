@@ -11,7 +11,7 @@ import yaml
 
 from langadapt.evaluation.plots import loss_curves, plot_validation
 from langadapt.evaluation.report import write_report
-from langadapt.evaluation.training import (
+from langadapt.evaluation.training_report import (
     settings_rows,
     token_axis,
     trained_runs,

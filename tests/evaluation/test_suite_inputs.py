@@ -78,3 +78,25 @@ def test_a_suite_that_does_not_load_counts_its_own_file(tmp_path: Path) -> None:
     suite = tmp_path / "suite.yaml"
     suite.write_text("name: s\ntasks:\n  - {kind: minimal_pairs, lang: nb, path: missing.jsonl}\n")
     assert suite_inputs([str(suite)]) == ((str(suite), suite),)
+
+
+def test_editing_an_lm_eval_tasks_data_file_outside_its_include_path_moves_evaluates_print(tmp_path: Path) -> None:
+    """The shipped lm-eval tasks read ../data/*.jsonl (`dataset_kwargs.data_files`), outside the
+    include_path folder: the print hashes those files too, so an edited pairs file re-runs evaluate."""
+    shutil.copytree(REPO_ROOT / "eval" / "data", tmp_path / "data")
+    shutil.copytree(REPO_ROOT / "eval" / "lm_eval_tasks", tmp_path / "lm_eval_tasks",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO_ROOT / "eval" / "lm_eval_offline.yaml", tmp_path / "suite.yaml")
+    named = dict(suite_inputs([str(tmp_path / "suite.yaml")]))
+    pairs = tmp_path / "data" / "nb_minimal_pairs.jsonl"
+    assert named[f"{tmp_path / 'suite.yaml'}:data/nb_minimal_pairs.jsonl"] == pairs
+    assert f"{tmp_path / 'suite.yaml'}:data/translation_nb_en.jsonl" not in named  # no named task reads it
+
+    def prints() -> dict[str, str]:
+        loaded = load_recipe(DEMO, [f"run_root={tmp_path / 'runs'}", f"evaluation.suites=[{tmp_path / 'suite.yaml'}]"])
+        return fingerprints(loaded, stage_table(loaded.recipe), base_model="")
+
+    before = prints()
+    pairs.write_text(pairs.read_text(encoding="utf-8").replace("er", "var", 1), encoding="utf-8")
+    after = prints()
+    assert [name for name in before if after[name] != before[name]] == ["evaluate", "export"]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from langadapt.evaluation.report import write_report
-from langadapt.evaluation.training import (
+from langadapt.evaluation.training_report import (
     StageRecord,
     TrainedRun,
     energy_rows,

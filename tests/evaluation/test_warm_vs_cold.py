@@ -130,3 +130,33 @@ def test_seed_spread_only_for_variants_with_several_seeds():
     results = {"runs": {"a": _run("warm_mean", "warm", "mean", 2.0), "a_s1": _run("warm_mean", "warm", "mean", 2.2, seed=1),
                         "a_s2": _run("warm_mean", "warm", "mean", 2.1, seed=2), "c": _run("cold", "scratch", "scratch", 3.0)}}
     assert bench.seed_spread(results) == {"warm_mean": {"seeds": 3, "mean": 2.1, "min": 2.0, "max": 2.2}}
+
+
+def test_the_twin_counts_each_stages_whole_global_batch_on_the_warm_runs_world(tmp_path: Path):
+    """A stage 2 that fixes `global_batch_size` at the batch 4 ranks give trains the tokens per step of
+    one that leaves it to the world, so both get the same twin once the steps are counted over the 4
+    ranks the warm run's manifest records (counted at world size 1, stage 1 weighed a quarter of its
+    tokens against a whole stage-2 batch, and the twin got 4x too few extra steps)."""
+    from langadapt.evaluation.cold_twin import cold_twin_recipe
+    from langadapt.planning.training import global_batch
+    from langadapt.run.layout import RunLayout
+
+    overrides = [f"run_root={tmp_path}", "evaluation.cold_baseline=true"]
+    grows = load_recipe(DEMO, overrides).recipe
+    fixed = load_recipe(DEMO, [*overrides, f"stage2.global_batch_size={grows.stage2.micro_batch_size * 4}"]).recipe
+    assert global_batch(fixed.stage2, 4) == global_batch(grows.stage2, 4)
+    assert cold_twin_overrides(fixed, DEMO_DIMS, world_size=4) == cold_twin_overrides(grows, DEMO_DIMS, world_size=4)
+
+    layout = RunLayout(fixed.run_dir)  # the warm run as it finished: its step-0 model and stage 2's manifest
+    layout.embeddings.model.mkdir(parents=True)
+    (layout.embeddings.model / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 352, "vocab_size": 4096, "tie_word_embeddings": False}))
+    layout.stage_dir("stage2").mkdir(parents=True)
+    (layout.stage_dir("stage2") / "manifest.json").write_text(json.dumps({"summary": {"world_size": 4}}))
+    twin = cold_twin_recipe(fixed, base_model="base")
+    assert twin is not None
+    steps = twin.recipe.stage2.steps
+    assert f"stage2.steps={steps}" in cold_twin_overrides(grows, DEMO_DIMS, world_size=4)
+    assert global_batch(twin.recipe.stage2, 4) == global_batch(fixed.stage2, 4)  # the warm stage 2's tokens per step
+    assert steps != int(next(o for o in cold_twin_overrides(fixed, DEMO_DIMS) if o.startswith("stage2.steps=")).split("=")[1])

@@ -31,7 +31,7 @@ OWN_FILES = {
     "embeddings/mapping.py": "the vocabulary mapping the embeddings stage saved",
     "embeddings/row_plan.py": "the shared-row plan the embeddings stage saved",
     "evaluation/report.py": "the plots the report just drew",
-    "evaluation/training.py": "the plan.json the pipeline wrote when the run started",
+    "evaluation/training_report.py": "the plan.json the pipeline wrote when the run started",
     "evaluation/token_cost.py": "the tokenizer stage's metrics in the run folder",
     "experiments/frontier.py": "the results of the runs it launched",
     "experiments/sweep.py": "the sweep file and job logs it wrote",

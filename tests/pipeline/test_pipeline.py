@@ -19,7 +19,7 @@ from langadapt.planning.recipe_plan import run_plan_file
 from langadapt.recipe import load_recipe
 from langadapt.run import completion
 from langadapt.run.fingerprint import hash_json
-from langadapt.run.layout import MARKER, RunLayout
+from langadapt.run.layout import MARKER, RunLayout, read_manifest
 from langadapt.runtime import signals
 
 SIGNALLED: set[str] = set()
@@ -323,14 +323,56 @@ def test_data_num_workers_reaches_the_tokenizer_stage(tmp_path: Path, monkeypatc
     assert seen == {"n": 3}
 
 
-def test_stage_lines_of_a_run_inside_another_name_that_run() -> None:
+def test_stage_lines_of_a_run_inside_another_name_that_run(stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
     """The base model's and the cold twin's pipelines run inside the user's run: their console
     lines say whose they are instead of interleaving unlabelled with the user's stages."""
-    from langadapt.pipeline.runner import _labelled, _stage_label
+    path, _, _ = stub
+    inner = tmp_path / "cold.yaml"
+    inner.write_text(scratch_recipe(tmp_path, "stub_cold"))
+    stubs = pipeline.stage_table  # the fixture's
 
-    assert _stage_label("data", "demo") == "data      "
-    with _labelled(SimpleNamespace(name="demo")):
-        assert _stage_label("stage1", "demo") == "stage1    "
-        with _labelled(SimpleNamespace(name="demo_cold")):
-            assert _stage_label("stage2", "demo_cold") == "[demo_cold] stage2    "
-        assert _stage_label("export", "demo") == "export    "
+    def with_a_run_inside(recipe):
+        stages = stubs(recipe)
+        if recipe.name != "stub":
+            return stages
+
+        def tokenizer_then_the_twin(ctx):
+            run_pipeline(load_recipe(inner), until="data")
+            return stages[1].run(ctx)
+        return [stages[0], replace(stages[1], run=tokenizer_then_the_twin), *stages[2:]]
+
+    monkeypatch.setattr(pipeline, "stage_table", with_a_run_inside)
+    with caplog.at_level("INFO", logger="langadapt"):
+        run_pipeline(load_recipe(path), until="embeddings")
+    lines = [record.getMessage() for record in caplog.records]
+    assert [line.split(" run")[0] for line in lines if line.endswith(" run")] == [
+        "data      ", "tokenizer ", "[stub_cold] data      ", "embeddings"]
+    with caplog.at_level("INFO", logger="langadapt"):
+        caplog.clear()
+        run_pipeline(load_recipe(inner), until="data")  # on its own, the twin's lines are unlabelled
+    assert any(record.getMessage().startswith("data       skip") for record in caplog.records), caplog.text
+
+
+def test_the_manifests_config_hash_is_the_recipe_part_its_fingerprint_hashes(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage's manifest records as `config_hash` the recipe part of the print the skip decision
+    compares (`recipe_hash`: a training stage's `engine.peak_tflops` at its default), not a hash of
+    its sections that a display-only key moves."""
+    from langadapt.run.fingerprint import recipe_hash
+
+    (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
+    path = tmp_path / "r.yaml"
+    path.write_text(scratch_recipe(tmp_path, "stub"))
+    real = pipeline.stage_table
+    monkeypatch.setattr(pipeline, "stage_table", lambda recipe: [
+        replace(stage, run=lambda ctx: {}) for stage in real(recipe)])  # the real sections, stub work
+    monkeypatch.setattr(pipeline, "check_recipe", lambda loaded, selected: None)
+    loaded = load_recipe(path, ["engine.peak_tflops=312"])
+    run_pipeline(loaded, until="stage2")
+    layout = RunLayout(loaded.recipe.run_dir)
+    stages = {stage.name: stage for stage in real(loaded.recipe)}
+    for name in ("data", "tokenizer", "embeddings", "stage2"):
+        assert read_manifest(layout.stage_dir(name))["config_hash"] == recipe_hash(loaded, stages[name]), name
+    stage2 = stages["stage2"]
+    assert recipe_hash(loaded, stage2) != loaded.section_hash(*stage2.sections, ignore=stage2.ignores)

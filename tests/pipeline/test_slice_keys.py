@@ -14,7 +14,6 @@ from pydantic import BaseModel
 
 from langadapt.pipeline.stages import Stage, stage_table
 from langadapt.recipe import load_recipe
-from langadapt.recipe.schema import _pick
 from langadapt.recipe.slices import declared, reads, recipe_keys
 from langadapt.run.fingerprint import OutsideFiles, fingerprints
 
@@ -36,6 +35,14 @@ def _tables(tmp_path: Path) -> list[tuple[str, Any, list[Stage]]]:
         loaded = load_recipe(REPO / recipe, [f"run_root={tmp_path}"])
         tables.append((recipe, loaded, stage_table(loaded.recipe)))
     return tables
+
+
+def _pick(tree: Any, keys: list[str]) -> Any:
+    """The value at the dotted key `keys` (split) of a dumped recipe; `name[]` maps over that list."""
+    if not keys:
+        return tree
+    key, rest = keys[0], keys[1:]
+    return [_pick(item, rest) for item in tree[key[:-2]]] if key.endswith("[]") else _pick(tree[key], rest)
 
 
 def _inside(key: str, keys: set[str]) -> bool:

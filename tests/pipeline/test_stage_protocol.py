@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers.recipes import scratch_recipe
 
-from langadapt.evaluation.training import planned_energy
+from langadapt.evaluation.training_report import planned_energy
 from langadapt.pipeline import runner as pipeline
 from langadapt.pipeline.stages import Entry
 from langadapt.planning import recipe_plan
@@ -97,13 +97,14 @@ def test_the_protocol_check_sees_each_way_to_break_it() -> None:
     assert "not a frozen dataclass" in protocol_problems(good, {"config": None})[-1]
 
 
-def test_a_stage_that_returns_no_summary_is_refused(tmp_path: Path) -> None:
-    stage = pipeline.Stage("data", (), lambda ctx: None)  # type: ignore[arg-type,return-value]
-    ctx = StageContext(run_dir=tmp_path, stage="data", seed=0)
+def test_a_stage_that_returns_no_summary_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "stage_table", lambda recipe: [
+        pipeline.Stage(name, (), lambda ctx: None) for name in STAGES])  # type: ignore[arg-type,return-value]
+    monkeypatch.setattr(pipeline, "check_recipe", lambda loaded, selected: None)  # the stub reads nothing
     loaded = load_recipe(_write(tmp_path))
     with pytest.raises(TypeError, match="stage data returned NoneType, not its summary dict"):
-        pipeline._run_stage(stage, ctx, "print", loaded, pipeline.RUN, main=True)
-    assert not (tmp_path / "data" / "COMPLETE").exists()
+        pipeline.run_pipeline(loaded, until="data")
+    assert not RunLayout(loaded.recipe.run_dir).stage_dir("data").joinpath("COMPLETE").exists()
 
 
 @pytest.mark.parametrize("stage", ["stage1", "stage2"])

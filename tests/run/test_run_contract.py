@@ -330,11 +330,13 @@ STEP_PREFIX = "step_"
 OWNERS = {
     "run/layout.py": RUN_FILES | {STEP_PREFIX},
     "data/shards.py": {"tokens.bin", "doc_offsets.npy", "meta.json"},  # the token-shard format, also outside runs
+    "inputs/model_folder.py": {"model.safetensors"},  # a Hugging Face model folder's weights, also outside runs
     "evaluation/report.py": {"fertility.png"},  # a report folder's plots/, also outside runs
     "experiments/sweep.py": {"report.json"},  # a sweep folder's own report, not a run's
 }
 """The modules that may spell a run's file names: the layout, and each format's own module
-(`model.safetensors` is huggingface_hub's SAFETENSORS_SINGLE_FILE, spelled by nobody here)."""
+(`model.safetensors`, huggingface_hub's SAFETENSORS_SINGLE_FILE, is the model folder's, spelled
+there so the layout loads without huggingface_hub)."""
 PENDING: dict[str, set[str]] = {}
 """Spellings still to move to their owner (issue 31: these files were being changed for other items
 when the layout took the names over). Each must still be there: one that moves leaves this list."""

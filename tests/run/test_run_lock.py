@@ -215,11 +215,28 @@ def test_a_dependency_run_waits_for_the_process_building_it(tmp_path: Path, monk
         holder.wait()
 
 
-def test_dependency_runs_ask_to_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: Path) -> None:
+def test_dependency_runs_ask_to_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: Path,
+                                    stubbed: list[str]) -> None:
+    """A run this one needs (the base build, the cold twin) waits for another process holding its
+    lock instead of refusing, and keeps its complete stages."""
+    from dataclasses import replace
+
     from langadapt.pipeline.stages import Dependency
 
-    seen: list[dict] = []
-    monkeypatch.setattr(pipeline, "run_pipeline", lambda loaded, **kwargs: seen.append(kwargs))
-    (tmp_path / "out").mkdir()
-    pipeline._run_dependency(Dependency("base", "the base model", load_recipe(recipe), tmp_path / "out"), "every stage")
-    assert seen == [{"force": False, "wait_for_lock": True}]
+    inner = tmp_path / "inner.yaml"
+    inner.write_text(scratch_recipe(tmp_path, "inner"))
+    needed = Dependency("base", "the base model", load_recipe(inner), RunLayout(tmp_path / "runs" / "inner").data.root)
+    stubs = pipeline.stage_table
+    monkeypatch.setattr(pipeline, "stage_table", lambda r: [
+        replace(stage, needs=lambda ctx: needed) if r.name == "locked" and stage.name == "tokenizer" else stage
+        for stage in stubs(r)])
+    the_pipeline, seen = pipeline.run_pipeline, []
+
+    def recording(loaded, **kwargs):
+        seen.append((loaded.recipe.name, kwargs))
+        return the_pipeline(loaded, **kwargs)
+
+    monkeypatch.setattr(pipeline, "run_pipeline", recording)
+    the_pipeline(load_recipe(recipe), until="tokenizer")
+    assert seen == [("inner", {"force": False, "wait_for_lock": True})]
+    assert stubbed[0] == stubbed[1] == "data" and stubbed[-1] == "tokenizer"  # the inner run in between

@@ -299,7 +299,8 @@ def test_datatrove_preparation_id_is_what_training_waits_for(tmp_path: Path, mon
     assert sorted(p.name for p in (work / "jobs").iterdir()) == ["x.sbatch", "x.submit.sh"]
     submit_text = (work / "jobs" / "x.submit.sh").read_text()
     assert f"cd {work} && " in submit_text  # the training job's --chdir: a relative run_root is one folder
-    assert "-m langadapt.data.datatrove_engine submit" in submit_text and "sbatch --parsable x.prepare" not in submit_text
+    assert "-m langadapt.cli launch" in submit_text and "--submit-preparation" in submit_text
+    assert "sbatch --parsable x.prepare" not in submit_text
     done, calls = _run_submit(work / "jobs" / "x.submit.sh", tmp_path)
     assert done.returncode == 0, done.stderr
     ids: dict[str, str] = {}  # the first job of each name (datatrove adds a stats job of the same name after each)
@@ -319,6 +320,32 @@ def test_datatrove_preparation_id_is_what_training_waits_for(tmp_path: Path, mon
     assert "Launching Slurm job" in done.stderr  # datatrove's log, on stderr: stdout was the id alone
     train = (work / "jobs" / "x.sbatch").read_text()
     assert "--until embeddings" not in train and "x-prepare (datatrove" in train
+
+
+def test_a_submit_sh_written_before_the_move_still_submits_the_preparation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An earlier launch's submit.sh runs `-m langadapt.data.datatrove_engine submit RECIPE ...`; the
+    module forwards it to `langadapt launch RECIPE --slurm --submit-preparation`: the same two jobs."""
+    from langadapt.cli import main
+
+    recipe = _datatrove_recipe(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["launch", str(recipe), "--slurm", "--account", "p1", "--out", "jobs/x.sbatch", "--job-name", "x"]) == 0
+    submit = work / "jobs" / "x.submit.sh"
+    text = submit.read_text()
+    earlier = text.replace("-m langadapt.cli launch", "-m langadapt.data.datatrove_engine submit").replace(
+        " --slurm --submit-preparation", "")
+    assert "datatrove_engine submit" in earlier and "--submit-preparation" not in earlier
+    submit.write_text(earlier)
+    done, calls = _run_submit(submit, tmp_path)
+    assert done.returncode == 0, done.stderr
+    ids: dict[str, str] = {}
+    for job, _, directives in calls:
+        ids.setdefault(directives.split("job-name=")[1].split()[0], job)
+    assert {"x-clean", "x-prepare"} <= set(ids), calls
+    assert calls[-1][1] == f"--parsable --dependency=afterok:{ids['x-prepare']} --kill-on-invalid-dep=yes x.sbatch"
 
 
 def test_datatrove_submission_that_fails_submits_no_training(tmp_path: Path) -> None:
@@ -367,4 +394,4 @@ def test_datatrove_on_this_node_keeps_the_preparation_job(tmp_path: Path,
     recipe = _datatrove_recipe(tmp_path)
     assert main(["launch", str(recipe), "--slurm", "--dry-run", "--set", "data.datatrove.executor=local"]) == 0
     out = capsys.readouterr().out
-    assert "dtl.lumi-g.prepare.sbatch <==" in out and "datatrove_engine submit" not in out
+    assert "dtl.lumi-g.prepare.sbatch <==" in out and "--submit-preparation" not in out

@@ -20,12 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from langadapt.errors import LangadaptError
-from langadapt.evaluation.held_out import is_model_folder
-from langadapt.evaluation.naming import split_named
 from langadapt.planning.flops import flops_per_token
 from langadapt.planning.models import load_model_dims
-from langadapt.recipe.evaluation import EvaluationConfig
-from langadapt.recipe.slices import reads
 from langadapt.run.layout import MODEL_STAGES, TRAINING_STAGES, RunLayout, read_manifest
 from langadapt.run.metrics_log import read_metrics
 from langadapt.runtime.logs import clock
@@ -306,39 +302,3 @@ def training_section(metrics: dict[str, Path], planned: dict | None) -> dict:
     points = validation_points(metrics)
     return {"validation": validation_findings(points), "energy": energy_rows(metrics, planned),
             "energy_note": (planned or {}).get("note")}
-
-
-@dataclass(frozen=True)
-class EvaluateSlice:
-    """What the evaluate stage reads of the recipe: its section. The report's planned energy is read
-    from the plan the pipeline wrote into the run folder (`planned_energy`), not from this slice: an
-    estimate is not in the print. The files the stage reads from outside the run are
-    `evaluate_inputs`."""
-
-    config: EvaluationConfig = reads("evaluation")
-
-
-def compare_folder(path: Path) -> Path | None:
-    """The model an `evaluation.compare` path names: a Hugging Face model folder as itself, a run
-    directory as its final (or latest) model; None when it is neither. The evaluate stage scores it
-    and its print hashes it (`evaluate_inputs`)."""
-    if is_model_folder(path):
-        return path
-    found = list(RunLayout(path).models_on_disk().values())
-    return found[-1] if found else None
-
-
-def evaluate_inputs(config: EvaluationConfig) -> tuple[tuple[str, Path], ...]:
-    """The files the evaluate stage reads from outside the run, each under a name that does not
-    depend on the working directory: every suite file and the data files its tasks name, resolved by
-    the suite loader (`suite.suite_inputs`), and each `compare` model folder, under the entry as the
-    recipe writes it (`compare_folder`; an entry that names no model yet adds nothing, and the stage
-    refuses it)."""
-    from langadapt.evaluation.suite import suite_inputs
-
-    compared = []
-    for entry in config.compare:
-        folder = compare_folder(Path(split_named(entry)[1]))
-        if folder is not None:
-            compared.append((f"compare {entry}", folder))
-    return (*suite_inputs(list(config.suites)), *compared)
