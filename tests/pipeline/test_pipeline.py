@@ -366,7 +366,7 @@ def test_the_manifests_config_hash_is_the_recipe_part_its_fingerprint_hashes(tmp
     path.write_text(scratch_recipe(tmp_path, "stub"))
     real = pipeline.stage_table
     monkeypatch.setattr(pipeline, "stage_table", lambda recipe: [
-        replace(stage, run=lambda ctx: {}) for stage in real(recipe)])  # the real sections, stub work
+        replace(stage, run=lambda ctx: {}, early_check=None) for stage in real(recipe)])  # the real sections, stub work
     monkeypatch.setattr(pipeline, "check_recipe", lambda loaded, selected: None)
     loaded = load_recipe(path, ["engine.peak_tflops=312"])
     run_pipeline(loaded, until="stage2")
