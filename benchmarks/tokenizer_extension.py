@@ -78,14 +78,20 @@ def coarsens(base_json: dict, new_json: dict, base_encode, new_encode, texts: li
 def measure(name: str, side: str, build, base: Any, held_out: dict[str, list[str]]) -> dict:
     """One side: build it, time it, measure tokens per byte and the guarantees."""
     base_json = json.loads(base.backend_tokenizer.to_str())
-    base_encode = lambda t: base.backend_tokenizer.encode(t, add_special_tokens=False).ids
+
+    def base_encode(t: str) -> list[int]:
+        return base.backend_tokenizer.encode(t, add_special_tokens=False).ids
+
     start = time.perf_counter()
     try:
         backend = build()
     except Exception as exc:  # noqa: BLE001  (a side that cannot extend this base is a result, not a crash)
         return {"base": name, "side": side, "error": str(exc).splitlines()[0][:110]}
     seconds = time.perf_counter() - start
-    encode = lambda t: backend.encode(t, add_special_tokens=False).ids
+
+    def encode(t: str) -> list[int]:
+        return backend.encode(t, add_special_tokens=False).ids
+
     row = {"base": name, "side": side, "seconds": round(seconds, 2), "vocab": backend.get_vocab_size()}
     for lang, texts in held_out.items():
         row[f"{lang}_tpb"] = round(tokens_per_byte(encode, texts), 4)

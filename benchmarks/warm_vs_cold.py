@@ -327,14 +327,14 @@ def print_table(results: dict[str, Any], plan: dict[str, Any]) -> None:
     budget = meta.get("budget_flops") or 1.0
     print(f"\nheld-out bits per byte after training; compute in units of the demo's warm run "
           f"({budget:.3g} FLOPs; a stage-1 step = {meta.get('stage1_step_cost', 0):.2f} stage-2 steps)")
-    print(f"{'run':22s} {'group':9s} {'s1':>4s} {'s2':>4s} {'FLOPs':>5s} " + " ".join(f"{l:>6s}" for l in LANGS)
-          + "  nb/cold")
+    print(f"{'run':22s} {'group':9s} {'s1':>4s} {'s2':>4s} {'FLOPs':>5s} "
+          + " ".join(f"{lang:>6s}" for lang in LANGS) + "  nb/cold")
     for name, run in runs.items():
         final = run["final"]
         rel = f"{final['nb'] / cold:.3f}" if cold else "-"
         group = plan["variants"].get(run["variant"], {}).get("group", "?")
         print(f"{name:22s} {group:9s} {run['stage1_steps']:4d} {run['stage2_steps']:4d} {run['flops'] / budget:5.2f} "
-              + " ".join(f"{final.get(l, float('nan')):6.3f}" for l in LANGS) + f"  {rel:>7s}")
+              + " ".join(f"{final.get(lang, float('nan')):6.3f}" for lang in LANGS) + f"  {rel:>7s}")
     cold_run = min((r for r in runs.values() if r["init"] == "scratch" and r["final"]["nb"] == cold),
                    key=lambda r: r["final"]["nb"], default=None)
     if cold_run:
@@ -359,7 +359,7 @@ def print_table(results: dict[str, Any], plan: dict[str, Any]) -> None:
               f"range {spread['min']:.3f}-{spread['max']:.3f}")
     if meta.get("base"):
         print(f"{'base (English model)':22s} {'':9s} {'':4s} {'':4s} {'':5s} "
-              + " ".join(f"{meta['base'].get(l, float('nan')):6.3f}" for l in LANGS))
+              + " ".join(f"{meta['base'].get(lang, float('nan')):6.3f}" for lang in LANGS))
 
 
 def plot(results: dict[str, Any], plan: dict[str, Any], path: Path) -> None:

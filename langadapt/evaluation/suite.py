@@ -271,8 +271,9 @@ def suite_inputs(paths: list[str]) -> tuple[tuple[str, Path], ...]:
 
     An lm_eval task's `include_path` counts with every file lm-eval would index there (less
     `__pycache__` and hidden files) and the data files its named tasks read, outside that folder too
-    (`lm_eval_yaml.task_data_files`: `dataset_kwargs.data_files`, a local `dataset_path`). A suite that does not load yet (a data file missing) counts its own file alone: the
-    run's preflight refuses it before evaluate runs, and the print changes once it loads."""
+    (`lm_eval_yaml.task_data_files`: `dataset_kwargs.data_files`, a local `dataset_path`). A suite
+    that does not load yet (a data file missing) counts its own file alone: the run's preflight
+    refuses it before evaluate runs, and the print changes once it loads."""
     found: list[tuple[str, Path]] = []
     for given in paths:
         path = resolve_suite_path(given)

@@ -39,9 +39,12 @@ class PreparationConfig(Config):
     tokenizer and embeddings stages on one CPU node, so that no GPU waits on them."""
 
     partition: str | None = None
-    """CPU partition of every preparation job (the one-node job, or datatrove's with `data.datatrove.executor: slurm`, whose own `partition` may only repeat it); None: `data.datatrove.partition` if set, else the launch preset's (lumi-g: `standard`, LUMI-C), else the site's default."""
+    """CPU partition of every preparation job (the one-node job, or datatrove's with `data.datatrove.executor:
+    slurm`, whose own `partition` may only repeat it); None: `data.datatrove.partition` if set, else the
+    launch preset's (lumi-g: `standard`, LUMI-C), else the site's default."""
     account: str | None = None
-    """Account/project charged for every preparation job (datatrove's too); None: `data.datatrove.sbatch_args.account` if set, else the training job's (`launch --account`)."""
+    """Account/project charged for every preparation job (datatrove's too); None:
+    `data.datatrove.sbatch_args.account` if set, else the training job's (`launch --account`)."""
     cpus: int = Field(128, ge=1, le=4096)
     """Cores of the node it asks for (`--cpus-per-task`), all used by the data stage (128: LUMI-C, Snellius rome)."""
     mem: str | None = None

@@ -198,13 +198,16 @@ class DatatroveConfig(Config):
     then one task that merges them (dedup, held-out split, writing) and runs the stages after data."""
 
     executor: Literal["local", "slurm"] = "local"
-    """local: `LocalPipelineExecutor` on this node (what `langadapt run` uses); slurm: `SlurmPipelineExecutor` jobs submitted by `langadapt.cli.datatrove_slurm.submit_preparation` from a login node."""
+    """local: `LocalPipelineExecutor` on this node (what `langadapt run` uses); slurm: `SlurmPipelineExecutor`
+    jobs submitted by `langadapt.cli.datatrove_slurm.submit_preparation` from a login node."""
     tasks: int | None = Field(default=None, ge=1)
-    """Cleaning tasks, each a contiguous run of the corpus's pieces; None: one per piece, at most 1000 (a Slurm array's usual limit). A finished task is skipped on a re-run."""
+    """Cleaning tasks, each a contiguous run of the corpus's pieces; None: one per piece, at most 1000 (a
+    Slurm array's usual limit). A finished task is skipped on a re-run."""
     workers: int | None = Field(default=None, ge=1)
     """Tasks running at once: local, processes on this node (None: every core); slurm, array tasks at once (None: no limit)."""
     partition: str | None = None
-    """slurm: the CPU partition of every preparation job, read only where `cluster.preparation.partition` (the one source) is unset, and refused if it differs; None: that one (else the site's default)."""
+    """slurm: the CPU partition of every preparation job, read only where `cluster.preparation.partition` (the
+    one source) is unset, and refused if it differs; None: that one (else the site's default)."""
     cpus_per_task: int = Field(default=1, ge=1)
     """slurm: cores of each cleaning task (one process cleans one piece at a time)."""
     mem_per_cpu_gb: int = Field(default=2, ge=1)
@@ -216,11 +219,14 @@ class DatatroveConfig(Config):
     job_name: str | None = None
     """slurm: job name prefix; None: the recipe's run name (jobs `<name>-clean`, `<name>-prepare`)."""
     logging_dir: str | None = None
-    """Where datatrove keeps its logs, stats and completion markers (on a filesystem every node sees); None: `.data.datatrove/` in the run directory, beside the cleaned pieces."""
+    """Where datatrove keeps its logs, stats and completion markers (on a filesystem every node sees); None:
+    `.data.datatrove/` in the run directory, beside the cleaned pieces."""
     env_command: str | None = None
-    """slurm: shell line each job runs first to find Python (e.g. `source /project/venv/bin/activate`); None: the submitting shell's environment is exported."""
+    """slurm: shell line each job runs first to find Python (e.g. `source /project/venv/bin/activate`); None:
+    the submitting shell's environment is exported."""
     sbatch_args: dict[str, str] = Field(default_factory=dict)
-    """slurm: extra sbatch options of every job, name -> value without dashes, e.g. {qos: normal}; an `account` or `partition` here may only repeat `cluster.preparation`'s (the one source of both)."""
+    """slurm: extra sbatch options of every job, name -> value without dashes, e.g. {qos: normal}; an
+    `account` or `partition` here may only repeat `cluster.preparation`'s (the one source of both)."""
 
     @field_validator("time", mode="before")
     @classmethod
@@ -235,7 +241,9 @@ class DataConfig(Config):
     """Sources, cleaning and the held-out split of the data stage."""
 
     sources: list[SourceConfig] = Field(min_length=1)
-    """The corpora; their weights/epochs define the training mixture (read by the training stages: changing them re-runs stage 1 onward, not data, tokenizer or embeddings); `replay` can set the replay share instead of hand-balanced weights."""
+    """The corpora; their weights/epochs define the training mixture (read by the training stages: changing
+    them re-runs stage 1 onward, not data, tokenizer or embeddings); `replay` can set the replay share instead
+    of hand-balanced weights."""
     cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     """Normalisation, length filters, deduplication and language filter."""
     valid_fraction: float = Field(default=0.05, ge=0, lt=1)
@@ -243,25 +251,47 @@ class DataConfig(Config):
     max_valid_docs: int | None = Field(default=None, gt=0)
     """Cap on held-out documents per source (the lowest hashes are kept; the rest train)."""
     min_valid_documents: int = Field(default=1, ge=0)
-    """Floor on held-out documents per target source without a valid_path when valid_fraction > 0: the documents of the lowest split keys are held out until it is reached (whole key groups; the last train document always trains), so a tiny corpus or fraction still measures its language; 0: the hash alone. 1 by default: the least that makes the reports measure something, and it changes no split that already holds one out."""
+    """Floor on held-out documents per target source without a valid_path when valid_fraction > 0: the
+    documents of the lowest split keys are held out until it is reached (whole key groups; the last train
+    document always trains), so a tiny corpus or fraction still measures its language; 0: the hash alone. 1 by
+    default: the least that makes the reports measure something, and it changes no split that already holds
+    one out."""
     split_by: Literal["text", "id"] = "text"
-    """What the held-out hash is taken of. text: each document's cleaned text (exact duplicates land on the same side). id: the last path component of the document's `id` field (`.../nb-NO/intro.html` and `.../en-US/intro.html` both hash `intro.html`), so the translations of one page are held out together in every language and a translation task can use them; documents without an id (.txt files, rows without the field) fall back to their text (counted as split_by_text_fallback in the data summary, and said in a warning). A source of two or more documents whose ids all share one last path component is refused: one key group is held out whole or not at all, the outcome `valid_fraction: 0` is refused for."""
+    """What the held-out hash is taken of. text: each document's cleaned text (exact duplicates land on the
+    same side). id: the last path component of the document's `id` field (`.../nb-NO/intro.html` and
+    `.../en-US/intro.html` both hash `intro.html`), so the translations of one page are held out together in
+    every language and a translation task can use them; documents without an id (.txt files, rows without the
+    field) fall back to their text (counted as split_by_text_fallback in the data summary, and said in a
+    warning). A source of two or more documents whose ids all share one last path component is refused: one
+    key group is held out whole or not at all, the outcome `valid_fraction: 0` is refused for."""
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     """Invalid UTF-8: stop with file and byte offset, replace bad bytes with U+FFFD, or skip the document."""
     max_document_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1, le=MAX_DOCUMENT_BYTES_CEILING)
-    """Bound on one document as read, in bytes (a line, a paragraph, a whole .txt file per `txt_unit`, a Parquet cell, a .json array file): a longer one stops the data stage naming its file and line while it is being decompressed, so a file that expands to gigabytes in one line never reaches memory (64 MiB; at most 256 MiB)."""
+    """Bound on one document as read, in bytes (a line, a paragraph, a whole .txt file per `txt_unit`, a
+    Parquet cell, a .json array file): a longer one stops the data stage naming its file and line while it is
+    being decompressed, so a file that expands to gigabytes in one line never reaches memory (64 MiB; at most
+    256 MiB)."""
     num_workers: int | None = Field(default=None, ge=1)
-    """Processes that clean the sources (data stage) and encode the token shards (tokenizer stage); None: every core this process may run on (one process for small inputs, where starting workers costs more than they save). In no fingerprint: 1 and N workers write the same bytes."""
+    """Processes that clean the sources (data stage) and encode the token shards (tokenizer stage); None:
+    every core this process may run on (one process for small inputs, where starting workers costs more than
+    they save). In no fingerprint: 1 and N workers write the same bytes."""
     engine: Literal["local", "datatrove"] = "local"
-    """Who runs the data stage: local, worker processes of this process (`num_workers`); datatrove, cleaning as datatrove tasks with per-task completion markers (`datatrove`; pip install 'langadapt[prep]'). The same bytes either way, so in no fingerprint."""
+    """Who runs the data stage: local, worker processes of this process (`num_workers`); datatrove, cleaning
+    as datatrove tasks with per-task completion markers (`datatrove`; pip install 'langadapt[prep]'). The same
+    bytes either way, so in no fingerprint."""
     datatrove: DatatroveConfig = Field(default_factory=DatatroveConfig)
     """Executor and tasks of `engine: datatrove` (one node, or Slurm jobs across many)."""
     force_epochs: bool = False
     """Allow more than 16 epochs of a source (repeated data is then worth < 1/3 of fresh data)."""
     document_masking: bool = False
-    """Training attends only within each packed document (position ids restart after every EOS); on GPUs use engine.attn_implementation: flex_attention (H100: 1.35x masked SDPA)."""
+    """Training attends only within each packed document (position ids restart after every EOS); on GPUs use
+    engine.attn_implementation: flex_attention (H100: 1.35x masked SDPA)."""
     replay: float | None = Field(default=None, ge=0, lt=1)
-    """Share of each training stage's tokens from the `role: replay` sources with weight > 0 (split by their weights; the other trained sources share the rest by theirs); None: the weights as written. A stage's own `replay` overrides it. Anchors: 1-5% for small shifts, up to ~25% for a new language (Ibrahim et al. 2024, Simple and Scalable Strategies to Continually Pre-train LLMs); Poro 2 (Llama-3.1-8B to Finnish) replayed 30% English, 30% code, 10% math and lost 1.1 points of English."""
+    """Share of each training stage's tokens from the `role: replay` sources with weight > 0 (split by their
+    weights; the other trained sources share the rest by theirs); None: the weights as written. A stage's own
+    `replay` overrides it. Anchors: 1-5% for small shifts, up to ~25% for a new language (Ibrahim et al. 2024,
+    Simple and Scalable Strategies to Continually Pre-train LLMs); Poro 2 (Llama-3.1-8B to Finnish) replayed
+    30% English, 30% code, 10% math and lost 1.1 points of English."""
 
     @model_serializer(mode="wrap")
     def _without_default_split(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

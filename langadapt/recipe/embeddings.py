@@ -61,9 +61,13 @@ class EmbeddingConfig(Config):
     """
 
     method: Method = "mean"
-    """Initialisation: mean (FVT), focus, wechsel, align (corpus-weighted mean); baselines: transformers_resize (resize_token_embeddings' default), model_init (N(0, initializer_range)), random_full_cov (N(mean, cov), every row)."""
+    """Initialisation: mean (FVT), focus, wechsel, align (corpus-weighted mean); baselines:
+    transformers_resize (resize_token_embeddings' default), model_init (N(0, initializer_range)),
+    random_full_cov (N(mean, cov), every row)."""
     head_init: HeadInit | None = None
-    """Untied LM-head rows of tokens the base lacks: same (as `method` makes them), mean_of_base_head, zero; unset: mean_of_base_head on an extension (tokenizer.kind extend) of an untied base, same otherwise (a tied base has one matrix, so only same)."""
+    """Untied LM-head rows of tokens the base lacks: same (as `method` makes them), mean_of_base_head, zero;
+    unset: mean_of_base_head on an extension (tokenizer.kind extend) of an untied base, same otherwise (a tied
+    base has one matrix, so only same)."""
     seed_offset: int = Field(0, ge=0, le=2**30)
     """Added to the run seed for this stage's random draws (random rows, fastText training)."""
     pad_vocab_to_multiple_of: int = Field(1, ge=1, le=4096)

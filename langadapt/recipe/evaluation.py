@@ -47,15 +47,18 @@ class EvaluationConfig(Config):
     stride: int | None = Field(None, ge=1)
     """Tokens newly scored per window after the first; None = window (lm-eval's disjoint windows)."""
     batch_size: int | None = Field(None, ge=1)
-    """Full-length windows per forward pass (shorter ones packed to the same tokens); lm-eval batch size. None = 8 on GPUs, 1 on CPU (faster there: cache)."""
+    """Full-length windows per forward pass (shorter ones packed to the same tokens); lm-eval batch size.
+    None = 8 on GPUs, 1 on CPU (faster there: cache)."""
     max_bytes_per_lang: int | None = Field(1_000_000, ge=1)
     """Cap on held-out UTF-8 bytes scored per language (whole documents, the last one cut); None = all."""
     compare: list[str] = Field(default_factory=list)
-    """Extra run directories or Hugging Face model folders evaluated beside this run's models: `PATH`, named after the run and stage it came from, or `NAME=PATH`."""
+    """Extra run directories or Hugging Face model folders evaluated beside this run's models: `PATH`, named
+    after the run and stage it came from, or `NAME=PATH`."""
     random_baseline: bool = True
     """Also score `init_random`: the same warm model with the rows transformers' resize_token_embeddings gives (method transformers_resize)."""
     cold_baseline: bool = False
-    """Also train and score `cold`: this recipe from scratch at the warm run's FLOPs, in <run_root>/<name>_cold, kept like the demo's base model (langadapt.evaluation.cold_twin)."""
+    """Also train and score `cold`: this recipe from scratch at the warm run's FLOPs, in
+    <run_root>/<name>_cold, kept like the demo's base model (langadapt.evaluation.cold_twin)."""
     device: str | None = None
     """Torch device (cpu, cuda, cuda:1, mps, xpu); None = cuda when available, else cpu."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"

@@ -24,7 +24,8 @@ class ExportConfig(Config):
     private: bool = True
     """Create the Hub repository as private (make it public yourself after checking the card)."""
     license: str | None = None
-    """Hub licence id for the card (e.g. apache-2.0, cc-by-sa-4.0); required when a trained source's licence is copyleft, share-alike or non-commercial."""
+    """Hub licence id for the card (e.g. apache-2.0, cc-by-sa-4.0); required when a trained source's licence
+    is copyleft, share-alike or non-commercial."""
     languages: list[LanguageCode] = []
     """ISO codes for the card metadata; empty = the target languages of the recipe's sources."""
     description: str = ""

@@ -49,7 +49,9 @@ def reference_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, 
         nested = nested_model(field.annotation)
         default = "required" if field.default is PydanticUndefined and field.default_factory is None else (
             "" if nested else repr(field.default if field.default_factory is None else field.default_factory()))
-        rows.append((key, _type_name(field.annotation), default, field.description or ""))
+        # a docstring wrapped over several source lines is one line here (a table cell, a `#` comment)
+        description = (field.description or "").replace("\n", " ")
+        rows.append((key, _type_name(field.annotation), default, description))
         if nested is not None:
             text = str(field.annotation)
             sub = f"{key}[]." if typing.get_origin(field.annotation) is list or "list[" in text else (

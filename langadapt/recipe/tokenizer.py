@@ -37,11 +37,21 @@ class TokenizerConfig(Config):
     """How to train the target-language tokenizer."""
 
     kind: TokenizerKind = "inherit"
-    """inherit: the base tokenizer's family and conventions; byte_bpe: GPT-2/Llama-3 style; sentencepiece_bpe: Llama-2/Mistral style (▁ + byte fallback); unigram: SentencePiece unigram with byte fallback; keep_base: no new tokenizer (plain continual pretraining); extend: the base tokenizer with the language's own tokens appended by continued BPE training (every base token keeps its id, every base merge its rank; vocab_size is the final size)."""
+    """inherit: the base tokenizer's family and conventions; byte_bpe: GPT-2/Llama-3 style; sentencepiece_bpe:
+    Llama-2/Mistral style (▁ + byte fallback); unigram: SentencePiece unigram with byte fallback; keep_base:
+    no new tokenizer (plain continual pretraining); extend: the base tokenizer with the language's own tokens
+    appended by continued BPE training (every base token keeps its id, every base merge its rank; vocab_size
+    is the final size)."""
     special_tokens: list[str] | None = None
-    """Special tokens placed at ids 0.. in this order; None keeps the base tokenizer's (scratch: <s>, </s>, <pad>; plus <unk> first for the SentencePiece-style kinds)."""
+    """Special tokens placed at ids 0.. in this order; None keeps the base tokenizer's (scratch: <s>, </s>,
+    <pad>; plus <unk> first for the SentencePiece-style kinds)."""
     keep_specials: Literal["used", "all"] = "used"
-    """Which of the base tokenizer's special (added) tokens a new vocabulary keeps, at ids 0.. in base order. used: those named by something: a role (bos/eos/unk/pad), the base's declared extra (additional) special tokens, its chat template, its post-processor, or this recipe (special_tokens, added_tokens, a *_token setting); placeholders nothing names (Llama-3's 251 <|reserved_special_token_N|>, Tekken's <SPECIAL_N>) are dropped. all: every one (Tekken: 1,000 of an 8,192 vocabulary). Not for extend and keep_base, which keep every base id; ignored when special_tokens lists them."""
+    """Which of the base tokenizer's special (added) tokens a new vocabulary keeps, at ids 0.. in base order.
+    used: those named by something: a role (bos/eos/unk/pad), the base's declared extra (additional) special
+    tokens, its chat template, its post-processor, or this recipe (special_tokens, added_tokens, a *_token
+    setting); placeholders nothing names (Llama-3's 251 <|reserved_special_token_N|>, Tekken's <SPECIAL_N>)
+    are dropped. all: every one (Tekken: 1,000 of an 8,192 vocabulary). Not for extend and keep_base, which
+    keep every base id; ignored when special_tokens lists them."""
     added_tokens: list[str] = Field(default_factory=list)
     """Extra never-split tokens placed right after the special tokens (e.g. chat or code markers); not special, so decoding keeps them."""
     vocab_size: int = Field(32768, le=4_194_304)
@@ -49,13 +59,20 @@ class TokenizerConfig(Config):
     min_frequency: int = Field(2, le=10**12)
     """A pair (BPE) or piece must occur at least this often in the training sample to become a token."""
     min_vocab_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
-    """Fail when the trained vocabulary is smaller than this share of vocab_size (0 accepts any size). A small corpus runs out of merges: the model, `plan` and the card would describe a vocabulary that was never built."""
+    """Fail when the trained vocabulary is smaller than this share of vocab_size (0 accepts any size). A small
+    corpus runs out of merges: the model, `plan` and the card would describe a vocabulary that was never
+    built."""
     language_weights: dict[LanguageCode, float] | None = None
-    """Per-language share of the training sample, e.g. {nb: 0.9, nn: 0.1}; other languages are left out. None: target-role documents only, in their natural proportions."""
+    """Per-language share of the training sample, e.g. {nb: 0.9, nn: 0.1}; other languages are left out. None:
+    target-role documents only, in their natural proportions."""
     max_training_chars: int | Literal["all"] | None = None
-    """Bound on the training sample in characters (a seeded random sample of whole documents, split by language_weights); None: 300,000,000, past which held-out fertility stopped improving (benchmarks/tokenizer_sample_bound.py; a smaller corpus is used whole); all: every document, however many."""
+    """Bound on the training sample in characters (a seeded random sample of whole documents, split by
+    language_weights); None: 300,000,000, past which held-out fertility stopped improving
+    (benchmarks/tokenizer_sample_bound.py; a smaller corpus is used whole); all: every document, however
+    many."""
     split_digits: bool | None = None
-    """True: every digit is its own pre-token (Llama-2/Mistral); False: remove a digit-splitting step; None: as the base tokenizer does (scratch: digits may merge)."""
+    """True: every digit is its own pre-token (Llama-2/Mistral); False: remove a digit-splitting step; None:
+    as the base tokenizer does (scratch: digits may merge)."""
     max_token_length: int | None = Field(24, le=10_000)
     """Longest token in characters, which keeps runs like '==========' out of the vocabulary; None: no limit."""
     character_coverage: float = 0.9995

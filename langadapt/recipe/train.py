@@ -113,7 +113,8 @@ class TrainStageConfig(Config):
     """One training stage (stage 1 or stage 2); both run the same loop, `langadapt.train.loop.fit`."""
 
     enabled: bool = True
-    """Run this stage; a disabled one is skipped and writes nothing: without stage 1, stage 2 starts from the embeddings; without stage 2, stage 1's model is the run's last."""
+    """Run this stage; a disabled one is skipped and writes nothing: without stage 1, stage 2 starts from the
+    embeddings; without stage 2, stage 1's model is the run's last."""
     steps: int = Field(100, ge=1, le=MAX_STEPS)
     """Optimizer steps."""
     micro_batch_size: int = Field(8, ge=1, le=65_536)
@@ -123,7 +124,9 @@ class TrainStageConfig(Config):
     # Unset, it is left out of the dump that stage fingerprints hash (`LoadedRecipe.section_hash`), so
     # a recipe without it keeps the hashes finished runs recorded (tests/run/test_fingerprint_pins.py).
     global_batch_size: int | None = Field(None, ge=1, le=MAX_GLOBAL_BATCH, exclude_if=lambda value: value is None)
-    """Sequences per optimizer step over all ranks, the same on any world size: grad_accum_steps is derived as global_batch_size / (micro_batch_size x world size), which must divide it; None: micro x accum x world size (grows with the world)."""
+    """Sequences per optimizer step over all ranks, the same on any world size: grad_accum_steps is derived as
+    global_batch_size / (micro_batch_size x world size), which must divide it; None: micro x accum x world
+    size (grows with the world)."""
     seq_len: int = Field(512, ge=8, le=1_048_576)
     """Tokens per training sequence."""
     trainable: list[str] | None = Field(None, min_length=1)
@@ -149,11 +152,16 @@ class TrainStageConfig(Config):
     mixture: dict[str, MixtureEntry] | None = None
     """Per-source overrides ({source: {weight: .., epochs: .., max_epochs: ..}}); None: the recipe's data weights."""
     replay: float | None = Field(None, ge=0, lt=1)
-    """This stage's share of tokens from the `role: replay` sources (see data.replay, which it overrides; applied after `mixture`); not inherited by stage 2, like mixture. Anchors: 1-5% small shifts, up to ~25% for a new language (Ibrahim et al. 2024); Poro 2: 30% English + 30% code + 10% math, -1.1 English points."""
+    """This stage's share of tokens from the `role: replay` sources (see data.replay, which it overrides;
+    applied after `mixture`); not inherited by stage 2, like mixture. Anchors: 1-5% small shifts, up to ~25%
+    for a new language (Ibrahim et al. 2024); Poro 2: 30% English + 30% code + 10% math, -1.1 English
+    points."""
     zero_stage: int | None = Field(None, ge=0, le=3)
     """This stage's DeepSpeed ZeRO stage, overriding engine.zero_stage (e.g. 1 for stage 1)."""
     train_rows: Literal["all", "new"] = "all"
-    """Embedding/head rows that train: all, or new (the rows the embeddings stage copied from the base keep its values bit for bit; no weight decay on those matrices then; set per stage, stage2 does not inherit it)."""
+    """Embedding/head rows that train: all, or new (the rows the embeddings stage copied from the base keep
+    its values bit for bit; no weight decay on those matrices then; set per stage, stage2 does not inherit
+    it)."""
 
     @model_validator(mode="after")
     def _warmup_within_steps(self) -> TrainStageConfig:
@@ -245,7 +253,9 @@ class EngineConfig(Config):
     attn_implementation: AttentionKernel = "sdpa"
     """transformers attention kernel: sdpa, eager, flash_attention_2/3/4 (flash-attn installed, GPUs) or flex_attention."""
     deepspeed_config: dict[str, Any] | None = None
-    """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error. Under bf16 and ZeRO 1-3 gradients accumulate and reduce in fp32 unless it sets data_types.grad_accum_dtype / communication_data_type."""
+    """Raw DeepSpeed JSON merged under ours; a key that contradicts a recipe value is an error. Under bf16 and
+    ZeRO 1-3 gradients accumulate and reduce in fp32 unless it sets data_types.grad_accum_dtype /
+    communication_data_type."""
     fsdp: FSDPConfig = Field(default_factory=FSDPConfig)
     """FSDP2 settings (needs kind: fsdp)."""
     compile: bool | Literal["auto"] = "auto"

@@ -272,8 +272,9 @@ def write_sbatch(
     `options` are the other `SbatchConfig` fields (job_name, signal_seconds, max_requeues, setup,
     run_prefix, command, run_args, prepare, preparation, until, workdir, log_dir, env, extra_sbatch); an
     unknown one is a LangadaptError naming it. One self-contained script: without `preparation` it
-    prepares in its own batch shell (a sweep's prepare.sbatch); `write_launch` writes the two jobs. Default `out_path`: `<recipe stem>.<preset>.sbatch` in the current
-    directory. The log folder is created, since Slurm does not create it.
+    prepares in its own batch shell (a sweep's prepare.sbatch); `write_launch` writes the two jobs.
+    Default `out_path`: `<recipe stem>.<preset>.sbatch` in the current directory. The log folder is
+    created, since Slurm does not create it.
     """
     if not Path(recipe_path).is_file():
         raise LangadaptError(f"launch: recipe file {recipe_path} not found")

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from langadapt.evaluation.evaluate import evaluate_models
 from langadapt.evaluation.render import build_blocks
 from langadapt.evaluation.suite import load_suites
 from langadapt.recipe.evaluation import EvaluationConfig
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from langadapt.evaluation.evaluate import evaluate_models  # imports torch
 
 TEXTS = ["Debian er et operativsystem som mange bruker. " * 8, "For å installere en pakke må du skrive. " * 8]
 

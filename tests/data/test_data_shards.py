@@ -19,7 +19,8 @@ from langadapt.errors import LangadaptError
 from langadapt.recipe.data import DataConfig, DataSlice
 from langadapt.run.context import StageContext
 
-WORDS = ["blåbær", "ørret", "ærlig", "og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg", "2024", "tekst,", "«sitat»"]
+WORDS = ["blåbær", "ørret", "ærlig", "og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med",
+         "har", "ikke", "den", "jeg", "2024", "tekst,", "«sitat»"]
 
 
 def _texts(n: int, seed: int = 0) -> list[str]:

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from langadapt.evaluation.evaluate import evaluate_models
 from langadapt.evaluation.report import write_report
 from langadapt.evaluation.suite import load_suites
 from langadapt.evaluation.tables import task_rows
-from langadapt.evaluation.tasks import accuracy_stderr
 from langadapt.recipe.evaluation import EvaluationConfig
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from langadapt.evaluation.evaluate import evaluate_models  # these two import torch
+from langadapt.evaluation.tasks import accuracy_stderr
 
 NB = ["Debian er et operativsystem som mange bruker. " * 4, "For å installere en pakke må du skrive. " * 4]
 EN = ["Debian is an operating system many people use. " * 4, "To install a package you must type. " * 4]

@@ -5,7 +5,8 @@ process it runs in (torch's env:// rendezvous and DeepSpeed read them there). A 
 later inherits them, and would read its parent's place in the job (and its rendezvous port, still
 held by the parent's store) as its own: the tests strip them from a worker's or a submitted job's
 environment (`inherited_env`). Test support, not shipped (issue 39): nothing under langadapt/ reads
-this list; tests/runtime/test_train_launch_env.py checks it against what `export_env` writes. Torch-free, so submitting a Slurm job from a test imports no torch.
+this list; tests/runtime/test_train_launch_env.py checks it against what `export_env` writes.
+Torch-free, so submitting a Slurm job from a test imports no torch.
 """
 
 from __future__ import annotations

@@ -14,8 +14,13 @@ The generated script runs `COMMAND RECIPE RUN_ARGS...`: the recipe is ignored he
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import signal
+import sys
+import time
+from pathlib import Path
 
 from langadapt.runtime.signals import latch_stop_signals
 
@@ -23,12 +28,6 @@ from langadapt.runtime.signals import latch_stop_signals
 # after the job starts, before `fit` has installed its own handler, and an unhandled SIGUSR1
 # kills the process. A latched signal stops the loop after its first step.
 latch_stop_signals()
-
-import dataclasses
-import json
-import sys
-import time
-from pathlib import Path
 
 import fit_worker  # tests/helpers is this script's sys.path[0]
 import torch
