@@ -85,17 +85,18 @@ def check_text_languages(entries: list[str]) -> None:
 def eval_model_folders(model: str, compare: list[str]) -> list[tuple[str, Path]]:
     """(how the command line named it, folder) of every model folder `langadapt eval` loads: the
     folder given, or each model a run directory holds; each `--compare` folder, or the model of a
-    run it names (its final, as `evaluation.stage.compare_models` takes it)."""
-    from langadapt.evaluation.held_out import is_model_folder
+    run it names (its final or latest: `evaluation.stage_inputs.compare_folder`, as the evaluate stage takes it)."""
     from langadapt.evaluation.naming import split_named
+    from langadapt.evaluation.stage_inputs import compare_folder
+    from langadapt.inputs.model_folder import is_model_folder
     from langadapt.run.layout import RunLayout
 
     target = Path(model)
     found = [("", target)] if is_model_folder(target) else [("", p) for p in RunLayout(target).models_on_disk().values()]
     for entry in compare:
         path = Path(split_named(entry)[1])
-        models = [path] if is_model_folder(path) else list(RunLayout(path).models_on_disk().values())[-1:]
-        found += [(f"--compare {entry}: ", p) for p in models]
+        folder = compare_folder(path)
+        found += [(f"--compare {entry}: ", folder)] if folder is not None else []
     return found
 
 

@@ -121,7 +121,7 @@ def transfer_embeddings(
     _check_mapping(mapping, old_rows)
     head_init = config.head_init or default_head_init(mapping.extends_base, old.tied)
     if problem := head_init_problem(head_init, old.tied, type(model).__name__):
-        raise LangadaptError(f"embeddings.head_init: {problem}")
+        raise LangadaptError.at("embeddings.head_init", problem)
     rows = math.ceil(mapping.new_size / config.pad_vocab_to_multiple_of) * config.pad_vocab_to_multiple_of
     seed += config.seed_offset
     stamp = time.perf_counter()

@@ -315,8 +315,9 @@ def _run_stage(stage: Stage, ctx: StageContext, fingerprint: str, loaded: Loaded
     folder = final if in_place else ctx.layout.work_dir(stage.name)
     if main:
         resumed = completion.prepare_stage_dir(folder, fingerprint, keep_partial=action != RUN_AFRESH)
-    else:  # other ranks must not race rank 0's clean-up of the folder
-        resumed = completion.wait_for_fingerprint(folder, fingerprint)
+    else:  # other ranks must not race rank 0's clean-up of the folder; only rank 0 knows what it kept
+        completion.wait_for_fingerprint(folder, fingerprint)
+        resumed = False
     if not in_place:
         ctx = replace(ctx, layout=ctx.layout.building(stage.name, folder))
     label = _stage_label(stage.name, loaded.recipe.name)

@@ -276,5 +276,5 @@ def resolve_training(stage_name: str, stage: TrainStageConfig, engine: EngineCon
                                                                          world_size)):
         log.warning("%s", warning)
     return TrainingSettings(stage_name, resolved, world_size, stage.micro_batch_size, accum,
-                            stage.micro_batch_size * accum * world_size, stage.seq_len,
+                            global_batch(stage, world_size, stage_name), stage.seq_len,
                             trainable_kind(stage_name, stage), stage.global_batch_size is not None)

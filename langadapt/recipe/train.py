@@ -9,7 +9,6 @@ the global batch, compile and fused loss resolved) is `langadapt.planning.traini
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -20,7 +19,6 @@ from langadapt.recipe.data import TRAINING_SOURCE_FIELDS
 from langadapt.recipe.languages import LanguageCode
 from langadapt.recipe.slices import reads
 
-log = logging.getLogger("langadapt.train")
 
 MAX_STEPS = 1_000_000_000
 """Upper bound of every step count: past any real run, far below where arithmetic on it misbehaves."""

@@ -88,12 +88,12 @@ def recover(layout: RunLayout) -> None:
             os.replace(retired, final)
 
 
-def wait_for_fingerprint(stage_dir: Path, fingerprint: str, timeout_s: float = 600.0) -> bool:
-    """Non-zero ranks wait until rank 0 has prepared the stage folder."""
+def wait_for_fingerprint(stage_dir: Path, fingerprint: str, timeout_s: float = 600.0) -> None:
+    """Non-zero ranks wait until rank 0 has prepared the stage folder (a TimeoutError if it never does)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if has_partial(stage_dir, fingerprint):
-            return True
+            return
         time.sleep(0.5)
     raise TimeoutError(f"rank 0 did not prepare {stage_dir} within {timeout_s:.0f} s")
 

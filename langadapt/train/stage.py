@@ -81,9 +81,9 @@ def shared_rows(job: TrainingJob, ctx: StageContext) -> SharedRows | None:
         return None
     path = ctx.layout.embeddings.shared_rows
     if not path.is_file():
-        raise LangadaptError(f"{job.stage}.train_rows: new, but the embeddings stage recorded no shared rows "
-                             f"({path} is missing: init: scratch, or an embeddings stage from before this option; "
-                             "run it again)")
+        raise LangadaptError.at(f"{job.stage}.train_rows", "new, but the embeddings stage recorded no shared rows "
+                                f"({path} is missing: init: scratch, or an embeddings stage from before this option; "
+                                "run it again)")
     return SharedRows.load(path)
 
 
@@ -108,8 +108,8 @@ def build_validation(job: TrainingJob, ctx: StageContext, trained_sources: list[
                          settings.langs, config.seq_len, settings.tokens_per_lang,
                          lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
     if not sets:
-        raise LangadaptError(f"{stage_name}.validation.every_steps: no held-out shards of the trained sources under "
-                             f"{ctx.layout.tokenizer.valid_tokens}; set data.valid_fraction above 0 or turn it off")
+        raise LangadaptError.at(f"{stage_name}.validation.every_steps", "no held-out shards of the trained sources "
+                                f"under {ctx.layout.tokenizer.valid_tokens}; set data.valid_fraction above 0 or turn it off")
     log.info("%s: validation every %d steps on %s", stage_name, settings.every_steps,
              ", ".join(f"{s.lang} ({s.windows.size - len(s.windows):,} tokens)" for s in sets))
     return Validation(sets, settings, config.micro_batch_size, job.engine.precision, dist.rank, dist.world_size,
@@ -150,8 +150,8 @@ def _epochs_located(slice_: TrainingSlice, tokens: Path) -> Iterator[None]:
     try:
         yield
     except EpochCapError as exc:
-        raise LangadaptError(f"{slice_.name}.steps: {exc}; or lower {slice_.name}.steps ({slice_.config.steps:,}) "
-                             f"(unique tokens counted on the token shards in {tokens})") from None
+        raise LangadaptError.at(f"{slice_.name}.steps", f"{exc}; or lower {slice_.name}.steps ({slice_.config.steps:,}) "
+                                f"(unique tokens counted on the token shards in {tokens})") from None
 
 
 def tracker_setup(after_stage1: bool, job: TrainingJob, ctx: StageContext) -> tuple[int, dict[str, Any]]:

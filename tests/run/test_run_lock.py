@@ -126,7 +126,7 @@ def test_ranks_of_one_job_do_not_lock_each_other_out(recipe: Path, stubbed: list
     with RunLock(layout.lock):  # rank 0 of the job, in this process
         monkeypatch.setenv("RANK", "1")
         monkeypatch.setenv("WORLD_SIZE", "2")
-        monkeypatch.setattr("langadapt.run.completion.wait_for_fingerprint", lambda folder, fingerprint: False)
+        monkeypatch.setattr("langadapt.run.completion.wait_for_fingerprint", lambda folder, fingerprint: None)
         run_pipeline(load_recipe(recipe))
         assert stubbed == ["stage1", "stage2"]  # training only: the other stages are rank 0's
         assert layout.lock.exists()
