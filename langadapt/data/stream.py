@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -59,6 +59,18 @@ class SourceProgress(NamedTuple):
 
     tokens: dict[str, int]
     epochs: dict[str, float]
+
+
+class TokenStream(Protocol):
+    """The data protocol the training loop reads (`PackedStream` below, or SyntheticStream in tests).
+    The state dicts are for checkpoints only; what others ask of a stream has a method of its own."""
+
+    def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray: ...
+    def position_ids(self, inputs: torch.Tensor) -> torch.Tensor | None: ...  # None: no document masking
+    def trained_sources(self) -> list[str]: ...  # the sources it draws samples from
+    def progress(self) -> SourceProgress: ...  # tokens and epochs served per source so far
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 @dataclass

@@ -53,7 +53,7 @@ from langadapt.evaluation.tradeoff import pareto, target_langs, tradeoff
 from langadapt.experiments.sweep import link_stages
 from langadapt.pipeline.runner import plan_actions, run_pipeline
 from langadapt.recipe import LoadedRecipe, load_recipe
-from langadapt.recipe.schema import apply_overrides
+from langadapt.recipe.overrides import apply_overrides
 from langadapt.run import completion
 from langadapt.run.layout import STAGES, TRAINING_STAGES, RunLayout, read_manifest
 

@@ -82,7 +82,7 @@ class Stage:
 
     name: str
     sections: tuple[str, ...]
-    """What the stage reads of the recipe (sections or dotted keys, see `LoadedRecipe.section_hash`):
+    """What the stage reads of the recipe (sections or dotted keys, see `run.fingerprint.section_hash`):
     its fingerprint's recipe part, the keys its slice's fields declare (`recipe.slices.recipe_keys`)."""
     run: Entry
     skip_reason: str | None = None

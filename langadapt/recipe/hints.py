@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from langadapt.recipe.errors import _is_mapping, nested_model
+from langadapt.recipe.overrides import parse_set_value
 
 __all__ = ["hub_dataset_fetch", "hub_model_download", "pip_install", "schema_field", "set_option"]
 
@@ -71,8 +72,6 @@ def schema_field(key: str, model: type[BaseModel] | None = None) -> Any:
 def set_option(key: str, value: object) -> str:
     """`--set key=value` as a shell word, the key checked against the schema and the value against
     the field's type (a string as the user would type it: `--set` reads it as YAML)."""
-    from langadapt.recipe.schema import parse_set_value
-
     field = schema_field(key)
     raw = value if isinstance(value, str) else _yaml_scalar(value)
     if isinstance(value, str) and parse_set_value(key, value) != value:  # `no` is YAML's false: quote it

@@ -1,7 +1,7 @@
 """What a stage's slice holds of the recipe, declared field by field: its fingerprint's recipe part.
 
 Every field of a slice (`DataSlice`, `TrainingSlice`, ...) is made with `reads(...)`, naming the
-recipe keys it holds as `LoadedRecipe.section_hash` takes them (sections, dotted keys,
+recipe keys it holds as `run.fingerprint.section_hash` takes them (sections, dotted keys,
 `data.sources[].weight` for a key of every list item; `{name}` for the slice's own `name`, a
 training stage's section) and those it leaves out (`ignores`: read by nobody downstream, or only
 deciding whether the stage refuses; `at_default`: left out after finished runs had hashed them, so
@@ -38,7 +38,7 @@ class Declared(NamedTuple):
 
 
 class RecipeKeys(NamedTuple):
-    """A stage's fingerprint's recipe part (`LoadedRecipe.section_hash`, `run.fingerprint.recipe_hash`)."""
+    """A stage's fingerprint's recipe part (`run.fingerprint.section_hash`, `run.fingerprint.recipe_hash`)."""
 
     sections: tuple[str, ...]
     ignores: tuple[str, ...]

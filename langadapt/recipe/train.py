@@ -119,7 +119,7 @@ class TrainStageConfig(Config):
     """Sequences per device per forward/backward."""
     grad_accum_steps: int = Field(1, ge=1, le=65_536)
     """Micro-batches accumulated per optimizer step; global batch = micro x accum x world size (derived from global_batch_size when that is set)."""
-    # Unset, it is left out of the dump that stage fingerprints hash (`LoadedRecipe.section_hash`), so
+    # Unset, it is left out of the dump that stage fingerprints hash (`run.fingerprint.section_hash`), so
     # a recipe without it keeps the hashes finished runs recorded (tests/run/test_fingerprint_pins.py).
     global_batch_size: int | None = Field(None, ge=1, le=MAX_GLOBAL_BATCH, exclude_if=lambda value: value is None)
     """Sequences per optimizer step over all ranks, the same on any world size: grad_accum_steps is derived as

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from langadapt.recipe import LoadedRecipe
+from langadapt.recipe import LoadedRecipe, Recipe
 from langadapt.run.base_model import resolve_base_model
 from langadapt.run.contenthash import HashCache
 
@@ -83,11 +83,44 @@ def recipe_hash(loaded: LoadedRecipe, stage: StageLike) -> str:
     field read as its default value. Dropping a field from a print changes the print of every
     finished run; hashing it at its default changes none that left it unset, and a value set later
     re-runs nothing."""
-    if not stage.at_default:
-        return loaded.section_hash(*stage.sections, ignore=stage.ignores)
-    recipe = _with_defaults(loaded.recipe, [key.split(".") for key in stage.at_default])
-    return LoadedRecipe(recipe, loaded.path, loaded.tree, loaded.inheritance).section_hash(
-        *stage.sections, ignore=stage.ignores)
+    recipe = loaded.recipe
+    if stage.at_default:
+        recipe = _with_defaults(recipe, [key.split(".") for key in stage.at_default])
+    return section_hash(recipe, stage.sections, ignore=stage.ignores)
+
+
+def section_hash(recipe: Recipe, sections: Iterable[str], ignore: Iterable[str] = ()) -> str:
+    """Stable hash of some parts of the resolved recipe (stage fingerprints). A part is a section
+    or a dotted field (`data.document_masking`); `name[]` stands for every item of the list
+    `name` (`data.sources[].weight`: each source's weight). `ignore` leaves fields out of them."""
+    data = recipe.model_dump(mode="json")
+    for dotted in ignore:
+        _drop(data, dotted.split("."))
+    picked = {s: _pick(data, s.split(".")) for s in sections}
+    blob = json.dumps(picked, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _pick(tree: Any, keys: list[str]) -> Any:
+    """The value at `keys` (a `name[]` key maps over that list's items)."""
+    if not keys:
+        return tree
+    key, rest = keys[0], keys[1:]
+    if key.endswith("[]"):
+        return [_pick(item, rest) for item in tree[key[:-2]]]
+    return _pick(tree[key], rest)
+
+
+def _drop(tree: Any, keys: list[str]) -> None:
+    """Remove the field at `keys` in place (from every item where a key is `name[]`)."""
+    key, rest = keys[0], keys[1:]
+    if key.endswith("[]"):
+        for item in tree[key[:-2]]:
+            _drop(item, rest)
+    elif not rest:
+        tree.pop(key, None)
+    else:
+        _drop(tree[key], rest)
 
 
 def _with_defaults(model: BaseModel, keys: list[list[str]]) -> Any:

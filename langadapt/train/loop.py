@@ -15,12 +15,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import torch
 
-from langadapt.data.stream import SourceProgress, StreamMismatch
+from langadapt.data.stream import StreamMismatch, TokenStream
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import world_change_line
 from langadapt.recipe.train import TrainStageConfig
@@ -39,18 +38,6 @@ from langadapt.train.monitoring.validation import Validation
 from langadapt.train.policy import numel, select_trainable
 
 log = logging.getLogger("langadapt.train")
-
-
-class TokenStream(Protocol):
-    """The data protocol (langadapt.data.stream.PackedStream, or SyntheticStream in tests). The
-    state dicts are for checkpoints only; what others ask of a stream has a method of its own."""
-
-    def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray: ...
-    def position_ids(self, inputs: torch.Tensor) -> torch.Tensor | None: ...  # None: no document masking
-    def trained_sources(self) -> list[str]: ...  # the sources it draws samples from
-    def progress(self) -> SourceProgress: ...  # tokens and epochs served per source so far
-    def state_dict(self) -> dict: ...
-    def load_state_dict(self, state: dict) -> None: ...
 
 
 @dataclass(frozen=True)

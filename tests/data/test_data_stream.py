@@ -161,7 +161,7 @@ def test_trained_sources_and_progress_come_from_the_position_not_the_checkpoint(
     progress counts seq_len tokens a sample and passes over a source's planned samples."""
     from helpers.synthetic import SyntheticStream
 
-    from langadapt.train.loop import TokenStream
+    from langadapt.data.stream import TokenStream
 
     shards = make_shards(tmp_path, {"a": 8 * 50 + 1, "b": 8 * 20 + 1, "eval_only": 8 * 5 + 1})
     stream = build_stream(shards, {"a": {"epochs": 2}, "b": {"epochs": 1}, "eval_only": {"weight": 0}}, 8, 120, seed=0)

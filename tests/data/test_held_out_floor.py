@@ -15,8 +15,9 @@ from langadapt.data.documents import read_documents
 from langadapt.data.held_out_floor import FloorCandidates
 from langadapt.data.stage import run
 from langadapt.recipe.data import DataConfig, DataSlice
-from langadapt.recipe.schema import LoadedRecipe, Recipe
+from langadapt.recipe.schema import Recipe
 from langadapt.run.context import StageContext
+from langadapt.run.fingerprint import section_hash
 
 WORDS = ["og", "i", "det", "som", "er", "på", "en", "til", "av", "for", "med", "har", "ikke", "den", "jeg"]
 
@@ -158,7 +159,7 @@ def test_the_setting_is_checked_and_its_default_keeps_every_fingerprint() -> Non
     def data_hash(**data: object) -> str:
         recipe = Recipe.model_validate({"name": "r", "base_model": {"path": "b"}, "tokenizer": {"vocab_size": 300},
                                         "data": {"sources": sources, **data}})
-        return LoadedRecipe(recipe, Path("r.yaml"), {}, {}).section_hash("data")
+        return section_hash(recipe, ["data"])
 
     assert data_hash() == data_hash(min_valid_documents=1)
     assert data_hash() != data_hash(min_valid_documents=2)

@@ -7,7 +7,7 @@ have tests/ on sys.path (tests/conftest.py's folder, pytest's `prepend` mode) an
 (benchmarks/tokenizer_extension.py), and so do the worker scripts of this folder when run alone.
 
 `SyntheticStream` follows the same protocol as `langadapt.data.stream.PackedStream`
-(`langadapt.train.loop.TokenStream`), so the training loop cannot tell them apart. It has no sources:
+(`langadapt.data.stream.TokenStream`), so the training loop cannot tell them apart. It has no sources:
 it trains none by name and reports no progress per source.
 Row i of the global sequence of rows depends only on (seed, i): any rank, any resume point and
 any world size see the same data, and restoring the position is O(1). The rows are learnable

@@ -359,7 +359,7 @@ def test_the_manifests_config_hash_is_the_recipe_part_its_fingerprint_hashes(tmp
     """A stage's manifest records as `config_hash` the recipe part of the print the skip decision
     compares (`recipe_hash`: a training stage's `engine.peak_tflops` at its default), not a hash of
     its sections that a display-only key moves."""
-    from langadapt.run.fingerprint import recipe_hash
+    from langadapt.run.fingerprint import recipe_hash, section_hash
 
     (tmp_path / "nb.txt").write_text(" ".join(f"ord{i}" for i in range(30)))
     path = tmp_path / "r.yaml"
@@ -375,4 +375,4 @@ def test_the_manifests_config_hash_is_the_recipe_part_its_fingerprint_hashes(tmp
     for name in ("data", "tokenizer", "embeddings", "stage2"):
         assert read_manifest(layout.stage_dir(name))["config_hash"] == recipe_hash(loaded, stages[name]), name
     stage2 = stages["stage2"]
-    assert recipe_hash(loaded, stage2) != loaded.section_hash(*stage2.sections, ignore=stage2.ignores)
+    assert recipe_hash(loaded, stage2) != section_hash(loaded.recipe, stage2.sections, ignore=stage2.ignores)

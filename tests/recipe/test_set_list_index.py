@@ -9,7 +9,7 @@ import pytest
 from helpers.cli import run_cli
 
 from langadapt.errors import LangadaptError
-from langadapt.recipe.schema import apply_overrides
+from langadapt.recipe.overrides import apply_overrides
 
 TREE = {"data": {"sources": [{"lang": "nb"}, {"lang": "nn"}, {"lang": "sv"}]}}
 

@@ -11,13 +11,14 @@ from test_fingerprint_pins import PINS
 
 from langadapt.pipeline.stages import stage_table
 from langadapt.recipe import load_recipe
+from langadapt.run.fingerprint import section_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _hashes(recipe: str, overrides: list[str]) -> dict[str, str]:
     loaded = load_recipe(recipe, overrides)
-    return {stage.name: loaded.section_hash(*stage.sections, ignore=stage.ignores)
+    return {stage.name: section_hash(loaded.recipe, stage.sections, ignore=stage.ignores)
             for stage in stage_table(loaded.recipe)}
 
 

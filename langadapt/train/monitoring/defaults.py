@@ -12,8 +12,8 @@ from langadapt.train.monitoring.metrics import ConsoleProgress, MetricsFile, Ste
 from langadapt.train.monitoring.profiler import StepProfiler
 
 if TYPE_CHECKING:
+    from langadapt.data.stream import TokenStream
     from langadapt.recipe.train import TrainStageConfig
-    from langadapt.train.loop import TokenStream
 
 
 def default_callbacks(config: TrainStageConfig, out_dir: Path, run_name: str, *, stream: TokenStream | None = None,

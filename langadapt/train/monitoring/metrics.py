@@ -41,7 +41,7 @@ from langadapt.train.monitoring.callbacks import Callback, StageStart, StepRecor
 from langadapt.train.monitoring.energy import EnergyCounter, energy_counter
 
 if TYPE_CHECKING:
-    from langadapt.train.loop import TokenStream
+    from langadapt.data.stream import TokenStream
 
 log = logging.getLogger("langadapt.train")
 
