@@ -52,7 +52,8 @@ class StageStart:
     total_steps: int
     cost: StepCost
     engine: Any = None
-    """The training engine (`langadapt.train.engines`): validation runs its forward."""
+    """The training engine (`langadapt.train.engines`), for a callback that needs the model (a custom
+    probe on rank 0); no shipped callback reads it."""
     rank: int = 0
 
 
@@ -77,7 +78,9 @@ class Callback:
     """Every hook does nothing: a callback overrides the ones it needs (see the module docstring)."""
 
     all_ranks: ClassVar[bool] = False
-    """Called on every rank (collective work); else on rank 0 only."""
+    """Also called off rank 0 (no shipped callback is). Work every rank must do together (a
+    collective, like held-out validation) does not belong here but in `fit`, in plain sight: a
+    callback list that differs between ranks is where such a call would hang the job."""
 
     def on_stage_start(self, start: StageStart) -> None:
         pass
