@@ -160,3 +160,115 @@ def test_the_twin_counts_each_stages_whole_global_batch_on_the_warm_runs_world(t
     assert f"stage2.steps={steps}" in cold_twin_overrides(grows, DEMO_DIMS, world_size=4)
     assert global_batch(twin.recipe.stage2, 4) == global_batch(fixed.stage2, 4)  # the warm stage 2's tokens per step
     assert steps != int(next(o for o in cold_twin_overrides(fixed, DEMO_DIMS) if o.startswith("stage2.steps=")).split("=")[1])
+
+
+def _finished_warm_run(recipe, summaries: dict[str, dict]) -> None:
+    """The warm run as evaluate finds it: its step-0 model (the demo's dims) and the given stages' manifests."""
+    from langadapt.run.layout import RunLayout
+
+    layout = RunLayout(recipe.run_dir)
+    layout.embeddings.model.mkdir(parents=True)
+    (layout.embeddings.model / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 352, "vocab_size": 4096, "tie_word_embeddings": False}))
+    for stage, summary in summaries.items():
+        layout.stage_dir(stage).mkdir(parents=True)
+        (layout.stage_dir(stage) / "manifest.json").write_text(json.dumps({"stage": stage, "summary": summary}))
+
+
+@pytest.mark.parametrize("accum_written", [False, True])
+def test_the_twin_keeps_a_multi_gpu_warm_stage2s_batch_in_one_process(tmp_path: Path, accum_written: bool):
+    """A warm stage 2 that trained micro 2 x accum 1 x world 4 = 8 sequences per step, its batch left to
+    the world: the twin (trained inside evaluate, one process) pins global_batch_size 8, so at world 1
+    it accumulates 4 micro batches and trains the warm stage 2's tokens (it got 2 sequences a step, a
+    quarter of them, when the steps were counted at world 4 and the batch left to the world). Without
+    stage 1 and with the same dims, equal FLOPs is step for step. An accumulation the warm recipe wrote
+    (1, right for its 4 ranks) is left out: derived from the batch on any world."""
+    from langadapt.evaluation.cold_twin import cold_twin_recipe, trained_batches
+    from langadapt.planning.training import global_batch, grad_accum
+
+    overrides = [f"run_root={tmp_path}", "evaluation.cold_baseline=true", "stage1.enabled=false",
+                 "stage2.micro_batch_size=2", *(["stage2.grad_accum_steps=1"] if accum_written else [])]
+    warm = load_recipe(DEMO, overrides).recipe
+    assert warm.stage2.global_batch_size is None and global_batch(warm.stage2, 4) == 8
+    _finished_warm_run(warm, {"stage2": {"steps": 200, "world_size": 4, "global_batch": 8}})
+
+    assert trained_batches(warm) == {"stage2": 8}
+    items = cold_twin_overrides(warm, DEMO_DIMS, batches=trained_batches(warm))
+    assert "stage2.global_batch_size=8" in items and "stage2.steps=200" in items
+    twin = cold_twin_recipe(warm, base_model="base")
+    assert twin is not None
+    stage2 = twin.recipe.stage2
+    assert stage2.global_batch_size == 8 and stage2.steps == warm.stage2.steps == 200
+    assert twin.tree["stage2"]["global_batch_size"] == 8 and "grad_accum_steps" not in twin.tree["stage2"]
+    for world, accum in ((1, 4), (2, 2), (4, 1)):  # the twin's batch is the warm one's wherever it trains
+        assert grad_accum(stage2, world, "stage2") == accum and global_batch(stage2, world, "stage2") == 8
+    # Tokens and FLOPs: the twin in one process spends what the warm run spent on its 4 ranks.
+    assert stage2.steps * global_batch(stage2, 1) * stage2.seq_len == 200 * 8 * warm.stage2.seq_len
+    assert run_flops(DEMO_DIMS, twin.recipe) == run_flops(DEMO_DIMS, warm, world_size=4)
+    assert run_flops(DEMO_DIMS, twin.recipe) == 4 * run_flops(DEMO_DIMS, warm, world_size=1)
+
+
+def test_the_twin_weighs_each_stage_at_the_batch_its_manifest_records(tmp_path: Path):
+    """Stage 1 on 2 ranks (32 sequences a step), stage 2 on 4 (64): each stage's FLOPs at its own
+    recorded batch, the twin's extra steps at stage 2's, in one process."""
+    from langadapt.evaluation.cold_twin import cold_twin_recipe, trained_batches
+    from langadapt.planning.training import global_batch
+
+    warm = load_recipe(DEMO, [f"run_root={tmp_path}", "evaluation.cold_baseline=true"]).recipe
+    _finished_warm_run(warm, {"stage1": {"world_size": 2, "global_batch": 32},
+                              "stage2": {"world_size": 4, "global_batch": 64}})
+    batches = trained_batches(warm)
+    assert batches == {"stage1": 32, "stage2": 64}
+    twin = cold_twin_recipe(warm, base_model="base")
+    assert twin is not None and twin.recipe.stage2.global_batch_size == 64
+    budget = (60 * step_flops(DEMO_DIMS, "stage1", warm.stage1, 2) + 200 * step_flops(DEMO_DIMS, "stage2", warm.stage2, 4))
+    assert run_flops(DEMO_DIMS, warm, batches=batches) == pytest.approx(budget)
+    full_step = step_flops(DEMO_DIMS, "stage2", twin.recipe.stage2)
+    assert full_step == step_flops(DEMO_DIMS, "stage2", warm.stage2, 4) and global_batch(twin.recipe.stage2, 1) == 64
+    assert abs(run_flops(DEMO_DIMS, twin.recipe) - budget) <= full_step / 2
+    # 60 stage-1 steps at half stage 2's batch and 0.82 of its cost per token: 25 extra steps.
+    assert twin.recipe.stage2.steps == 225
+
+
+def test_a_single_process_twin_is_the_recipe_it_was(tmp_path: Path):
+    """World 1 recorded (the demo): no global_batch_size in the twin's overrides, the list it always
+    was (a finished demo twin's stage-2 print, which hashes global_batch_size only when set, stays)."""
+    from langadapt.evaluation.cold_twin import cold_twin_recipe
+
+    warm = load_recipe(DEMO, [f"run_root={tmp_path}", "evaluation.cold_baseline=true"]).recipe
+    _finished_warm_run(warm, {"stage1": {"world_size": 1, "global_batch": 16},
+                              "stage2": {"world_size": 1, "global_batch": 16}})
+    twin = cold_twin_recipe(warm, base_model="base")
+    assert twin is not None
+    assert twin.recipe == load_recipe(DEMO, [f"run_root={tmp_path}", "evaluation.cold_baseline=true",
+                                             *cold_twin_overrides(warm, DEMO_DIMS)]).recipe
+    assert twin.recipe.stage2.global_batch_size is None and twin.recipe.stage2.steps == 249
+    assert not any(item.startswith("stage2.global_batch_size") for item in cold_twin_overrides(warm, DEMO_DIMS))
+
+
+def test_without_manifests_the_twin_counts_at_the_recipes_cluster(tmp_path: Path):
+    """No manifest to read: each stage's batch as the recipe resolves it on `cluster` (2 nodes x 4)."""
+    from langadapt.evaluation.cold_twin import cold_twin_recipe, trained_batches
+
+    warm = load_recipe(DEMO, [f"run_root={tmp_path}", "evaluation.cold_baseline=true", "cluster.nodes=2",
+                              "cluster.gpus_per_node=4"]).recipe
+    _finished_warm_run(warm, {})
+    assert trained_batches(warm) == {"stage1": 128, "stage2": 128}
+    twin = cold_twin_recipe(warm, base_model="base")
+    assert twin is not None and twin.recipe.stage2.global_batch_size == 128 and twin.recipe.stage2.steps == 249
+
+
+def test_a_warm_batch_fixed_for_four_ranks_with_its_accumulation_written(tmp_path: Path):
+    """global_batch_size 32 with micro 2 x grad_accum_steps 4 written: right on 4 ranks, a contradiction
+    in one process. The twin keeps the 32 and leaves the accumulation to be derived (16 in one process)."""
+    from langadapt.evaluation.cold_twin import cold_twin_recipe
+    from langadapt.planning.training import grad_accum
+
+    warm = load_recipe(DEMO, [f"run_root={tmp_path}", "evaluation.cold_baseline=true", "stage1.enabled=false",
+                              "stage2.micro_batch_size=2", "stage2.grad_accum_steps=4",
+                              "stage2.global_batch_size=32"]).recipe
+    _finished_warm_run(warm, {"stage2": {"world_size": 4, "global_batch": 32}})
+    twin = cold_twin_recipe(warm, base_model="base")
+    assert twin is not None and twin.recipe.stage2.global_batch_size == 32 and twin.recipe.stage2.steps == 200
+    assert grad_accum(twin.recipe.stage2, 1, "stage2") == 16 and grad_accum(twin.recipe.stage2, 4, "stage2") == 4
