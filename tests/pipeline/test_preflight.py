@@ -246,10 +246,9 @@ def test_a_stage_that_is_all_warm_up_is_said(warm, tmp_path: Path) -> None:
     assert fine.returncode == 0 and "covers all" not in fine.stderr, fine.stderr
 
 
-def test_a_separate_head_init_on_a_tied_base_is_refused_before_any_stage(warm, tmp_path: Path,
-                                                                         tiny_en_llama: Path) -> None:
-    """A tied base has one matrix; head_init other than same was refused only in the embeddings
-    stage, after data and tokenizer had run."""
+def tied_base(tmp_path: Path, tiny_en_llama: Path):
+    """A one-layer Llama with tied embeddings and tiny-en-llama's tokenizer, saved as a base model
+    folder: (its folder, its config)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tied = tmp_path / "tied"
@@ -258,6 +257,14 @@ def test_a_separate_head_init_on_a_tied_base_is_refused_before_any_stage(warm, t
     LlamaForCausalLM(config).save_pretrained(tied)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tiny_en_llama / name, tied / name)
+    return tied, config
+
+
+def test_a_separate_head_init_on_a_tied_base_is_refused_before_any_stage(warm, tmp_path: Path,
+                                                                         tiny_en_llama: Path) -> None:
+    """A tied base has one matrix; head_init other than same was refused only in the embeddings
+    stage, after data and tokenizer had run."""
+    tied, config = tied_base(tmp_path, tiny_en_llama)
     result = langadapt("run", str(warm(base=tied)), "--set", "embeddings.head_init=mean_of_base_head")
     assert_refused(result, tmp_path, "embeddings.head_init", "mean_of_base_head: the base ties its LM head")
     assert langadapt("run", str(warm()), "--set", "embeddings.head_init=mean_of_base_head",
@@ -268,18 +275,13 @@ def test_preflight_and_the_transfer_refuse_a_tied_head_init_with_one_check(warm,
                                                                             tiny_en_llama: Path) -> None:
     """One `head_init_problem` (review s19 D3): the dry run's line and the embeddings stage's error
     say the same thing, so the two refusals cannot drift apart."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     from langadapt.embeddings.transfer import transfer_embeddings
     from langadapt.pipeline.preflight import find_problems
     from langadapt.recipe.embeddings import EmbeddingConfig, head_init_problem
 
-    tied = tmp_path / "tied"
-    config = LlamaConfig(vocab_size=8192, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
-    LlamaForCausalLM(config).save_pretrained(tied)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tiny_en_llama / name, tied / name)
+    tied, config = tied_base(tmp_path, tiny_en_llama)
     problem = head_init_problem("zero", tied=True)
     assert problem is not None and head_init_problem("same", tied=True) is None
     assert head_init_problem(None, tied=True) is None and head_init_problem("zero", tied=False) is None
