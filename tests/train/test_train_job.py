@@ -40,8 +40,10 @@ def test_the_training_stage_resolves_its_settings_once(tmp_path: Path, tiny_en_l
     assert summary["steps"] == 1 and summary["settings"]["trainable"] == "embeddings"
 
 
-def test_fit_takes_the_job_and_callbacks_only() -> None:
-    assert list(inspect.signature(fit).parameters) == ["model", "stream", "job", "callbacks"]
+def test_fit_takes_the_job_callbacks_and_validation_only() -> None:
+    """Everything else comes from the job; held-out validation is its own argument because `fit`
+    calls it itself, on every rank (a collective), not through the callbacks (review s19 L3)."""
+    assert list(inspect.signature(fit).parameters) == ["model", "stream", "job", "callbacks", "validation"]
 
 
 def test_a_resolved_job_is_frozen_and_carries_the_resolvers_settings(tmp_path: Path) -> None:
