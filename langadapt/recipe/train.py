@@ -51,6 +51,11 @@ class OptimizerConfig(Config):
     """Decoupled weight decay for matrices; norms and biases never decay."""
     decay_embeddings: bool = True
     """Also decay embedding/head matrices (Megatron and NorMistral do; stage 1 trains nothing else); off under `train_rows: new`."""
+    body_lr_scale: float = Field(1.0, gt=0, le=100, exclude_if=lambda value: value == 1.0)
+    """The learning rate of every trainable tensor that is not an embedding or head matrix, as a
+    fraction of `lr` (the schedule scales both alike): below 1 in stage 2 lets the new rows learn at
+    `lr` while the body, where the base's languages live, moves less. Unset (1.0) it is not in the
+    recipe's dump, so stage fingerprints made before it hold."""
 
 
 class ScheduleConfig(Config):

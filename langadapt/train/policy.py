@@ -97,14 +97,24 @@ def _valid_regex(pattern: str) -> bool:
 
 
 def param_groups(selection: TrainableParams, optimizer: OptimizerConfig) -> list[dict]:
-    """Two AdamW groups over the trainable tensors only: decayed matrices, undecayed rest."""
-    decay, no_decay = [], []
+    """AdamW groups over the trainable tensors only: decayed matrices and the undecayed rest, each
+    split into embedding/head rows and body when `body_lr_scale` makes their learning rates differ.
+
+    Each group carries `lr_scale`, its fraction of the scheduled LR (`set_learning_rate`)."""
+    groups: dict[tuple[bool, float], list] = {}
     for name, param in selection.named:
         is_matrix = len(getattr(param, "ds_shape", param.shape)) >= 2
-        exempt = name in selection.embedding_names and not optimizer.decay_embeddings
-        (decay if is_matrix and not exempt else no_decay).append(param)
-    groups = [
-        {"params": decay, "weight_decay": optimizer.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return [g for g in groups if g["params"]]
+        is_embedding = name in selection.embedding_names
+        decayed = is_matrix and not (is_embedding and not optimizer.decay_embeddings)
+        scale = 1.0 if is_embedding else optimizer.body_lr_scale
+        groups.setdefault((decayed, scale), []).append(param)
+    order = sorted(groups, key=lambda key: (not key[0], -key[1]))  # decayed first, then by scale
+    return [{"params": groups[key], "weight_decay": optimizer.weight_decay if key[0] else 0.0, "lr_scale": key[1]}
+            for key in order]
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The scheduled LR into every group, times the group's `lr_scale` (1 where none): the one place
+    every engine sets it, so a group's fraction is kept whatever wraps the optimizer."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)

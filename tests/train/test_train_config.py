@@ -19,7 +19,7 @@ from langadapt.train.engines.base import build_optimizer
 from langadapt.train.engines.deepspeed_json import deepspeed_config
 from langadapt.train.flops import flops_per_token
 from langadapt.train.lr import lr_at
-from langadapt.train.policy import param_groups, select_trainable
+from langadapt.train.policy import param_groups, select_trainable, set_learning_rate
 
 
 def test_normistral_stage1_schedule_is_constant_after_ten_warmup_steps() -> None:
@@ -91,6 +91,29 @@ def test_optimizer_holds_only_trainable_params_and_norms_never_decay() -> None:
     assert no_decay["weight_decay"] == 0.0 and {p.ndim for p in no_decay["params"]} == {1}
     groups = param_groups(selection, OptimizerConfig(decay_embeddings=False))
     assert len(groups) == 1 and groups[0]["weight_decay"] == 0.0
+
+
+def test_body_lr_scale_moves_the_body_at_its_fraction_of_the_scheduled_lr() -> None:
+    """Adam's first step moves every weight by about its group's LR (the update is lr * g/|g|), so after
+    one step at 1e-2 the embedding and head rows move ~1e-2 and the body ~2.5e-3; the groups keep
+    their scale when the schedule sets a new LR."""
+    torch.manual_seed(0)
+    model = tiny_llama()
+    selection = select_trainable(model, ["all"])
+    optimizer = build_optimizer(selection, OptimizerConfig(lr=1.0, weight_decay=0.0, body_lr_scale=0.25), torch.device("cpu"))
+    assert sorted(g["lr_scale"] for g in optimizer.param_groups) == [0.25, 0.25, 1.0]  # body matrices, norms, rows
+    set_learning_rate(optimizer, 1e-2)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = torch.randint(0, model.config.vocab_size, (2, 16))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    moved = {n: float((p.detach() - before[n]).abs().max()) for n, p in model.named_parameters()}
+    assert moved["model.embed_tokens.weight"] == pytest.approx(1e-2, rel=0.02)
+    assert moved["lm_head.weight"] == pytest.approx(1e-2, rel=0.02)
+    assert moved["model.layers.0.mlp.up_proj.weight"] == pytest.approx(2.5e-3, rel=0.02)
+    assert moved["model.norm.weight"] == pytest.approx(2.5e-3, rel=0.02)
+    # At 1.0 (the default) there is one group per decay class, as before the option existed.
+    assert [g["lr_scale"] for g in param_groups(selection, OptimizerConfig())] == [1.0, 1.0]
 
 
 def test_frozen_body_costs_about_four_n_flops_per_token() -> None:

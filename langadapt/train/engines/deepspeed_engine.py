@@ -27,7 +27,7 @@ from langadapt.runtime.distributed import DistInfo, barrier, init_distributed
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
 from langadapt.train.engines.deepspeed_json import offloads_optimizer
 from langadapt.train.fastpath import repeated_blocks
-from langadapt.train.policy import TrainableParams
+from langadapt.train.policy import TrainableParams, set_learning_rate
 from langadapt.train.rows import RowFreeze
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ log = logging.getLogger("langadapt.train")
 
 TAG = "deepspeed"
 """Sub-folder of a langadapt checkpoint holding DeepSpeed's own checkpoint files."""
-GROUP_HYPERPARAMETERS = ("weight_decay", "betas", "eps")
+GROUP_HYPERPARAMETERS = ("weight_decay", "betas", "eps", "lr_scale")
 """Per-group optimizer settings that come from the recipe (lr is set before every step)."""
 UNIVERSAL_TAG = "universal"
 """Sub-folder holding the same checkpoint in DeepSpeed's universal (world-size-free) format,
@@ -101,8 +101,7 @@ class DeepSpeedEngine(Engine):
         return loss.detach()
 
     def step(self, lr: float, skip: bool) -> float:
-        for group in self.optimizer.param_groups:  # the wrapped optimizer reads these groups
-            group["lr"] = lr
+        set_learning_rate(self.optimizer, lr)  # the wrapped optimizer reads these groups
         norm = None
         if self.zero == 0 and self.fp32:  # no DeepSpeed wrapper: it would step on NaN grads
             grads = [p.grad for p in self.params if p.grad is not None]

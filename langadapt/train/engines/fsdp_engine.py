@@ -37,7 +37,7 @@ import torch.distributed as torch_dist
 from langadapt.runtime.distributed import DistInfo, default_backend, init_distributed
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module, tied_aliases
 from langadapt.train.fastpath import repeated_blocks
-from langadapt.train.policy import TrainableParams
+from langadapt.train.policy import TrainableParams, set_learning_rate
 from langadapt.train.rows import RowFreeze
 
 if TYPE_CHECKING:
@@ -105,8 +105,7 @@ class FSDPEngine(Engine):
         return loss.detach()
 
     def step(self, lr: float, skip: bool) -> float:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(self.optimizer, lr)
         if self.freeze is not None:  # this rank's shard of the reduce-scattered gradients, before the norm
             self.freeze.zero_shared()
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip)  # over all shards (a collective)

@@ -12,7 +12,7 @@ import torch.distributed as torch_dist
 
 from langadapt.run.layout import WEIGHTS
 from langadapt.train.engines.base import Engine, build_optimizer, loss_module
-from langadapt.train.policy import TrainableParams
+from langadapt.train.policy import TrainableParams, set_learning_rate
 from langadapt.train.rows import RowFreeze
 
 if TYPE_CHECKING:
@@ -58,8 +58,7 @@ class TorchEngine(Engine):
         return loss.detach()
 
     def step(self, lr: float, skip: bool) -> float:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(self.optimizer, lr)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         if self.freeze is not None:  # after DDP's all-reduce, before the norm
