@@ -106,3 +106,26 @@ def test_a_failed_universal_conversion_is_one_clear_error(tmp_path: Path) -> Non
         convert_to_universal(tmp_path, rank=0)
     assert "\n" not in str(failed.value)
     assert not (tmp_path / UNIVERSAL_TAG).exists()
+
+
+def test_deepspeed_steps_the_body_at_body_lr_scale(tmp_path: Path) -> None:
+    """ZeRO-1 wraps the optimizer and its groups: the body's group still steps at its fraction of the LR.
+    One step (warm-up 1: the full LR) of Adam moves each weight by about its group's LR."""
+    from helpers.synthetic import SyntheticStream, tiny_llama
+    from test_train_resume import stage_config
+
+    from langadapt.recipe.train import EngineConfig, OptimizerConfig, ScheduleConfig
+    from langadapt.train.job import TrainingJob
+    from langadapt.train.loop import fit
+
+    model = tiny_llama(VOCAB)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    config = stage_config(1).model_copy(update={
+        "optimizer": OptimizerConfig(lr=1e-2, weight_decay=0.0, body_lr_scale=0.25),
+        "schedule": ScheduleConfig(kind="constant", warmup_steps=0)})
+    fit(model, SyntheticStream(VOCAB, SEQ), TrainingJob.resolve(config, EngineConfig(kind="deepspeed", zero_stage=1),
+                                                                tmp_path, seed=0))
+    after = final_weights(tmp_path)
+    moved = {k: float((after[k] - before[k]).abs().max()) for k in before}
+    assert moved["model.embed_tokens.weight"] == pytest.approx(1e-2, rel=0.02)
+    assert moved["model.layers.0.self_attn.q_proj.weight"] == pytest.approx(2.5e-3, rel=0.02)
