@@ -67,6 +67,7 @@ class TokenStream(Protocol):
 
     def next_batch(self, global_batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray: ...
     def position_ids(self, inputs: torch.Tensor) -> torch.Tensor | None: ...  # None: no document masking
+    def rows_of_role(self, role: str) -> np.ndarray: ...  # bool per row of the last batch: from a `role` source
     def trained_sources(self) -> list[str]: ...  # the sources it draws samples from
     def progress(self) -> SourceProgress: ...  # tokens and epochs served per source so far
     def state_dict(self) -> dict: ...
@@ -80,6 +81,7 @@ class _Source:
     num_chunks: int
     key: int
     eos_id: int
+    role: str = "target"
     perm_epoch: int = -1
     perm: np.ndarray | None = None
 
@@ -136,6 +138,7 @@ class PackedStream:
         self.plan = plan
         self.samples = 0
         self.counts = [0] * len(sources)
+        self._last_sources: list[int] = []  # the source of each row of the last batch (rows_of_role)
         eos_ids = {s.eos_id for s in sources}
         if len(eos_ids) != 1:
             raise LangadaptError(f"stream: sources were encoded with different tokenizers (EOS ids {sorted(eos_ids)})")
@@ -192,11 +195,17 @@ class PackedStream:
             )
         per_rank = global_batch_size // world_size
         picks = self.next_samples(global_batch_size)[rank * per_rank : (rank + 1) * per_rank]
+        self._last_sources = [s for s, _ in picks]
         batch = np.empty((per_rank, self.seq_len + 1), dtype=np.int64)
         for row, (s, chunk) in enumerate(picks):
             start = chunk * self.seq_len
             batch[row] = self._sources[s].tokens[start : start + self.seq_len + 1]
         return batch
+
+    def rows_of_role(self, role: str) -> np.ndarray:
+        """bool [rows of the last `next_batch`]: which rows were cut from a source of `role` (its shard's
+        role: target, replay or code). Every row comes from one source, so this is exact per row."""
+        return np.array([self._sources[s].role == role for s in self._last_sources], dtype=bool)
 
     def position_ids(self, inputs: torch.Tensor) -> torch.Tensor | None:
         """With document masking, positions restarting after every EOS in `inputs` (a batch's
@@ -303,4 +312,4 @@ def _open_source(shard: Shard, seq_len: int) -> _Source:
             f"stream: source {name} has {num_tokens} tokens, fewer than one sample of {seq_len + 1}"
         )
     return _Source(name=name, tokens=shard.tokens(), num_chunks=(num_tokens - 1) // seq_len, key=_source_key(name),
-                   eos_id=int(shard.meta["eos_id"]))
+                   eos_id=int(shard.meta["eos_id"]), role=str(shard.meta.get("role", "target")))

@@ -23,12 +23,16 @@ Measured on an H100 in benchmarks/README.md (train_throughput, gpu-1b preset).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from langadapt.errors import LangadaptError
 from langadapt.modeling import body_and_head, head_is_plain_by_config, head_splits_cleanly
+
+if TYPE_CHECKING:
+    from langadapt.train.distill import ReplayDistillation
 
 log = logging.getLogger("langadapt.train")
 
@@ -40,9 +44,10 @@ class CausalLMLoss(torch.nn.Module):
     and export through `.model`, never through this wrapper.
     """
 
-    def __init__(self, model: torch.nn.Module, fused: bool) -> None:
+    def __init__(self, model: torch.nn.Module, fused: bool, distillation: ReplayDistillation | None = None) -> None:
         super().__init__()
         self.model = model
+        self.distillation = distillation  # a plain attribute: its teacher is no parameter of this module
         self.fused = None
         if fused:
             from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
@@ -51,11 +56,16 @@ class CausalLMLoss(torch.nn.Module):
             self.fused = LigerFusedLinearCrossEntropyLoss(accum_dtype=torch.float32)
 
     def forward(self, inputs: torch.Tensor, labels: torch.Tensor,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+                position_ids: torch.Tensor | None = None, distill_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean cross-entropy; plus, for the rows `distill_rows` (bool [batch]) marks, the
+        replay distillation term (`langadapt.train.distill`), which needs the logits: a micro-batch
+        with such rows takes the unfused path."""
         model_kwargs = model_inputs(self.model, inputs, position_ids)
-        if self.fused is None:
+        distil = self.distillation is not None and distill_rows is not None and bool(distill_rows.any())
+        if self.fused is None or distil:
             logits = self.model(**model_kwargs).logits
-            return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+            loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten())
+            return loss + self.distillation.loss(logits, model_kwargs, distill_rows) if distil else loss
         body, head = body_and_head(self.model)
         hidden = body(**model_kwargs).last_hidden_state
         return self.fused(head.weight, hidden.flatten(0, 1), labels.flatten(), getattr(head, "bias", None))

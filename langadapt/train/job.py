@@ -22,6 +22,7 @@ from langadapt.errors import LangadaptError
 from langadapt.planning.training import TrainingSettings, resolve_training
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 from langadapt.runtime.distributed import DistInfo
+from langadapt.train.distill import ReplayDistillation
 from langadapt.train.engines import deepspeed_json
 
 log = logging.getLogger("langadapt.train")
@@ -50,6 +51,8 @@ class TrainingJob:
     """Saved beside the final weights when given, so `out_dir/model` loads on its own."""
     shared_rows: SharedRows | None = None
     """The embedding rows copied from the base, which `config.train_rows: new` keeps."""
+    distillation: ReplayDistillation | None = None
+    """The teacher of `config.replay_distillation` (the stage loads it: `train.stage.load_distillation`)."""
     deepspeed_config: dict[str, Any] | None = None
     """The DeepSpeed JSON (`engines.deepspeed_json.deepspeed_config`) when the engine is DeepSpeed, else None.
 

@@ -103,8 +103,12 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
             while state.step < config.steps:
                 monitor.step_start(state.step + 1)
                 batch = torch.from_numpy(stream.next_batch(settings.global_batch, dist.rank, dist.world_size))
-                loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]))
-                           for mb in batch.split(settings.micro_batch))
+                micro = batch.split(settings.micro_batch)
+                # With replay distillation, which rows of each micro-batch are replay (langadapt.train.distill).
+                replay = (torch.from_numpy(stream.rows_of_role("replay")).split(settings.micro_batch)
+                          if job.distillation else [None] * len(micro))
+                loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]), rows)
+                           for mb, rows in zip(micro, replay))
                 # Ranks must agree: on the loss (a NaN anywhere skips the step everywhere), on a stop
                 # signal and on a time-based save. One all-reduce per step carries all three.
                 loss, stop_votes, save_votes = engine.all_reduce_sum([float(loss), stop.requested, ckpt.time_due()])

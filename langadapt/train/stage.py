@@ -34,6 +34,7 @@ from langadapt.planning.training import global_batch as stage_global_batch
 from langadapt.recipe.train import TrainingSlice
 from langadapt.run import layout as run_layout
 from langadapt.run.context import StageContext
+from langadapt.train.distill import ReplayDistillation
 from langadapt.train.fastpath import check_document_masking
 from langadapt.train.job import TrainingJob
 from langadapt.train.loop import fit
@@ -85,6 +86,26 @@ def shared_rows(job: TrainingJob, ctx: StageContext) -> SharedRows | None:
                                 f"({path} is missing: init: scratch, or an embeddings stage from before this option; "
                                 "run it again)")
     return SharedRows.load(path)
+
+
+def load_distillation(job: TrainingJob, ctx: StageContext) -> ReplayDistillation | None:
+    """The teacher of `replay_distillation`: the embeddings stage's model, over the rows it copied
+    from the base (langadapt.train.distill); None when the stage does not distil."""
+    if not job.config.replay_distillation:
+        return None
+    key, layout = f"{job.stage}.replay_distillation", ctx.layout.embeddings
+    if not (layout.root / run_layout.MARKER).is_file() or not is_model_folder(layout.model):
+        raise LangadaptError.at(key, f"the teacher is the embeddings stage's model and {layout.model} is not complete; "
+                                "run the embeddings stage first")
+    if not layout.shared_rows.is_file():
+        raise LangadaptError.at(key, f"the embeddings stage recorded no rows copied from the base ({layout.shared_rows} "
+                                "is missing: init: scratch has none, or an embeddings stage from before this record; "
+                                "run it again), so there is no base prediction to keep")
+    # Loaded whole, before the model: under ZeRO-3 transformers partitions every model it loads
+    # while the model's loading config lives (deepspeed_engine.release_zero3_loading).
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.engine.precision, torch.float32)
+    return ReplayDistillation.load(layout.model, SharedRows.load(layout.shared_rows).ids, job.config.replay_distillation,
+                                   dtype=dtype, attn_implementation=job.engine.attn_implementation)
 
 
 def tokenizer_dir(ctx: StageContext, init: Path) -> Path:
@@ -177,6 +198,7 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
     engine, global_batch = training.engine, training.settings.global_batch
     init = init_model_dir(after_stage1, stage_name, ctx)
     shared = shared_rows(training, ctx)  # before any loading
+    distillation = load_distillation(training, ctx)
     log.info("%s: starting from %s (%s engine, ZeRO %d, %s)", stage_name, init, engine.kind,
              engine.zero_stage, engine.precision)
     model = load_model(init, training)
@@ -187,7 +209,8 @@ def run(slice_: TrainingSlice, ctx: StageContext) -> dict[str, Any]:
         stream = build_stream(ctx.layout.tokenizer.tokens, mixture, config.seq_len, samples, training.seed,
                               force=force_epochs, document_masking=document_masking)
     tokenizer = load_tokenizer(tokenizer_dir(ctx, init))
-    training = replace(training, tokenizer=tokenizer, shared_rows=shared)  # fit saves the tokenizer with the model
+    training = replace(training, tokenizer=tokenizer, shared_rows=shared,  # fit saves the tokenizer with the model
+                       distillation=distillation)
     validation = build_validation(training, ctx, stream.trained_sources(), stream.position_ids)
     step_offset, recipe = tracker_setup(after_stage1, training, ctx)
     callbacks = default_callbacks(config, ctx.out, training.run_label, stream=stream, step_offset=step_offset,

@@ -14,6 +14,7 @@ AMD GPUs (LUMI) take the same path as NVIDIA ones.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as torch_dist
@@ -21,6 +22,9 @@ import torch.distributed as torch_dist
 from langadapt.recipe.train import EngineConfig, OptimizerConfig
 from langadapt.train.fastpath import CausalLMLoss, compile_blocks, use_fused_loss
 from langadapt.train.policy import TrainableParams, param_groups
+
+if TYPE_CHECKING:
+    from langadapt.train.distill import ReplayDistillation
 
 
 class SkippableAdamW(torch.optim.AdamW):
@@ -64,12 +68,13 @@ def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     return aliases
 
 
-def loss_module(model: torch.nn.Module, config: EngineConfig, hooks_outside: bool = False) -> CausalLMLoss:
+def loss_module(model: torch.nn.Module, config: EngineConfig, hooks_outside: bool = False,
+                distillation: ReplayDistillation | None = None) -> CausalLMLoss:
     """The model with its loss, fast path applied as `config` (already resolved by check_engine) says
-    (`hooks_outside`: see `fastpath.compile_blocks`)."""
+    (`hooks_outside`: see `fastpath.compile_blocks`), and the job's replay distillation if any."""
     if config.compile:
         compile_blocks(model, hooks_outside)
-    return CausalLMLoss(model, use_fused_loss(model, bool(config.fused_loss)))
+    return CausalLMLoss(model, use_fused_loss(model, bool(config.fused_loss)), distillation)
 
 
 class Engine:
@@ -81,10 +86,11 @@ class Engine:
     """The model with its mean loss, `(inputs, labels) -> loss`, wrapped as this engine runs it (DDP,
     DeepSpeed, FSDP): forward-only users (validation) go through it, so sharded weights are gathered."""
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
-                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor | None = None,
+                   distill_rows: torch.Tensor | None = None) -> torch.Tensor:
         """Forward and backward of one micro-batch; returns the detached loss. `position_ids`
-        (document masking) restart at each document, and attention stays inside documents."""
+        (document masking) restart at each document, and attention stays inside documents;
+        `distill_rows` (bool per row) are the rows the replay distillation term covers."""
         raise NotImplementedError
 
     def step(self, lr: float, skip: bool) -> float:

@@ -74,7 +74,7 @@ class DeepSpeedEngine(Engine):
             from deepspeed.utils import set_z3_leaf_modules
 
             set_z3_leaf_modules(model, [type(blocks[0])])
-        loss = loss_module(model, config, hooks_outside=self.zero == 3)
+        loss = loss_module(model, config, hooks_outside=self.zero == 3, distillation=job.distillation)
         if self.zero == 3 and loss.fused is not None:
             # The fused loss takes the head's weight as a matrix, outside the head's forward, where
             # ZeRO-3 leaves it partitioned (shape [0]): registered on the loss module, it is gathered
@@ -91,9 +91,9 @@ class DeepSpeedEngine(Engine):
         if freeze is not None:  # gradients leave p.grad for DeepSpeed's buckets in backward: mask them on the way
             freeze.register_hooks()
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
-                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        loss = self.ds(inputs.to(self.device), labels.to(self.device), position_ids)
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor | None = None,
+                   distill_rows: torch.Tensor | None = None) -> torch.Tensor:
+        loss = self.ds(inputs.to(self.device), labels.to(self.device), position_ids, distill_rows)
         self.ds.backward(loss)  # DeepSpeed divides by gradient_accumulation_steps itself
         self._micro += 1
         if self._micro % self.accum:

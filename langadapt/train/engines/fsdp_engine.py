@@ -73,7 +73,8 @@ class FSDPEngine(Engine):
         self.grad_clip, self.freeze = stage.grad_clip or math.inf, freeze
         if config.activation_checkpointing:  # inside each block's call, so FSDP's hooks recompute too
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.forward_model = loss_module(model, config)  # compiles the blocks in place first (torchtitan's order)
+        # Compiles the blocks in place first (torchtitan's order).
+        self.forward_model = loss_module(model, config, distillation=job.distillation)
         mesh = init_device_mesh(device.type, (dist.world_size,))
         bf16 = config.precision == "bf16"
         options = {
@@ -96,11 +97,11 @@ class FSDPEngine(Engine):
         step_device = torch.device("cpu") if config.fsdp.cpu_offload else device
         self.optimizer = build_optimizer(selection, stage.optimizer_in_force, step_device)
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
-                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor | None = None,
+                   distill_rows: torch.Tensor | None = None) -> torch.Tensor:
         # Gradients are reduce-scattered after every micro-batch: skipping that until the last one
         # (as DDP's no_sync does) would hold whole unsharded gradients, ZeRO-3's saving lost.
-        loss = self.forward_model(inputs.to(self.device), labels.to(self.device), position_ids)
+        loss = self.forward_model(inputs.to(self.device), labels.to(self.device), position_ids, distill_rows)
         (loss / self.accum).backward()  # the mean over the global batch; FSDP averages over ranks
         return loss.detach()
 

@@ -30,7 +30,7 @@ class TorchEngine(Engine):
         self.params, self.grad_clip = selection.params, stage.grad_clip or math.inf
         if config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.forward_model: torch.nn.Module = loss_module(model, config)
+        self.forward_model: torch.nn.Module = loss_module(model, config, distillation=job.distillation)
         if dist.world_size > 1:
             ids = [device.index] if device.type == "cuda" else None
             # Gradients as views into DDP's all-reduce buckets: by default DDP keeps the buckets as a
@@ -44,15 +44,15 @@ class TorchEngine(Engine):
         self.scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
         self._micro = 0
 
-    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor,
-                   position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def micro_step(self, inputs: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor | None = None,
+                   distill_rows: torch.Tensor | None = None) -> torch.Tensor:
         self._micro += 1
         last = self._micro % self.accum == 0
         # DDP all-reduces gradients in every backward; only the last micro-batch needs it.
         no_sync = getattr(self.forward_model, "no_sync", None)
         with (no_sync() if no_sync is not None and not last else nullcontext()):
             with self.autocast:
-                loss = self.forward_model(inputs.to(self.device), labels.to(self.device), position_ids)
+                loss = self.forward_model(inputs.to(self.device), labels.to(self.device), position_ids, distill_rows)
             scaled = loss / self.accum  # the mean over the global batch, not a sum of means
             (self.scaler.scale(scaled) if self.scaler else scaled).backward()
         return loss.detach()
