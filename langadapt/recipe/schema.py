@@ -38,6 +38,7 @@ from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.export import ExportConfig
 from langadapt.recipe.languages import language_problem
 from langadapt.recipe.overrides import apply_overrides
+from langadapt.recipe.replay import stage_mixture
 from langadapt.recipe.paths import COLD_SUFFIX, MAX_NAME_CHARS, name_problem, run_directory, run_root_problem
 from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
@@ -139,6 +140,26 @@ class Recipe(Config):
             if self.init == "scratch" and getattr(self, stage).train_rows == "new":
                 raise FieldProblem((stage, "train_rows"), "new: init: scratch copies no row from a base model, "
                                    "so every row is new; use all")
+        return self
+
+    @model_validator(mode="after")
+    def _replay_distillation_has_a_teacher_and_rows(self) -> Recipe:
+        """`replay_distillation` needs the base's rows (a warm init) and replay rows in the stage's
+        mixture: without them it would silently distil nothing."""
+        roles = {source.name: source.role for source in self.data.sources}
+        for name in ("stage1", "stage2"):
+            stage = getattr(self, name)
+            if not stage.replay_distillation or not stage.enabled:
+                continue
+            if self.init == "scratch":
+                raise FieldProblem((name, "replay_distillation"), "init: scratch has no base model whose predictions "
+                                   "to keep; use 0")
+            mixture = stage_mixture(self.data, name, stage)
+            if not any(roles[source] == "replay" and ((entry.get("weight") or 0) > 0 or entry.get("epochs"))
+                       for source, entry in mixture.items()):
+                raise FieldProblem((name, "replay_distillation"), "the stage's mixture has no replay rows (no `role: "
+                                   "replay` source with a weight or epochs), so there is nothing to distil; add one "
+                                   "or use 0")
         return self
 
     @model_serializer(mode="wrap")

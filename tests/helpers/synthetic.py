@@ -31,6 +31,7 @@ class SyntheticStream:
         self.vocab_size, self.seq_len, self.seed = vocab_size, seq_len, seed
         self.position = 0
         self.served = 0
+        self.last_rows = 0  # rows of the last batch on this rank (rows_of_role)
 
     def row(self, index: int) -> np.ndarray:
         rng = np.random.default_rng([self.seed, index])
@@ -44,7 +45,12 @@ class SyntheticStream:
         rows = np.stack([self.row(i) for i in range(first, first + per_rank)]).astype(np.int64)
         self.position += global_batch_size
         self.served += per_rank
+        self.last_rows = per_rank
         return rows
+
+    def rows_of_role(self, role: str) -> np.ndarray:
+        """No sources, so no row of the last batch comes from a source of any role."""
+        return np.zeros(self.last_rows, dtype=bool)
 
     def position_ids(self, inputs: torch.Tensor) -> None:
         """Rows are single sequences: no document masking."""

@@ -19,6 +19,7 @@ from helpers.synthetic import tiny_llama
 
 from langadapt.data.stream import build_stream
 from langadapt.errors import LangadaptError
+from langadapt.recipe import load_recipe
 from langadapt.recipe.train import EngineConfig, OptimizerConfig, ScheduleConfig, TrainStageConfig
 from langadapt.run.layout import RunLayout
 from langadapt.train.distill import ReplayDistillation, token_kl
@@ -99,9 +100,12 @@ def replay_kl(model: torch.nn.Module, teacher: torch.nn.Module, tokens: torch.Te
                               torch.ones(VOCAB, dtype=torch.bool)).mean())
 
 
-def test_distilled_training_keeps_the_replay_rows_near_the_teacher_and_still_learns_the_target(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", [EngineConfig(), EngineConfig(kind="deepspeed", zero_stage=1)], ids=["torch", "zero1"])
+def test_distilled_training_keeps_the_replay_rows_near_the_teacher_and_still_learns_the_target(
+        tmp_path: Path, engine: EngineConfig) -> None:
     """The same run with and without the term: with it, the model's predictions on replay text stay
-    nearer the starting model's, while the target's loss still falls."""
+    nearer the starting model's, while the target's loss still falls (DeepSpeed passes the rows
+    through its engine's forward to the same loss module)."""
     two_sources(tmp_path / "tokens")
     replay_rows = torch.from_numpy(((np.arange(0, 3 * 8 * (SEQ + 1), 3) % 31) + 33).reshape(8, SEQ + 1)[:, :-1].astype(np.int64))
     config = TrainStageConfig(steps=30, micro_batch_size=4, grad_accum_steps=2, seq_len=SEQ, log_every=30,
@@ -112,7 +116,7 @@ def test_distilled_training_keeps_the_replay_rows_near_the_teacher_and_still_lea
         teacher = copy.deepcopy(model).eval().requires_grad_(False)
         stream = build_stream(tmp_path / "tokens", {"nb.target": {"weight": 0.7}, "en.replay": {"weight": 0.3}}, SEQ,
                               30 * 8, seed=0)
-        job = TrainingJob.resolve(config, EngineConfig(), tmp_path / f"out{weight}", seed=0, stage_name="stage2")
+        job = TrainingJob.resolve(config, engine, tmp_path / f"out{weight}", seed=0, stage_name="stage2")
         if weight:
             job = replace(job, distillation=ReplayDistillation(teacher, torch.ones(VOCAB, dtype=torch.bool), weight))
         results[weight] = fit(model, stream, job)
@@ -129,3 +133,14 @@ def test_a_run_without_the_embeddings_stage_rows_is_refused_at_the_key(tmp_path:
     with pytest.raises(LangadaptError, match=r"stage2\.replay_distillation: the teacher is the embeddings stage's model"):
         load_distillation(job, ctx)
     assert load_distillation(replace(job, config=TrainStageConfig()), ctx) is None  # 0: off, nothing loaded
+
+
+def test_a_recipe_that_would_distil_nothing_is_refused_with_the_key() -> None:
+    demo = Path(__file__).resolve().parents[2] / "recipes" / "tiny_norwegian_warm.yaml"
+    assert load_recipe(demo, ["stage2.replay_distillation=2"]).recipe.stage2.replay_distillation == 2
+    with pytest.raises(LangadaptError, match=r"stage2\.replay_distillation: the stage's mixture has no replay rows"):
+        load_recipe(demo, ["stage2.replay_distillation=2", "stage2.replay=0"])
+    with pytest.raises(LangadaptError, match=r"stage2\.replay_distillation: init: scratch has no base model"):
+        load_recipe(demo, ["stage2.replay_distillation=2", "init=scratch"])
+    # Unset, it stays out of the dump that the stage fingerprints hash: finished runs keep their prints.
+    assert "replay_distillation" not in load_recipe(demo).recipe.stage2.model_dump()
