@@ -66,21 +66,21 @@ class ReplayDistillation:
         """`weight` x the KL summed over the `rows` (bool [batch]) and divided by every token of the
         micro-batch: the same mean as the cross-entropy's, so `weight` is per replayed token.
 
-        `logits` [batch, L, V] are the student's on the whole micro-batch; the teacher runs on the
-        distilled rows only (`model_kwargs` as `fastpath.model_inputs` made them)."""
-        batch, length = rows.shape[0], logits.shape[-2] * logits.shape[-3] // rows.shape[0]
-        if self.teacher.device != logits.device:
+        `logits` are the student's on the whole micro-batch; the teacher gets the same forward
+        arguments (`fastpath.model_inputs`), cut to the distilled rows."""
+        if self.teacher.device != logits.device:  # moved once, after the engine placed the model
             self.teacher.to(logits.device)
             self.kept = self.kept.to(logits.device)
         rows = rows.to(logits.device)
-        # flash-attention's kwargs are one flattened row (fastpath.model_inputs): the teacher then sees
-        # the whole micro-batch, and its logits are cut to the rows after.
-        flat = model_kwargs["input_ids"].shape[0] != batch
-        teacher_kwargs = model_kwargs if flat else {**model_kwargs, "input_ids": model_kwargs["input_ids"][rows]} | (
-            {"position_ids": model_kwargs["position_ids"][rows]} if "position_ids" in model_kwargs else {})
+        batch, vocab = rows.shape[0], logits.shape[-1]
+        length = logits.shape[:-1].numel() // batch
+        teacher_kwargs = dict(model_kwargs)
+        if model_kwargs["input_ids"].shape[0] == batch:  # one row per sequence: run the teacher on the rows
+            teacher_kwargs |= {k: model_kwargs[k][rows] for k in ("input_ids", "position_ids") if k in model_kwargs}
+        # else flash-attention's single flattened row (model_inputs): the teacher runs on the whole micro-batch
         with torch.no_grad():
-            teacher_logits = self.teacher(**teacher_kwargs).logits.reshape(-1, length, logits.shape[-1])
-        if flat:
+            teacher_logits = self.teacher(**teacher_kwargs).logits.reshape(-1, length, vocab)
+        if teacher_logits.shape[0] == batch:
             teacher_logits = teacher_logits[rows]
-        student = logits.reshape(batch, length, -1)[rows]
+        student = logits.reshape(batch, length, vocab)[rows]
         return self.weight * token_kl(student, teacher_logits, self.kept).sum() / (batch * length)

@@ -58,6 +58,13 @@ def test_the_loss_adds_the_weighted_kl_of_the_replay_rows_over_every_token_of_th
         assert float(distilled(inputs, labels, None, rows)) == pytest.approx(float(plain) + 2.0 * float(kl.sum()) / (4 * SEQ),
                                                                              rel=1e-5)
         assert float(distilled(inputs, labels, None, torch.zeros(4, dtype=torch.bool))) == pytest.approx(float(plain))
+        # With document masking the teacher sees the distilled rows' positions too (two documents a row).
+        positions = torch.cat([torch.arange(SEQ // 2), torch.arange(SEQ // 2)]).repeat(4, 1)
+        packed = {"input_ids": inputs[rows], "position_ids": positions[rows], "use_cache": False}  # as model_inputs
+        kl = token_kl(model(**packed).logits, teacher(**packed).logits, kept)
+        masked = CausalLMLoss(model, fused=False)(inputs, labels, positions)
+        assert float(distilled(inputs, labels, positions, rows)) == pytest.approx(
+            float(masked) + 2.0 * float(kl.sum()) / (4 * SEQ), rel=1e-5)
         # The starting model as its own teacher over every id: nothing to add.
         same = CausalLMLoss(model, False, ReplayDistillation(copy.deepcopy(model), torch.ones(VOCAB, dtype=torch.bool), 2.0))
         assert float(same(inputs, labels, None, rows)) == pytest.approx(float(plain), rel=1e-6)
