@@ -38,8 +38,8 @@ from langadapt.recipe.evaluation import EvaluationConfig
 from langadapt.recipe.export import ExportConfig
 from langadapt.recipe.languages import language_problem
 from langadapt.recipe.overrides import apply_overrides
-from langadapt.recipe.replay import stage_mixture
 from langadapt.recipe.paths import COLD_SUFFIX, MAX_NAME_CHARS, name_problem, run_directory, run_root_problem
+from langadapt.recipe.replay import REPLAY_ROLE, stage_mixture
 from langadapt.recipe.tokenizer import TokenizerConfig
 from langadapt.recipe.train import EngineConfig, TrainStageConfig
 
@@ -155,7 +155,7 @@ class Recipe(Config):
                 raise FieldProblem((name, "replay_distillation"), "init: scratch has no base model whose predictions "
                                    "to keep; use 0")
             mixture = stage_mixture(self.data, name, stage)
-            if not any(roles[source] == "replay" and ((entry.get("weight") or 0) > 0 or entry.get("epochs"))
+            if not any(roles[source] == REPLAY_ROLE and ((entry.get("weight") or 0) > 0 or entry.get("epochs"))
                        for source, entry in mixture.items()):
                 raise FieldProblem((name, "replay_distillation"), "the stage's mixture has no replay rows (no `role: "
                                    "replay` source with a weight or epochs), so there is nothing to distil; add one "

@@ -74,13 +74,14 @@ class ReplayDistillation:
         rows = rows.to(logits.device)
         batch, vocab = rows.shape[0], logits.shape[-1]
         length = logits.shape[:-1].numel() // batch
-        teacher_kwargs = dict(model_kwargs)
-        if model_kwargs["input_ids"].shape[0] == batch:  # one row per sequence: run the teacher on the rows
-            teacher_kwargs |= {k: model_kwargs[k][rows] for k in ("input_ids", "position_ids") if k in model_kwargs}
-        # else flash-attention's single flattened row (model_inputs): the teacher runs on the whole micro-batch
+        # flash-attention's kwargs are one flattened row (fastpath.model_inputs): the teacher then runs on
+        # the whole micro-batch and its logits are cut to the rows after; otherwise it runs on the rows.
+        flat = model_kwargs["input_ids"].shape[0] != batch
+        teacher_kwargs = model_kwargs if flat else model_kwargs | {
+            k: model_kwargs[k][rows] for k in ("input_ids", "position_ids") if k in model_kwargs}
         with torch.no_grad():
             teacher_logits = self.teacher(**teacher_kwargs).logits.reshape(-1, length, vocab)
-        if teacher_logits.shape[0] == batch:
+        if flat:
             teacher_logits = teacher_logits[rows]
         student = logits.reshape(batch, length, vocab)[rows]
         return self.weight * token_kl(student, teacher_logits, self.kept).sum() / (batch * length)

@@ -22,6 +22,7 @@ import torch
 from langadapt.data.stream import StreamMismatch, TokenStream
 from langadapt.errors import LangadaptError
 from langadapt.planning.training import world_change_line
+from langadapt.recipe.replay import REPLAY_ROLE
 from langadapt.recipe.train import TrainStageConfig
 from langadapt.run.layout import ModelStagePaths
 from langadapt.runtime.signals import Preempted, StopOnSignal, clear_stop
@@ -105,7 +106,7 @@ def fit(model: torch.nn.Module, stream: TokenStream, job: TrainingJob,
                 batch = torch.from_numpy(stream.next_batch(settings.global_batch, dist.rank, dist.world_size))
                 micro = batch.split(settings.micro_batch)
                 # With replay distillation, which rows of each micro-batch are replay (langadapt.train.distill).
-                replay = (torch.from_numpy(stream.rows_of_role("replay")).split(settings.micro_batch)
+                replay = (torch.from_numpy(stream.rows_of_role(REPLAY_ROLE)).split(settings.micro_batch)
                           if job.distillation else [None] * len(micro))
                 loss = sum(engine.micro_step(mb[:, :-1], mb[:, 1:], stream.position_ids(mb[:, :-1]), rows)
                            for mb, rows in zip(micro, replay))
