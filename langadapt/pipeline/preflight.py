@@ -34,7 +34,7 @@ from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.embeddings import head_init_problem
 from langadapt.recipe.errors import Report
 from langadapt.recipe.hints import hub_dataset_fetch
-from langadapt.run.base_model import hub_cached, hub_offline, hub_reachable, hub_repo_id, not_cached_line
+from langadapt.run.base_model import build_target_problem, hub_cached, hub_offline, hub_reachable, hub_repo_id, not_cached_line
 from langadapt.run.layout import STAGES
 from langadapt.runtime.placement import DistInfo, training_world_size
 
@@ -203,10 +203,14 @@ def _model_to_come(recipe: Recipe, report: Report) -> dict | None:
     assert spec.path is not None
     if spec.build_recipe:
         try:
-            return complete_architecture(load_recipe(spec.build_recipe).recipe.base_model.architecture or {}) or None
+            build = load_recipe(spec.build_recipe).recipe
         except LangadaptError as exc:
             report.add(("base_model", "build_recipe"), str(exc))
             return None
+        if problem := build_target_problem(recipe, build):
+            report.add(("base_model", "path"), problem)
+            return None
+        return complete_architecture(build.base_model.architecture or {}) or None
     if hub_repo_id(spec.path) is not None:  # a Hub id: downloaded when the run starts, if the Hub answers
         if hub_cached(spec.path, spec.revision) is None and (why := _hub_out_of_reach(spec.path, "model")):
             report.add(("base_model", "path"), not_cached_line(spec.path, why, spec.revision))

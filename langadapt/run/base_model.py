@@ -15,6 +15,7 @@ from langadapt.errors import LangadaptError
 from langadapt.inputs.model_folder import model_folder_problem
 from langadapt.recipe import LoadedRecipe, Recipe, load_recipe
 from langadapt.recipe.hints import hub_model_download
+from langadapt.run.layout import RunLayout
 
 
 def base_build(recipe: Recipe) -> LoadedRecipe | None:
@@ -24,7 +25,21 @@ def base_build(recipe: Recipe) -> LoadedRecipe | None:
     spec = recipe.base_model
     if spec.path is None or not spec.build_recipe or Path(spec.path).is_dir():
         return None
-    return load_recipe(spec.build_recipe)
+    build = load_recipe(spec.build_recipe)
+    if problem := build_target_problem(recipe, build.recipe):
+        raise LangadaptError(f"base_model.path: {problem}")
+    return build
+
+
+def build_target_problem(recipe: Recipe, build: Recipe) -> str | None:
+    """Why `build` (the recipe `base_model.build_recipe` names) would not make `base_model.path`, or
+    None. Checked before anything runs: a path moved by --set while the build recipe still makes the
+    old one would otherwise train a whole base and only then find this folder missing."""
+    produced = RunLayout(build.run_dir).export.model
+    if produced.resolve() == Path(str(recipe.base_model.path)).resolve():
+        return None
+    return (f"{recipe.base_model.path}: folder not found, and base_model.build_recipe {recipe.base_model.build_recipe} "
+            f"makes {produced} instead: set base_model.path to that folder, or build this one first")
 
 
 def resolve_base_model(recipe: Recipe, fetch: bool) -> str | None:

@@ -102,15 +102,30 @@ def test_dry_run_of_the_demo_recipe_prints_the_stages() -> None:
 
 def test_dry_run_lists_the_runs_the_demo_depends_on(tmp_path: Path) -> None:
     """The base model's build (its folder missing here) and the cold twin are runs of their own."""
-    result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run", "--json",
-                       "--set", f"base_model.path={tmp_path / 'base'}", "--set", f"run_root={tmp_path}")
+    build = tmp_path / "english_source.yaml"
+    build.write_text((REPO / "recipes/tiny_english_source.yaml").read_text() + f"run_root: {tmp_path}\n")
+    base = tmp_path / "tiny_english_source" / "export" / "model"  # where that recipe's export puts it
+    result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run", "--json", "--set",
+                       f"base_model.path={base}", "--set", f"base_model.build_recipe={build}", "--set", f"run_root={tmp_path}")
     assert json.loads(result.stdout)["depends_on"] == [
-        f"base model: {tmp_path / 'base'} is missing; built first by run tiny_english_source "
-        "(recipes/tiny_english_source.yaml)",
+        f"base model: {base} is missing; built first by run tiny_english_source ({build})",
         "cold twin: run tiny_norwegian_warm_cold (init: scratch at equal compute), before evaluate",
     ]
     plain = langadapt("run", "recipes/tiny_norwegian_warm.yaml", "--dry-run", "--set", "evaluation.cold_baseline=false")
     assert "cold twin" not in plain.stdout
+
+
+def test_a_base_path_its_build_recipe_does_not_make_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """`--set base_model.path=` to a missing folder while `build_recipe` still makes the demo's own:
+    refused at the key, naming both folders, before the build recipe trains a base that cannot be it."""
+    missing = tmp_path / "base"
+    for mode in (["--dry-run"], ["--until", "data"]):
+        result = langadapt("run", "recipes/tiny_norwegian_warm.yaml", *mode, "--set", f"base_model.path={missing}",
+                           "--set", f"run_root={tmp_path}")
+        assert_one_line_error(result, f"base_model.path: {missing}: folder not found, and base_model.build_recipe "
+                              "recipes/tiny_english_source.yaml makes runs/tiny_english_source/export/model instead")
+        assert "run tiny_english_source" not in result.stderr  # the base's own run never started
+    assert not [path for path in tmp_path.glob("*/*") if path.is_dir()]  # no stage folder in any run
 
 
 def test_dry_run_sources_say_the_weight_a_replay_share_gives_them() -> None:
