@@ -53,7 +53,8 @@ class BaseModelConfig(Config):
     path: str | None = None
     """Local Hugging Face model folder, or a Hub id (downloaded with huggingface_hub)."""
     build_recipe: str | None = None
-    """Recipe that produces the base model when `path` does not exist yet (the demo's tiny model)."""
+    """Recipe that produces the base model when `path` does not exist yet (the demo's tiny model); its
+    run's `export/model` must be `path`."""
     revision: str | None = None
     """Hub revision (branch, tag or commit) when `path` is a Hub id."""
     architecture: dict[str, Any] | None = None
